@@ -1,0 +1,295 @@
+//! The view runtimes build of spec directories: which files load, which
+//! devices resolve, and what goes wrong across files.
+//!
+//! Mirrors the reference library's cache: directories are read in
+//! priority order (later wins), non-recursively, loading only `*.json` and
+//! `*.yaml`. A device defined in two files of one directory is dropped by
+//! runtimes (both definitions), and a device in a higher-priority
+//! directory shadows the same device in a lower one. `cdigen validate`
+//! and `cdigen list` are built on this.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::codec::Format;
+use super::name::{Kind, QualifiedName};
+use super::spec::Spec;
+use super::{load_file, validate};
+
+/// How bad a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    /// The file (or a device in it) will not work.
+    Error,
+    /// Works, but probably not as intended.
+    Warning,
+}
+
+/// One finding about a file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// Error or warning.
+    pub severity: Severity,
+    /// Where in the file (empty for the whole file).
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub location: String,
+    /// What is wrong and what was expected.
+    pub message: String,
+}
+
+/// What was found in one file.
+#[derive(Debug, Clone, Serialize)]
+pub struct FileReport {
+    /// The file.
+    pub path: PathBuf,
+    /// Its kind, when it parsed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
+    /// Its device names, when it parsed.
+    pub devices: Vec<String>,
+    /// Everything wrong with it, errors first.
+    pub findings: Vec<Finding>,
+}
+
+impl FileReport {
+    /// True when the file has an error.
+    pub fn has_errors(&self) -> bool {
+        self.findings.iter().any(|f| f.severity == Severity::Error)
+    }
+}
+
+/// A device a runtime would resolve, with the file it comes from.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResolvedDevice {
+    /// `vendor/class=name`.
+    pub name: String,
+    /// The spec file defining it.
+    pub path: PathBuf,
+}
+
+/// The result of scanning spec directories and files.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Scan {
+    /// One report per file, in scan order.
+    pub files: Vec<FileReport>,
+    /// Problems with the inputs themselves (a missing path given explicitly).
+    pub input_errors: Vec<String>,
+    /// Devices a runtime would resolve, sorted by name.
+    pub devices: Vec<ResolvedDevice>,
+}
+
+impl Scan {
+    /// True when any file or input has an error.
+    pub fn has_errors(&self) -> bool {
+        !self.input_errors.is_empty() || self.files.iter().any(FileReport::has_errors)
+    }
+}
+
+/// One input of a scan.
+#[derive(Debug, Clone)]
+pub struct Input {
+    /// A directory or a single file.
+    pub path: PathBuf,
+    /// Whether the user named it (a missing explicit path is an error; a
+    /// missing default directory is skipped, as runtimes do).
+    pub explicit: bool,
+}
+
+struct Loaded {
+    report_index: usize,
+    kind: Kind,
+    names: Vec<String>,
+}
+
+/// Scans inputs in priority order (later wins). Directories are grouped as
+/// runtimes group them; a file given on its own is a group of one.
+pub fn scan(inputs: &[Input]) -> Scan {
+    let mut out = Scan::default();
+    // Resolved devices so far: name -> (path, group index).
+    let mut resolved: BTreeMap<String, (PathBuf, usize)> = BTreeMap::new();
+    let mut conflicted: Vec<String> = Vec::new();
+    for (group, input) in inputs.iter().enumerate() {
+        let files = match list_spec_files(&input.path) {
+            Ok(files) => files,
+            Err(e) => {
+                if input.explicit || e.kind() != std::io::ErrorKind::NotFound {
+                    out.input_errors
+                        .push(format!("cannot read {}: {e}", input.path.display()));
+                }
+                continue;
+            }
+        };
+        let mut loaded: Vec<Loaded> = Vec::new();
+        for path in files {
+            if let Some(l) = load_one(&mut out, path) {
+                loaded.push(l);
+            }
+        }
+        // Same device in two files of one group: runtimes drop it.
+        let mut by_name: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for l in &loaded {
+            for n in &l.names {
+                by_name
+                    .entry(format!("{}={n}", l.kind))
+                    .or_default()
+                    .push(l.report_index);
+            }
+        }
+        for (name, idx) in &by_name {
+            if idx.len() > 1 {
+                conflicted.push(name.clone());
+                for &i in idx {
+                    let others: Vec<String> = idx
+                        .iter()
+                        .filter(|&&j| j != i)
+                        .filter_map(|&j| out.files.get(j))
+                        .map(|f| f.path.display().to_string())
+                        .collect();
+                    if let Some(f) = out.files.get_mut(i) {
+                        f.findings.push(Finding {
+                            severity: Severity::Error,
+                            location: format!("device {name:?}"),
+                            message: format!(
+                                "also defined in {} in the same directory: runtimes drop every \
+                                 definition of a conflicting device",
+                                others.join(", ")
+                            ),
+                        });
+                    }
+                }
+                continue;
+            }
+            let Some(&i) = idx.first() else { continue };
+            let Some(path) = out.files.get(i).map(|f| f.path.clone()) else {
+                continue;
+            };
+            if let Some((lower, lower_group)) = resolved.insert(name.clone(), (path.clone(), group))
+            {
+                if lower_group != group {
+                    if let Some(f) = out.files.iter_mut().find(|f| f.path == lower) {
+                        f.findings.push(Finding {
+                            severity: Severity::Warning,
+                            location: format!("device {name:?}"),
+                            message: format!(
+                                "shadowed by {} (a later spec directory wins)",
+                                path.display()
+                            ),
+                        });
+                    }
+                }
+            }
+        }
+    }
+    for name in conflicted {
+        resolved.remove(&name);
+    }
+    let mut devices: Vec<ResolvedDevice> = resolved
+        .into_iter()
+        .map(|(name, (path, _))| ResolvedDevice { name, path })
+        .collect();
+    devices.sort_by(|a, b| super::codec::natural_cmp(&a.name, &b.name));
+    out.devices = devices;
+    for f in &mut out.files {
+        f.findings.sort_by_key(|x| x.severity);
+    }
+    out
+}
+
+/// Loads and validates one file, recording its report. Returns what it
+/// defines when it is valid (runtimes use only valid files).
+fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
+    let mut report = FileReport {
+        path: path.clone(),
+        kind: None,
+        devices: Vec::new(),
+        findings: Vec::new(),
+    };
+    if Format::from_path(&path).is_none() {
+        report.findings.push(Finding {
+            severity: Severity::Warning,
+            location: String::new(),
+            message: "ignored by runtimes: only *.json and *.yaml files are loaded".into(),
+        });
+        out.files.push(report);
+        return None;
+    }
+    let spec: Option<Spec> = match load_file(&path) {
+        Ok(spec) => Some(spec),
+        Err(e) => {
+            let message = match &e {
+                super::LoadError::Parse { source, .. } => source.to_string(),
+                other => std::error::Error::source(other)
+                    .map_or_else(|| other.to_string(), |s| format!("cannot read: {s}")),
+            };
+            report.findings.push(Finding {
+                severity: Severity::Error,
+                location: String::new(),
+                message,
+            });
+            None
+        }
+    };
+    let mut result = None;
+    if let Some(spec) = spec {
+        report.kind = Some(spec.kind.clone());
+        report.devices = spec.devices.iter().map(|d| d.name.clone()).collect();
+        let problems = validate(&spec);
+        for p in &problems {
+            report.findings.push(Finding {
+                severity: Severity::Error,
+                location: p.location.clone(),
+                message: p.message.clone(),
+            });
+        }
+        if problems.is_empty() {
+            if let Ok(kind) = Kind::parse(&spec.kind) {
+                result = Some(Loaded {
+                    report_index: out.files.len(),
+                    kind,
+                    names: report.devices.clone(),
+                });
+            }
+        }
+    }
+    out.files.push(report);
+    result
+}
+
+/// The files of an input that matter: a directory's regular files (and
+/// symlinks to them) that are spec files or look like misnamed ones
+/// (`*.yml`), sorted by name; or a single file.
+fn list_spec_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let meta = std::fs::metadata(path)?;
+    if !meta.is_dir() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(path)? {
+        let entry = entry?;
+        let p = entry.path();
+        let is_file = std::fs::metadata(&p).map(|m| m.is_file()).unwrap_or(false);
+        let wanted = matches!(
+            p.extension().and_then(|e| e.to_str()),
+            Some("json" | "yaml" | "yml")
+        );
+        if is_file && wanted {
+            files.push(p);
+        }
+    }
+    files.sort();
+    Ok(files)
+}
+
+/// Every device name a spec defines, qualified. Invalid names are skipped.
+pub fn qualified_names(spec: &Spec) -> Vec<QualifiedName> {
+    let Ok(kind) = Kind::parse(&spec.kind) else {
+        return Vec::new();
+    };
+    spec.devices
+        .iter()
+        .filter_map(|d| QualifiedName::new(kind.clone(), &d.name).ok())
+        .collect()
+}

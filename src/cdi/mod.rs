@@ -1,0 +1,75 @@
+//! The Container Device Interface (CDI) spec: model, names, versions,
+//! validation, encoding, and the view of spec directories that runtimes
+//! build.
+//!
+//! In the pipeline this is the output format: rendered specs are parsed
+//! into [`Spec`], checked with [`validate()`], and serialized with
+//! [`codec::to_bytes`] before the writer puts them on disk.
+
+pub mod codec;
+pub mod dirs;
+pub mod name;
+pub mod spec;
+pub mod validate;
+pub mod version;
+
+use std::path::{Path, PathBuf};
+
+pub use codec::Format;
+pub use name::{Kind, QualifiedName};
+pub use spec::{ContainerEdits, Device, DeviceNode, Hook, IntelRdt, Mount, NetDevice, Spec};
+pub use validate::{Problem, validate};
+pub use version::Version;
+
+/// The static spec directory (packages and install hooks).
+pub const STATIC_DIR: &str = "/etc/cdi";
+/// The dynamic spec directory (regenerated at run time; cleared at boot).
+pub const DYNAMIC_DIR: &str = "/var/run/cdi";
+/// The directories runtimes read by default, lowest priority first.
+pub const DEFAULT_SPEC_DIRS: [&str; 2] = [STATIC_DIR, DYNAMIC_DIR];
+
+/// Why a spec file could not be loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    /// The file could not be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The extension is not one runtimes load.
+    #[error("{}: not a spec file name (runtimes load only *.json and *.yaml)", path.display())]
+    Extension {
+        /// The file.
+        path: PathBuf,
+    },
+    /// The content is not a spec.
+    #[error("{}: {source}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        source: codec::ParseError,
+    },
+}
+
+/// Reads and strictly parses one spec file (format from its extension).
+///
+/// # Errors
+/// [`LoadError`] naming the file.
+pub fn load_file(path: &Path) -> Result<Spec, LoadError> {
+    let format = Format::from_path(path).ok_or_else(|| LoadError::Extension {
+        path: path.to_path_buf(),
+    })?;
+    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    codec::parse(&bytes, format).map_err(|source| LoadError::Parse {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,79 @@
+//! `cdigen validate`: checks spec files and directories by the rules
+//! runtimes apply, per file and across files (conflicts, shadowing).
+
+use std::io::Write;
+
+use super::{EXIT_FINDINGS, EXIT_OK, ValidateArgs, ValidateFormat};
+use crate::cdi::dirs::{Input, Severity, scan};
+
+pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let inputs: Vec<Input> = if args.paths.is_empty() {
+        super::default_inputs()
+    } else {
+        args.paths
+            .iter()
+            .map(|p| Input {
+                path: p.clone(),
+                explicit: true,
+            })
+            .collect()
+    };
+    let result = scan(&inputs);
+    let code = if result.has_errors() {
+        EXIT_FINDINGS
+    } else {
+        EXIT_OK
+    };
+    match args.output_format {
+        ValidateFormat::Json => {
+            let doc = serde_json::json!({
+                "valid": !result.has_errors(),
+                "inputErrors": result.input_errors,
+                "files": result.files,
+            });
+            serde_json::to_writer_pretty(&mut *out, &doc)?;
+            writeln!(out)?;
+        }
+        ValidateFormat::Text => {
+            let (mut errors, mut warnings) = (0, 0);
+            for e in &result.input_errors {
+                writeln!(out, "error: {e}")?;
+                errors += 1;
+            }
+            for f in &result.files {
+                if f.findings.is_empty() {
+                    writeln!(
+                        out,
+                        "{}: ok ({} devices)",
+                        f.path.display(),
+                        f.devices.len()
+                    )?;
+                }
+                for x in &f.findings {
+                    let sev = match x.severity {
+                        Severity::Error => {
+                            errors += 1;
+                            "error"
+                        }
+                        Severity::Warning => {
+                            warnings += 1;
+                            "warning"
+                        }
+                    };
+                    let at = if x.location.is_empty() {
+                        String::new()
+                    } else {
+                        format!("{}: ", x.location)
+                    };
+                    writeln!(out, "{}: {sev}: {at}{}", f.path.display(), x.message)?;
+                }
+            }
+            writeln!(
+                out,
+                "{} files checked: {errors} errors, {warnings} warnings",
+                result.files.len()
+            )?;
+        }
+    }
+    Ok(code)
+}

@@ -1,0 +1,404 @@
+//! The safe writer: the only code that changes files in spec and
+//! device-info directories.
+//!
+//! Guarantees:
+//! - **Atomic**: content goes to a temp file in the target directory whose
+//!   name ends in `.tmp` (runtimes watch the directory and load only
+//!   `*.json`/`*.yaml`), is fsynced and made mode 0644, then renamed over
+//!   the target; the directory is fsynced. There is never a moment with no
+//!   file or a partial one.
+//! - **Idempotent**: unchanged bytes leave the file untouched (its mtime
+//!   stays, so runtimes do not reload).
+//! - **Ownership**: a state file in the directory (`.cdigen-state`, which
+//!   runtimes ignore) records the SHA-256 of every file cdigen wrote. A file
+//!   is cdigen's only while its content still matches; anything else (another
+//!   tool's file, or one an admin edited) is never overwritten or deleted.
+//!   A marker inside the spec would be an annotation, which raises
+//!   `cdiVersion` to 0.6.0 and breaks older runtimes.
+//! - **Serialized**: an advisory lock (`.cdigen.lock`) orders concurrent
+//!   runs; a run that crashed leaves at most `.cdigen-*.tmp` files, which the
+//!   next run removes under the lock. The hash of the file about to be
+//!   written is recorded before the rename, so a crash between rename and
+//!   state update does not orphan the file.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// Name of the ownership state file inside a managed directory.
+pub const STATE_FILE: &str = ".cdigen-state";
+/// Name of the lock file inside a managed directory.
+pub const LOCK_FILE: &str = ".cdigen.lock";
+const TMP_PREFIX: &str = ".cdigen-";
+const TMP_SUFFIX: &str = ".tmp";
+/// Mode of every file written (runtimes, rootless podman included, read it).
+pub const FILE_MODE: u32 = 0o644;
+/// Mode of directories created.
+pub const DIR_MODE: u32 = 0o755;
+
+/// What the writer can fail on; every variant names the path.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A filesystem operation failed.
+    #[error("{action} {}", path.display())]
+    Io {
+        /// What was being done (`cannot create`, `cannot rename to`, ...).
+        action: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The target exists and cdigen cannot prove it wrote it.
+    #[error(
+        "refusing to {action} {}: not written by cdigen, or changed since (remove it or move it away first)",
+        path.display()
+    )]
+    NotOwned {
+        /// `overwrite` or `remove`.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+    },
+    /// The target is a symlink, a directory or another non-regular file.
+    #[error("refusing to replace {}: not a regular file", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+    },
+    /// A file name that is not a plain name.
+    #[error(
+        "invalid file name {name:?}: expected a plain name of A-Z a-z 0-9 . _ - not starting with '.'"
+    )]
+    BadName {
+        /// The name.
+        name: String,
+    },
+    /// The state file exists but cannot be understood.
+    #[error("{}: corrupt state file (remove it to start over; cdigen then owns no file in this directory): {reason}", path.display())]
+    BadState {
+        /// The state file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> Error + 'a {
+    move |source| Error::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// What a write did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Outcome {
+    /// The file did not exist.
+    Created,
+    /// The file existed with other content.
+    Updated,
+    /// The file already had these bytes; nothing was touched.
+    Unchanged,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct State {
+    version: u32,
+    files: BTreeMap<String, Record>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Record {
+    /// Which generator wrote it (stale files are pruned per owner).
+    owner: String,
+    /// SHA-256 of contents cdigen wrote (two while a write is in flight).
+    sha256: Vec<String>,
+}
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    let digest = Sha256::digest(bytes);
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A directory cdigen manages, locked for the lifetime of this value.
+#[derive(Debug)]
+pub struct ManagedDir {
+    dir: PathBuf,
+    state: State,
+    _lock: File,
+}
+
+impl ManagedDir {
+    /// Opens (creating with mode 0755 if needed) and locks a directory,
+    /// removes temp files a crashed run left, and loads the state file.
+    ///
+    /// # Errors
+    /// [`Error`] when the directory cannot be created, locked or read.
+    pub fn open(dir: &Path) -> Result<Self, Error> {
+        fs::DirBuilder::new()
+            .recursive(true)
+            .mode(DIR_MODE)
+            .create(dir)
+            .map_err(io_err("cannot create directory", dir))?;
+        let lock_path = dir.join(LOCK_FILE);
+        let lock = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(io_err("cannot open lock file", &lock_path))?;
+        match lock.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                tracing::info!("waiting for another cdigen run on {}", dir.display());
+                lock.lock().map_err(io_err("cannot lock", &lock_path))?;
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(io_err("cannot lock", &lock_path)(e));
+            }
+        }
+        let me = ManagedDir {
+            dir: dir.to_path_buf(),
+            state: State::default(),
+            _lock: lock,
+        };
+        me.remove_temp_files()?;
+        let state = me.load_state()?;
+        Ok(ManagedDir { state, ..me })
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn remove_temp_files(&self) -> Result<(), Error> {
+        let entries =
+            fs::read_dir(&self.dir).map_err(io_err("cannot read directory", &self.dir))?;
+        for entry in entries {
+            let entry = entry.map_err(io_err("cannot read directory", &self.dir))?;
+            let name = entry.file_name();
+            let name = name.to_string_lossy();
+            if name.starts_with(TMP_PREFIX) && name.ends_with(TMP_SUFFIX) {
+                let p = entry.path();
+                tracing::info!("removing {} left by an interrupted run", p.display());
+                fs::remove_file(&p).map_err(io_err("cannot remove", &p))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn load_state(&self) -> Result<State, Error> {
+        let path = self.dir.join(STATE_FILE);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                return Ok(State {
+                    version: 1,
+                    files: BTreeMap::new(),
+                });
+            }
+            Err(e) => return Err(io_err("cannot read", &path)(e)),
+        };
+        let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::BadState {
+            path: path.clone(),
+            reason: e.to_string(),
+        })?;
+        if state.version != 1 {
+            return Err(Error::BadState {
+                path,
+                reason: format!("unknown version {}", state.version),
+            });
+        }
+        Ok(state)
+    }
+
+    fn save_state(&self) -> Result<(), Error> {
+        let mut bytes = serde_json::to_vec_pretty(&self.state).map_err(|e| Error::BadState {
+            path: self.dir.join(STATE_FILE),
+            reason: e.to_string(),
+        })?;
+        bytes.push(b'\n');
+        self.replace(STATE_FILE, &bytes)
+    }
+
+    /// Whether cdigen wrote `name` and it still has the content written.
+    pub fn owns(&self, name: &str) -> bool {
+        let path = self.dir.join(name);
+        match (self.state.files.get(name), fs::read(&path)) {
+            (Some(rec), Ok(bytes)) => rec.sha256.contains(&sha256_hex(&bytes)),
+            _ => false,
+        }
+    }
+
+    /// Files recorded for `owner`, sorted.
+    pub fn owned_by(&self, owner: &str) -> Vec<String> {
+        self.state
+            .files
+            .iter()
+            .filter(|(_, r)| r.owner == owner)
+            .map(|(n, _)| n.clone())
+            .collect()
+    }
+
+    /// Writes `bytes` to `name` atomically, on behalf of `owner` (the
+    /// generator that produced it).
+    ///
+    /// # Errors
+    /// [`Error::NotOwned`] when `name` exists with other content that cdigen
+    /// did not write; [`Error::NotRegular`] for a symlink or directory;
+    /// [`Error::Io`] on filesystem failures.
+    pub fn write(&mut self, name: &str, bytes: &[u8], owner: &str) -> Result<Outcome, Error> {
+        check_name(name)?;
+        let target = self.dir.join(name);
+        let new_hash = sha256_hex(bytes);
+        let existing = match fs::symlink_metadata(&target) {
+            Ok(meta) if !meta.is_file() => return Err(Error::NotRegular { path: target }),
+            Ok(_) => Some(fs::read(&target).map_err(io_err("cannot read", &target))?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(io_err("cannot stat", &target)(e)),
+        };
+        let outcome = match &existing {
+            Some(old) if old.as_slice() == bytes => {
+                // Same bytes: do not touch. Keep the record current if ours.
+                if let Some(rec) = self.state.files.get_mut(name) {
+                    if rec.sha256 != [new_hash.clone()] || rec.owner != owner {
+                        rec.sha256 = vec![new_hash];
+                        rec.owner = owner.to_string();
+                        self.save_state()?;
+                    }
+                }
+                return Ok(Outcome::Unchanged);
+            }
+            Some(old) => {
+                let ours = self
+                    .state
+                    .files
+                    .get(name)
+                    .is_some_and(|r| r.sha256.contains(&sha256_hex(old)));
+                if !ours {
+                    return Err(Error::NotOwned {
+                        action: "overwrite",
+                        path: target,
+                    });
+                }
+                Outcome::Updated
+            }
+            None => Outcome::Created,
+        };
+        // Record the intent first: after a crash either hash proves ownership.
+        let mut hashes: Vec<String> = existing.iter().map(|b| sha256_hex(b)).collect();
+        hashes.push(new_hash.clone());
+        self.state.files.insert(
+            name.to_string(),
+            Record {
+                owner: owner.to_string(),
+                sha256: hashes,
+            },
+        );
+        self.save_state()?;
+        self.replace(name, bytes)?;
+        if let Some(rec) = self.state.files.get_mut(name) {
+            rec.sha256 = vec![new_hash];
+        }
+        self.save_state()?;
+        Ok(outcome)
+    }
+
+    /// Removes the files recorded for `owner` that are not in `keep`, when
+    /// their content still proves cdigen wrote them. Returns the removed
+    /// names and those left alone (changed by someone else: cdigen forgets
+    /// them and never touches them again).
+    ///
+    /// # Errors
+    /// [`Error::Io`] on filesystem failures.
+    pub fn remove_stale(&mut self, owner: &str, keep: &BTreeSet<String>) -> Result<Pruned, Error> {
+        let mut pruned = Pruned::default();
+        for name in self.owned_by(owner) {
+            if keep.contains(&name) {
+                continue;
+            }
+            let path = self.dir.join(&name);
+            match fs::symlink_metadata(&path) {
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(io_err("cannot stat", &path)(e)),
+                Ok(meta) if meta.is_file() && self.owns(&name) => {
+                    fs::remove_file(&path).map_err(io_err("cannot remove", &path))?;
+                    sync_dir(&self.dir)?;
+                    pruned.removed.push(name.clone());
+                }
+                Ok(_) => pruned.left_alone.push(name.clone()),
+            }
+            self.state.files.remove(&name);
+            self.save_state()?;
+        }
+        Ok(pruned)
+    }
+
+    /// Atomically replaces `name` with `bytes`: temp file, mode, fsync,
+    /// rename, fsync the directory.
+    fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+        let target = self.dir.join(name);
+        let mut tmp = tempfile::Builder::new()
+            .prefix(TMP_PREFIX)
+            .suffix(TMP_SUFFIX)
+            .tempfile_in(&self.dir)
+            .map_err(io_err("cannot create a temp file in", &self.dir))?;
+        let tmp_path = tmp.path().to_path_buf();
+        tmp.as_file()
+            .set_permissions(fs::Permissions::from_mode(FILE_MODE))
+            .map_err(io_err("cannot set mode of", &tmp_path))?;
+        tmp.write_all(bytes)
+            .map_err(io_err("cannot write", &tmp_path))?;
+        tmp.as_file()
+            .sync_all()
+            .map_err(io_err("cannot sync", &tmp_path))?;
+        tmp.persist(&target)
+            .map_err(|e| io_err("cannot rename to", &target)(e.error))?;
+        sync_dir(&self.dir)
+    }
+}
+
+/// The result of [`ManagedDir::remove_stale`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Pruned {
+    /// Files removed.
+    pub removed: Vec<String>,
+    /// Files cdigen once wrote but that were changed since; not touched.
+    pub left_alone: Vec<String>,
+}
+
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("cannot sync directory", dir))
+}
+
+fn check_name(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadName {
+            name: name.to_string(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests;
