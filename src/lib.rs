@@ -16,4 +16,11 @@
 
 pub mod cdi;
 pub mod cli;
+pub mod discover;
+pub mod generate;
+pub mod generator;
+pub mod model;
+pub mod render;
+pub mod root;
+pub mod sysfs;
 pub mod write;

@@ -53,7 +53,7 @@ pub enum ParseError {
     Json(#[from] serde_json::Error),
     /// YAML syntax or a field the model does not know.
     #[error("invalid YAML: {0}")]
-    Yaml(#[from] serde_saphyr::Error),
+    Yaml(Box<serde_saphyr::Error>),
     /// Not UTF-8.
     #[error("not UTF-8 text")]
     NotUtf8,
@@ -87,7 +87,8 @@ pub fn parse(bytes: &[u8], format: Format) -> Result<Spec, ParseError> {
                 duplicate_keys: serde_saphyr::options::DuplicateKeyPolicy::Error,
                 with_snippet: false,
             };
-            Ok(serde_saphyr::from_str_with_options(text, options)?)
+            serde_saphyr::from_str_with_options(text, options)
+                .map_err(|e| ParseError::Yaml(Box::new(e)))
         }
     }
 }

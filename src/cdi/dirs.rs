@@ -167,19 +167,17 @@ pub fn scan(inputs: &[Input]) -> Scan {
                 continue;
             };
             if let Some((lower, lower_group)) = resolved.insert(name.clone(), (path.clone(), group))
+                && lower_group != group
+                && let Some(f) = out.files.iter_mut().find(|f| f.path == lower)
             {
-                if lower_group != group {
-                    if let Some(f) = out.files.iter_mut().find(|f| f.path == lower) {
-                        f.findings.push(Finding {
-                            severity: Severity::Warning,
-                            location: format!("device {name:?}"),
-                            message: format!(
-                                "shadowed by {} (a later spec directory wins)",
-                                path.display()
-                            ),
-                        });
-                    }
-                }
+                f.findings.push(Finding {
+                    severity: Severity::Warning,
+                    location: format!("device {name:?}"),
+                    message: format!(
+                        "shadowed by {} (a later spec directory wins)",
+                        path.display()
+                    ),
+                });
             }
         }
     }
@@ -220,7 +218,7 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
         Ok(spec) => Some(spec),
         Err(e) => {
             let message = match &e {
-                super::LoadError::Parse { source, .. } => source.to_string(),
+                super::LoadError::Parse { cause, .. } => cause.to_string(),
                 other => std::error::Error::source(other)
                     .map_or_else(|| other.to_string(), |s| format!("cannot read: {s}")),
             };
@@ -244,14 +242,14 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
                 message: p.message.clone(),
             });
         }
-        if problems.is_empty() {
-            if let Ok(kind) = Kind::parse(&spec.kind) {
-                result = Some(Loaded {
-                    report_index: out.files.len(),
-                    kind,
-                    names: report.devices.clone(),
-                });
-            }
+        if problems.is_empty()
+            && let Ok(kind) = Kind::parse(&spec.kind)
+        {
+            result = Some(Loaded {
+                report_index: out.files.len(),
+                kind,
+                names: report.devices.clone(),
+            });
         }
     }
     out.files.push(report);

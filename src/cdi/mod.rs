@@ -47,12 +47,12 @@ pub enum LoadError {
         path: PathBuf,
     },
     /// The content is not a spec.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Parse {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        source: codec::ParseError,
+        /// What is wrong.
+        cause: Box<codec::ParseError>,
     },
 }
 
@@ -68,8 +68,8 @@ pub fn load_file(path: &Path) -> Result<Spec, LoadError> {
         path: path.to_path_buf(),
         source,
     })?;
-    codec::parse(&bytes, format).map_err(|source| LoadError::Parse {
+    codec::parse(&bytes, format).map_err(|cause| LoadError::Parse {
         path: path.to_path_buf(),
-        source,
+        cause: Box::new(cause),
     })
 }

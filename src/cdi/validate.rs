@@ -264,13 +264,13 @@ fn check_hook(c: &mut Collector, at: &str, h: &Hook) {
         );
     }
     check_env(c, &format!("{at}.env"), &h.env);
-    if let Some(t) = h.timeout {
-        if t <= 0 {
-            c.push(
-                format!("{at}.timeout"),
-                format!("{t} must be greater than zero when set"),
-            );
-        }
+    if let Some(t) = h.timeout
+        && t <= 0
+    {
+        c.push(
+            format!("{at}.timeout"),
+            format!("{t} must be greater than zero when set"),
+        );
     }
 }
 

@@ -96,7 +96,8 @@ pub struct Requirement {
 /// Computes the minimum `cdiVersion` the spec's content needs.
 pub fn minimum_required(spec: &Spec) -> Requirement {
     // Newest first: the first version whose predicate fires wins.
-    let checks: [(Version, fn(&Spec) -> Option<String>); 5] = [
+    type Check = fn(&Spec) -> Option<String>;
+    let checks: [(Version, Check); 5] = [
         (Version::V1_1_0, needs_1_1_0),
         (Version::V0_7_0, needs_0_7_0),
         (Version::V0_6_0, needs_0_6_0),

@@ -8,6 +8,9 @@ use super::{EXIT_ERROR, EXIT_OK, ListArgs};
 use crate::cdi::dirs::{Input, Severity, scan};
 
 pub(crate) fn run(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+    if args.discovered {
+        return discovered(args, out, err);
+    }
     let inputs: Vec<Input> = if args.spec_dirs.is_empty() {
         super::default_inputs()
     } else {
@@ -48,4 +51,47 @@ pub(crate) fn run(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     } else {
         EXIT_ERROR
     })
+}
+
+/// A name `generate` would write, with its spec file name and generator.
+#[derive(serde::Serialize)]
+struct WouldWrite {
+    name: String,
+    file: String,
+    generator: String,
+}
+
+/// `list --discovered`: the names `generate` would produce now.
+fn discovered(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
+    let (_root, found) = super::pipeline::discover(&args.source)?;
+    let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
+    let mut rows = Vec::new();
+    let mut code = EXIT_OK;
+    for g in &generators {
+        match crate::generate::plan_one(g, &templates, &found, None) {
+            Ok(p) => {
+                for name in p.names() {
+                    rows.push(WouldWrite {
+                        name,
+                        file: p.file.clone(),
+                        generator: p.generator.clone(),
+                    });
+                }
+            }
+            Err(e) => {
+                writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+                code = super::EXIT_FINDINGS;
+            }
+        }
+    }
+    rows.sort_by(|a, b| crate::cdi::codec::natural_cmp(&a.name, &b.name));
+    match args.output_format {
+        OutputFormat::Text => {
+            for r in &rows {
+                writeln!(out, "{}", r.name)?;
+            }
+        }
+        format => write_structured(out, format, &rows)?,
+    }
+    Ok(code)
 }

@@ -6,8 +6,11 @@
 //! unreadable inputs). Errors are printed as a chain:
 //! `cdigen: cannot do X: because Y: because Z`.
 
+mod discover;
+mod generate;
 mod list;
 mod output;
+mod pipeline;
 mod validate;
 
 use std::io::{self, Write};
@@ -37,10 +40,10 @@ container runtimes and Kubernetes need to hand them to containers.",
 written), 2 usage or environment errors."
 )]
 pub struct Cli {
-    /// More output (-v info, -vv debug, -vvv trace); also RUST_LOG.
+    /// Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence).
     #[arg(short, long, global = true, action = clap::ArgAction::Count)]
     pub verbose: u8,
-    /// Only errors on stderr.
+    /// Log only errors on stderr.
     #[arg(short, long, global = true, conflicts_with = "verbose")]
     pub quiet: bool,
     /// What to do.
@@ -56,28 +59,107 @@ pub enum Command {
     /// Discover devices and print what was found, without writing anything.
     Discover(DiscoverArgs),
     /// List the fully-qualified CDI device names (vendor/class=name) in the spec directories.
+    ///
+    /// The names are those a container runtime resolves: the names to pass to podman run
+    /// --device, for example. The directories are read as runtimes read them: in order, a device
+    /// in a later directory winning over the same device in an earlier one; only valid *.json and
+    /// *.yaml files are loaded; a device defined in two files of one directory is dropped. The
+    /// names are printed in natural order (gpu2 before gpu10).
+    ///
+    /// Problems with spec files are reported on stderr, and the devices that do resolve are still
+    /// listed; cdigen validate checks the files.
     List(ListArgs),
     /// Validate CDI spec files and directories by the rules runtimes apply.
+    ///
+    /// Each file is checked on its own (syntax, cdiVersion, kind and device names, container
+    /// edits), then across files as runtimes load them: a device defined in two files of one
+    /// directory is an error, because runtimes drop every definition of it; a device shadowed by
+    /// the same device in a later directory, and a file runtimes ignore (*.yml), are warnings.
+    ///
+    /// The exit status is 1 when any error is found (warnings alone do not count), and when a
+    /// path given does not exist.
     Validate(ValidateArgs),
+}
+
+/// Where devices are discovered from.
+#[derive(Debug, Clone, Args)]
+pub struct SourceArgs {
+    /// Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot).
+    #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
+    pub root: PathBuf,
+    /// Only run this backend (repeatable).
+    #[arg(long = "backend", value_name = "NAME")]
+    pub backends: Vec<String>,
+}
+
+/// Which generator definitions and templates to use.
+#[derive(Debug, Clone, Args)]
+pub struct DefinitionArgs {
+    /// Directory of generator definitions (*.yaml) that add to or replace the built-in ones
+    /// [default: /etc/cdigen/generators.d, when it exists].
+    #[arg(long, value_name = "DIR", env = "CDIGEN_GENERATORS")]
+    pub generators: Option<PathBuf>,
+    /// Directory of templates (<name>.json.hbs) that add to or replace the built-in ones
+    /// [default: /etc/cdigen/templates, when it exists].
+    #[arg(long, value_name = "DIR", env = "CDIGEN_TEMPLATES")]
+    pub templates: Option<PathBuf>,
+    /// Only run this generator (repeatable; default: every enabled generator).
+    #[arg(long = "generator", value_name = "NAME")]
+    pub only: Vec<String>,
 }
 
 /// Arguments of `cdigen generate`.
 #[derive(Debug, Args)]
 pub struct GenerateArgs {
-    /// Read sysfs, procfs and /dev under this directory instead of /.
-    #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
-    pub root: PathBuf,
-    /// Directory to write CDI specs to (/etc/cdi for install hooks, /var/run/cdi for regeneration).
+    /// Where to discover devices.
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Generators and templates.
+    #[command(flatten)]
+    pub defs: DefinitionArgs,
+    /// Directory to write CDI specs to: /etc/cdi for driver install hooks, /var/run/cdi for
+    /// regeneration at boot or on hotplug.
     #[arg(long, value_name = "DIR", default_value = crate::cdi::DYNAMIC_DIR)]
-    pub spec_dir: PathBuf,
+    pub output_dir: PathBuf,
+    /// Write the one selected generator's spec to FILE instead (- for stdout).
+    #[arg(long, value_name = "FILE", conflicts_with = "output_dir")]
+    pub output: Option<PathBuf>,
+    /// Spec format, overriding the generators' (default: each generator's, YAML for the built-in
+    /// ones).
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<SpecFormat>,
+    /// Print what would change and write nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// With --dry-run, also print a unified diff of each change.
+    #[arg(long, requires = "dry_run")]
+    pub diff: bool,
+}
+
+/// Spec file formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SpecFormat {
+    /// JSON.
+    Json,
+    /// YAML, every string quoted.
+    Yaml,
+}
+
+impl From<SpecFormat> for crate::cdi::Format {
+    fn from(f: SpecFormat) -> Self {
+        match f {
+            SpecFormat::Json => crate::cdi::Format::Json,
+            SpecFormat::Yaml => crate::cdi::Format::Yaml,
+        }
+    }
 }
 
 /// Arguments of `cdigen discover`.
 #[derive(Debug, Args)]
 pub struct DiscoverArgs {
-    /// Read sysfs, procfs and /dev under this directory instead of /.
-    #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
-    pub root: PathBuf,
+    /// Where to discover devices.
+    #[command(flatten)]
+    pub source: SourceArgs,
     /// Output format.
     #[arg(short, long = "output-format", value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
@@ -87,8 +169,17 @@ pub struct DiscoverArgs {
 #[derive(Debug, Args)]
 pub struct ListArgs {
     /// A spec directory to read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi).
-    #[arg(long = "spec-dir", value_name = "DIR")]
+    #[arg(long = "spec-dir", value_name = "DIR", conflicts_with = "discovered")]
     pub spec_dirs: Vec<PathBuf>,
+    /// List the names `cdigen generate` would write, from the devices discovered now.
+    #[arg(long)]
+    pub discovered: bool,
+    /// Where to discover devices (with --discovered).
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Generators and templates (with --discovered).
+    #[command(flatten)]
+    pub defs: DefinitionArgs,
     /// Output format: names one per line, or records with the file each comes from.
     #[arg(short, long = "output-format", value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
@@ -143,9 +234,7 @@ pub fn main(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
         Ok(code) => code,
         Err(e) => {
             // A closed pipe (`cdigen list | head`) is not an error.
-            if e.downcast_ref::<io::Error>()
-                .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
-            {
+            if is_broken_pipe(&e) {
                 return EXIT_OK;
             }
             let _ = writeln!(err, "cdigen: {e:#}");
@@ -154,14 +243,21 @@ pub fn main(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
     }
 }
 
+/// True when `e` comes from writing to a closed pipe, wherever in its chain
+/// (writers that wrap I/O errors, such as `serde_json`, must convert them back
+/// with `io::Error::from` for this to see them).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        cause
+            .downcast_ref::<io::Error>()
+            .is_some_and(|io| io.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
 fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     match &cli.command {
-        Command::Generate(_) | Command::Discover(_) => {
-            anyhow::bail!(
-                "no discovery backends are built into this version of cdigen yet; \
-                 `cdigen validate` and `cdigen list` work on existing specs"
-            )
-        }
+        Command::Generate(args) => generate::run(args, out, err),
+        Command::Discover(args) => discover::run(args, out),
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
     }

@@ -8,7 +8,7 @@ use serde::Serialize;
 /// How a command prints its result.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum OutputFormat {
-    /// For people.
+    /// Plain text, for people.
     Text,
     /// One JSON document.
     Json,
@@ -32,7 +32,8 @@ pub(crate) fn write_structured<T: Serialize>(
             }
         }
         OutputFormat::Json | OutputFormat::Text => {
-            serde_json::to_writer_pretty(&mut *out, value)?;
+            // As an io::Error, so that a closed pipe is recognised as one.
+            serde_json::to_writer_pretty(&mut *out, value).map_err(std::io::Error::from)?;
             writeln!(out)?;
         }
     }

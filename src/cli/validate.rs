@@ -31,7 +31,8 @@ pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8
                 "inputErrors": result.input_errors,
                 "files": result.files,
             });
-            serde_json::to_writer_pretty(&mut *out, &doc)?;
+            // As an io::Error, so that a closed pipe is recognised as one.
+            serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::from)?;
             writeln!(out)?;
         }
         ValidateFormat::Text => {

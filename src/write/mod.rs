@@ -146,11 +146,7 @@ impl ManagedDir {
     /// # Errors
     /// [`Error`] when the directory cannot be created, locked or read.
     pub fn open(dir: &Path) -> Result<Self, Error> {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(DIR_MODE)
-            .create(dir)
-            .map_err(io_err("cannot create directory", dir))?;
+        create_dirs(dir)?;
         let lock_path = dir.join(LOCK_FILE);
         let lock = OpenOptions::new()
             .create(true)
@@ -271,13 +267,16 @@ impl ManagedDir {
         };
         let outcome = match &existing {
             Some(old) if old.as_slice() == bytes => {
-                // Same bytes: do not touch. Keep the record current if ours.
-                if let Some(rec) = self.state.files.get_mut(name) {
-                    if rec.sha256 != [new_hash.clone()] || rec.owner != owner {
-                        rec.sha256 = vec![new_hash];
-                        rec.owner = owner.to_string();
-                        self.save_state()?;
-                    }
+                // Same bytes: do not touch. Keep the record current if ours
+                // (the bytes on disk are ones cdigen wrote; a file edited
+                // since is not adopted back, like a foreign one).
+                if let Some(rec) = self.state.files.get_mut(name)
+                    && rec.sha256.contains(&new_hash)
+                    && (rec.sha256 != [new_hash.clone()] || rec.owner != owner)
+                {
+                    rec.sha256 = vec![new_hash];
+                    rec.owner = owner.to_string();
+                    self.save_state()?;
                 }
                 return Ok(Outcome::Unchanged);
             }
@@ -377,6 +376,26 @@ pub struct Pruned {
     pub removed: Vec<String>,
     /// Files cdigen once wrote but that were changed since; not touched.
     pub left_alone: Vec<String>,
+}
+
+/// Creates `dir` and its missing parents with mode [`DIR_MODE`] whatever
+/// the umask (runtimes, rootless podman included, must read them); the
+/// mode of directories that already exist is left alone.
+fn create_dirs(dir: &Path) -> Result<(), Error> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && fs::symlink_metadata(p).is_err())
+        .collect();
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(io_err("cannot create directory", dir))?;
+    for p in missing {
+        fs::set_permissions(p, fs::Permissions::from_mode(DIR_MODE))
+            .map_err(io_err("cannot set mode of", p))?;
+    }
+    Ok(())
 }
 
 fn sync_dir(dir: &Path) -> Result<(), Error> {

@@ -1,0 +1,157 @@
+//! `cdigen generate`: discover, render, validate and write specs.
+
+use std::io::Write;
+use std::path::Path;
+
+use anyhow::Context as _;
+
+use super::{EXIT_FINDINGS, EXIT_OK, GenerateArgs};
+use crate::generate::{Action, Planned, apply, plan_one, preview};
+use crate::write::ManagedDir;
+use crate::write::Outcome;
+
+pub(crate) fn run(
+    args: &GenerateArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let (_root, found) = super::pipeline::discover(&args.source)?;
+    let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
+    if generators.is_empty() {
+        anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
+    }
+    let format = args.format.map(Into::into);
+    let mut failed = false;
+    let mut plans: Vec<Planned> = Vec::new();
+    for g in &generators {
+        match plan_one(g, &templates, &found, format) {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+                failed = true;
+            }
+        }
+    }
+
+    if let Some(target) = &args.output {
+        return write_single(target, &plans, args, out, failed);
+    }
+
+    if args.dry_run {
+        for (change, old) in preview(&args.output_dir, &plans) {
+            writeln!(
+                out,
+                "would be {}: {} ({} devices)",
+                change.action.as_str(),
+                change.path.display(),
+                change.devices
+            )?;
+            if args.diff && change.action != Action::Unchanged {
+                let new = plans
+                    .iter()
+                    .find(|p| args.output_dir.join(&p.file) == change.path)
+                    .map(|p| String::from_utf8_lossy(&p.bytes).into_owned())
+                    .unwrap_or_default();
+                let old = old
+                    .map(|o| String::from_utf8_lossy(&o).into_owned())
+                    .unwrap_or_default();
+                let diff = similar::TextDiff::from_lines(&old, &new);
+                let name = change.path.display().to_string();
+                write!(
+                    out,
+                    "{}",
+                    diff.unified_diff()
+                        .context_radius(3)
+                        .header(&format!("a/{name}"), &format!("b/{name}"))
+                )?;
+            }
+        }
+        return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
+    }
+
+    let (changes, errors) = apply(&args.output_dir, &plans)
+        .with_context(|| format!("cannot write to {}", args.output_dir.display()))?;
+    for c in &changes {
+        writeln!(
+            out,
+            "{}: {} ({} devices)",
+            c.action.as_str(),
+            c.path.display(),
+            c.devices
+        )?;
+    }
+    for e in errors {
+        writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+        failed = true;
+    }
+    if plans.iter().all(|p| p.spec.is_none()) && !failed {
+        tracing::info!("no device matched any generator");
+    }
+    Ok(if failed { EXIT_FINDINGS } else { EXIT_OK })
+}
+
+/// `--output FILE|-`: exactly one spec, to stdout or one file.
+fn write_single(
+    target: &Path,
+    plans: &[Planned],
+    args: &GenerateArgs,
+    out: &mut dyn Write,
+    failed: bool,
+) -> anyhow::Result<u8> {
+    let with_spec: Vec<&Planned> = plans.iter().filter(|p| p.spec.is_some()).collect();
+    let plan = match with_spec.as_slice() {
+        [one] => *one,
+        [] if failed => return Ok(EXIT_FINDINGS),
+        [] => anyhow::bail!("no device matched the selected generators: nothing to write"),
+        many => {
+            let names: Vec<&str> = many.iter().map(|p| p.generator.as_str()).collect();
+            anyhow::bail!(
+                "--output writes one spec, but {} generators produced one ({}); pick one with --generator",
+                many.len(),
+                names.join(", ")
+            );
+        }
+    };
+    if target == Path::new("-") {
+        out.write_all(&plan.bytes)?;
+        return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
+    }
+    let dir = match target.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => Path::new(".").to_path_buf(),
+    };
+    let name = target
+        .file_name()
+        .and_then(|n| n.to_str())
+        .context("--output needs a file name")?;
+    let wanted = crate::cdi::Format::from_path(target).with_context(|| {
+        format!(
+            "{}: the file name must end in .json or .yaml (runtimes load only those)",
+            target.display()
+        )
+    })?;
+    let bytes = if args.format.map(Into::into) == Some(wanted) || args.format.is_none() {
+        match &plan.spec {
+            Some(spec) => crate::cdi::codec::to_bytes(spec, wanted)?,
+            None => plan.bytes.clone(),
+        }
+    } else {
+        anyhow::bail!(
+            "--format disagrees with the extension of {}",
+            target.display()
+        );
+    };
+    if args.dry_run {
+        writeln!(out, "would write {}", target.display())?;
+        return Ok(EXIT_OK);
+    }
+    let mut managed = ManagedDir::open(&dir)?;
+    let outcome = managed.write(name, &bytes, &plan.generator)?;
+    let word = match outcome {
+        Outcome::Created => "created",
+        Outcome::Updated => "updated",
+        Outcome::Unchanged => "unchanged",
+    };
+    writeln!(out, "{word}: {}", target.display())?;
+    Ok(if failed { EXIT_FINDINGS } else { EXIT_OK })
+}

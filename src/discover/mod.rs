@@ -1,0 +1,147 @@
+//! Discovery: one module per backend, all behind the [`Backend`] trait and
+//! registered in [`BACKENDS`].
+//!
+//! A backend reads the host only through [`HostRoot`] and returns model
+//! [`Device`]s. A malformed or hostile entry becomes a [`Warning`] and is
+//! skipped; `Err` means the backend as a whole could not run.
+//!
+//! Precedence: several backends may see the same hardware (a GPU is a DRM
+//! device and, with the NVIDIA driver, an NVIDIA device). Each backend has
+//! a precedence; a device (keyed by its real sysfs path) reported by a
+//! backend of higher precedence is removed from the others' results, so a
+//! more specific backend always wins, whatever the order they run in.
+
+pub mod drm;
+pub mod pci;
+pub mod pciids;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::model::Device;
+use crate::root::HostRoot;
+
+/// Something skipped during discovery, with the file it concerns.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// Host path of the entry (`/sys/class/drm/card1/dev`).
+    pub path: PathBuf,
+    /// What was wrong and what was done about it.
+    pub message: String,
+}
+
+/// Warnings collected during a discovery run.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Report {
+    /// Everything skipped.
+    pub warnings: Vec<Warning>,
+}
+
+impl Report {
+    /// Records a warning.
+    pub fn warn(&mut self, path: impl Into<PathBuf>, message: impl Into<String>) {
+        let w = Warning {
+            path: path.into(),
+            message: message.into(),
+        };
+        tracing::warn!("{}: {}", w.path.display(), w.message);
+        self.warnings.push(w);
+    }
+}
+
+/// Why a backend could not run at all.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading the host failed where the backend cannot do without it.
+    #[error("backend {backend}")]
+    Root {
+        /// The backend.
+        backend: &'static str,
+        /// The cause.
+        #[source]
+        source: crate::root::Error,
+    },
+    /// A backend name that does not exist.
+    #[error("unknown backend {0:?} (known: {known})", known = backend_names().join(", "))]
+    UnknownBackend(String),
+}
+
+/// A source of devices.
+pub trait Backend: Sync {
+    /// Short name (`drm`), used in generator definitions and `--backend`.
+    fn name(&self) -> &'static str;
+    /// Higher wins when two backends report the same device.
+    fn precedence(&self) -> u8;
+    /// Finds the devices this backend handles.
+    ///
+    /// # Errors
+    /// [`Error`] only when the backend as a whole cannot run.
+    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error>;
+}
+
+/// Every backend, in the order they run.
+pub static BACKENDS: &[&dyn Backend] = &[&drm::Drm];
+
+/// Names of all backends.
+pub fn backend_names() -> Vec<&'static str> {
+    BACKENDS.iter().map(|b| b.name()).collect()
+}
+
+/// Looks a backend up by name.
+///
+/// # Errors
+/// [`Error::UnknownBackend`].
+pub fn backend(name: &str) -> Result<&'static dyn Backend, Error> {
+    BACKENDS
+        .iter()
+        .copied()
+        .find(|b| b.name() == name)
+        .ok_or_else(|| Error::UnknownBackend(name.to_string()))
+}
+
+/// What a discovery run found.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Discovery {
+    /// Devices, sorted by backend then id.
+    pub devices: Vec<Device>,
+    /// Everything skipped.
+    pub warnings: Vec<Warning>,
+}
+
+/// Runs the named backends (all when `only` is empty) and applies
+/// precedence.
+///
+/// # Errors
+/// [`Error`] for an unknown backend name or a backend that cannot run.
+pub fn discover(root: &HostRoot, only: &[String]) -> Result<Discovery, Error> {
+    for name in only {
+        backend(name)?;
+    }
+    let mut report = Report::default();
+    let mut found: Vec<(u8, Device)> = Vec::new();
+    // Precedence is applied across all backends even when only some are
+    // asked for, so that `--backend drm` never shows a device that a more
+    // specific backend owns.
+    for b in BACKENDS {
+        let devices = b.discover(root, &mut report)?;
+        found.extend(devices.into_iter().map(|d| (b.precedence(), d)));
+    }
+    let mut best: BTreeMap<String, u8> = BTreeMap::new();
+    for (p, d) in &found {
+        let e = best.entry(d.sysfs_path.clone()).or_insert(*p);
+        *e = (*e).max(*p);
+    }
+    let mut devices: Vec<Device> = found
+        .into_iter()
+        .filter(|(p, d)| best.get(&d.sysfs_path) == Some(p))
+        .map(|(_, d)| d)
+        .filter(|d| only.is_empty() || only.contains(&d.backend))
+        .collect();
+    devices.sort_by(|a, b| (&a.backend, &a.id).cmp(&(&b.backend, &b.id)));
+    Ok(Discovery {
+        devices,
+        warnings: report.warnings,
+    })
+}

@@ -1,0 +1,323 @@
+//! The `generate` pipeline end to end: discovered devices → selected per
+//! generator → rendered → validated → serialized ([`plan`]), then written
+//! through the safe writer ([`apply`]).
+//!
+//! Nothing invalid is ever written: a spec that fails validation is an
+//! error for its generator, and the other generators go on. A generator
+//! that finds no device removes the spec it wrote earlier (a spec without
+//! devices is invalid, and a stale one would offer hardware that is gone).
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::cdi::dirs::{Input, scan};
+use crate::cdi::{self, Format, Spec, Version};
+use crate::discover::Discovery;
+use crate::generator::{Generator, Loaded};
+use crate::render::Templates;
+use crate::write::{self, ManagedDir, Outcome};
+
+/// A generator that could not produce its spec.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Rendering failed.
+    #[error("generator {generator:?} ({})", source_file.display())]
+    Render {
+        /// The generator.
+        generator: String,
+        /// Its definition file.
+        source_file: PathBuf,
+        /// The cause.
+        #[source]
+        source: crate::render::Error,
+    },
+    /// The rendered spec breaks CDI rules.
+    #[error("generator {generator:?}: the spec for {file} is invalid, not writing it: {}", problems.join("; "))]
+    Invalid {
+        /// The generator.
+        generator: String,
+        /// The output file name.
+        file: String,
+        /// Every problem.
+        problems: Vec<String>,
+    },
+    /// Serializing failed.
+    #[error("generator {generator:?}")]
+    Serialize {
+        /// The generator.
+        generator: String,
+        /// The cause.
+        #[source]
+        source: cdi::codec::SerializeError,
+    },
+    /// Another file in the output directory defines the same device.
+    #[error(
+        "not writing {}: {name} is already defined in {} (not written by cdigen); runtimes would drop both definitions",
+        path.display(), other.display()
+    )]
+    Conflict {
+        /// The file that would be written.
+        path: PathBuf,
+        /// The device.
+        name: String,
+        /// The other file.
+        other: PathBuf,
+    },
+    /// The writer refused or failed.
+    #[error(transparent)]
+    Write(#[from] write::Error),
+}
+
+/// The spec one generator wants on disk (or none, when it found nothing).
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// The generator.
+    pub generator: String,
+    /// Output file name (`amd.com-gpu.yaml`).
+    pub file: String,
+    /// The spec, `None` when no device was selected.
+    pub spec: Option<Spec>,
+    /// The bytes to write.
+    pub bytes: Vec<u8>,
+}
+
+impl Planned {
+    /// Fully-qualified device names of the spec.
+    pub fn names(&self) -> Vec<String> {
+        self.spec
+            .as_ref()
+            .map(|s| {
+                cdi::dirs::qualified_names(s)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+}
+
+/// Builds the spec of one generator from the discovered devices.
+///
+/// # Errors
+/// [`Error`] when the template fails or the result is not a valid spec.
+pub fn plan_one(
+    loaded: &Loaded,
+    templates: &Templates,
+    discovery: &Discovery,
+    format: Option<Format>,
+) -> Result<Planned, Error> {
+    let g: &Generator = &loaded.generator;
+    let format = format.unwrap_or(g.output.format);
+    let file = g.file_name(format);
+    let selected: Vec<_> = discovery
+        .devices
+        .iter()
+        .filter(|d| d.backend == g.backend)
+        .filter_map(|d| g.select.apply(d))
+        .collect();
+    if selected.is_empty() {
+        return Ok(Planned {
+            generator: g.name.clone(),
+            file,
+            spec: None,
+            bytes: Vec::new(),
+        });
+    }
+    let mut spec = templates
+        .render(g, &selected)
+        .map_err(|source| Error::Render {
+            generator: g.name.clone(),
+            source_file: loaded.source.clone(),
+            source,
+        })?;
+    let min = cdi::version::minimum_required(&spec).version;
+    spec.cdi_version = match g.cdi_version.as_deref().and_then(Version::parse) {
+        Some(pinned) => pinned.to_string(),
+        None => min.to_string(),
+    };
+    cdi::codec::canonicalize(&mut spec);
+    let problems = cdi::validate(&spec);
+    if !problems.is_empty() {
+        return Err(Error::Invalid {
+            generator: g.name.clone(),
+            file,
+            problems: problems.iter().map(ToString::to_string).collect(),
+        });
+    }
+    let bytes = cdi::codec::to_bytes(&spec, format).map_err(|source| Error::Serialize {
+        generator: g.name.clone(),
+        source,
+    })?;
+    Ok(Planned {
+        generator: g.name.clone(),
+        file,
+        spec: Some(spec),
+        bytes,
+    })
+}
+
+/// What happened (or would happen) to one file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Change {
+    /// The file.
+    pub path: PathBuf,
+    /// The generator.
+    pub generator: String,
+    /// `created`, `updated`, `unchanged`, `removed`, `left-alone`.
+    pub action: Action,
+    /// Number of CDI devices in the spec (0 for removals).
+    pub devices: usize,
+}
+
+/// What was done to a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Action {
+    /// New file.
+    Created,
+    /// Content changed.
+    Updated,
+    /// Same bytes; not touched.
+    Unchanged,
+    /// Stale file removed.
+    Removed,
+    /// Stale file that someone changed since cdigen wrote it: kept.
+    LeftAlone,
+}
+
+impl Action {
+    /// Lowercase word for output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Created => "created",
+            Action::Updated => "updated",
+            Action::Unchanged => "unchanged",
+            Action::Removed => "removed",
+            Action::LeftAlone => "left alone (changed since cdigen wrote it)",
+        }
+    }
+}
+
+/// Checks that no other file in `dir` (one cdigen did not write for this
+/// generator) already defines a device of `planned`.
+fn check_conflicts(dir: &Path, planned: &Planned, owned: &BTreeSet<String>) -> Result<(), Error> {
+    let names: BTreeSet<String> = planned.names().into_iter().collect();
+    let view = scan(&[Input {
+        path: dir.to_path_buf(),
+        explicit: false,
+    }]);
+    for f in &view.files {
+        let file_name = f
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
+        if file_name == planned.file || owned.contains(&file_name) {
+            continue;
+        }
+        let Some(kind) = &f.kind else { continue };
+        for d in &f.devices {
+            let q = format!("{kind}={d}");
+            if names.contains(&q) {
+                return Err(Error::Conflict {
+                    path: dir.join(&planned.file),
+                    name: q,
+                    other: f.path.clone(),
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Writes the planned specs into `dir` through the safe writer and removes
+/// the stale files of these generators. Per-generator failures are
+/// returned alongside the changes that succeeded.
+///
+/// # Errors
+/// [`write::Error`] when the directory itself cannot be opened or locked.
+pub fn apply(dir: &Path, plans: &[Planned]) -> Result<(Vec<Change>, Vec<Error>), write::Error> {
+    let mut managed = ManagedDir::open(dir)?;
+    let mut changes = Vec::new();
+    let mut errors = Vec::new();
+    for p in plans {
+        let mut keep = BTreeSet::new();
+        if p.spec.is_some() {
+            // Files of cdigen's other generators are checked too: two
+            // generators must not define one device either.
+            let mine: BTreeSet<String> = managed.owned_by(&p.generator).into_iter().collect();
+            if let Err(e) = check_conflicts(dir, p, &mine) {
+                errors.push(e);
+                continue;
+            }
+            match managed.write(&p.file, &p.bytes, &p.generator) {
+                Ok(outcome) => {
+                    keep.insert(p.file.clone());
+                    changes.push(Change {
+                        path: dir.join(&p.file),
+                        generator: p.generator.clone(),
+                        action: match outcome {
+                            Outcome::Created => Action::Created,
+                            Outcome::Updated => Action::Updated,
+                            Outcome::Unchanged => Action::Unchanged,
+                        },
+                        devices: p.spec.as_ref().map_or(0, |s| s.devices.len()),
+                    });
+                }
+                Err(e) => {
+                    errors.push(e.into());
+                    continue;
+                }
+            }
+        }
+        match managed.remove_stale(&p.generator, &keep) {
+            Ok(pruned) => {
+                for (names, action) in [
+                    (pruned.removed, Action::Removed),
+                    (pruned.left_alone, Action::LeftAlone),
+                ] {
+                    for n in names {
+                        changes.push(Change {
+                            path: dir.join(n),
+                            generator: p.generator.clone(),
+                            action,
+                            devices: 0,
+                        });
+                    }
+                }
+            }
+            Err(e) => errors.push(e.into()),
+        }
+    }
+    Ok((changes, errors))
+}
+
+/// What [`apply`] would do, without writing: compares the planned bytes
+/// with the files in `dir`.
+pub fn preview(dir: &Path, plans: &[Planned]) -> Vec<(Change, Option<Vec<u8>>)> {
+    let mut out = Vec::new();
+    for p in plans {
+        let path = dir.join(&p.file);
+        let old = std::fs::read(&path).ok();
+        let action = match (&p.spec, &old) {
+            (None, None) => continue,
+            (None, Some(_)) => Action::Removed,
+            (Some(_), None) => Action::Created,
+            (Some(_), Some(o)) if *o == p.bytes => Action::Unchanged,
+            (Some(_), Some(_)) => Action::Updated,
+        };
+        out.push((
+            Change {
+                path,
+                generator: p.generator.clone(),
+                action,
+                devices: p.spec.as_ref().map_or(0, |s| s.devices.len()),
+            },
+            old,
+        ));
+    }
+    out
+}

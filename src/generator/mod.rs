@@ -1,0 +1,397 @@
+//! Generator definitions: which devices of which backend go into which
+//! spec, named how, rendered by which template, written where.
+//!
+//! Definitions are YAML files (`generators/*.yaml`). The shipped ones are
+//! embedded in the binary; a user directory adds definitions or replaces a
+//! shipped one of the same `name`. Parsing is strict: an unknown key or a
+//! bad value is an error naming the file, the line, and what was expected.
+
+pub mod select;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::cdi::{Format, Kind, Version};
+
+/// The shipped definitions: (file name, content).
+pub const BUILTIN: &[(&str, &str)] = &[
+    (
+        "amd-gpu.yaml",
+        include_str!("../../generators/amd-gpu.yaml"),
+    ),
+    (
+        "intel-gpu.yaml",
+        include_str!("../../generators/intel-gpu.yaml"),
+    ),
+    (
+        "intel-npu.yaml",
+        include_str!("../../generators/intel-npu.yaml"),
+    ),
+    ("drm.yaml", include_str!("../../generators/drm.yaml")),
+];
+
+/// Where users put their own definitions.
+pub const USER_DIR: &str = "/etc/cdigen/generators.d";
+
+/// One generator definition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Generator {
+    /// Unique name; also the owner recorded for the files it writes.
+    pub name: String,
+    /// What it is for.
+    #[serde(default)]
+    pub description: String,
+    /// Whether `generate` runs it.
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The backend whose devices it takes (`drm`).
+    pub backend: String,
+    /// CDI kind of the spec, `vendor/class`.
+    pub kind: String,
+    /// Which devices to take.
+    #[serde(default)]
+    pub select: select::Select,
+    /// Device names to emit, in order; each selected device gets one CDI
+    /// device per strategy (plus one `all` device if listed).
+    #[serde(default = "default_names")]
+    pub names: Vec<NameStrategy>,
+    /// Template name (`templates/<name>.json.hbs`).
+    pub template: String,
+    /// Output file and format.
+    #[serde(default)]
+    pub output: Output,
+    /// How device nodes are written.
+    #[serde(default)]
+    pub device_nodes: NodeSettings,
+    /// How `/dev/dri/by-path` style links reach the container.
+    #[serde(default)]
+    pub links: LinkMode,
+    /// Pin `cdiVersion` (default: the minimum the content needs).
+    #[serde(default)]
+    pub cdi_version: Option<String>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn default_names() -> Vec<NameStrategy> {
+    vec![NameStrategy::Index, NameStrategy::All]
+}
+
+/// How CDI device names are made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum NameStrategy {
+    /// `0`, `1`, ... in order of identity (PCI address order).
+    Index,
+    /// The identity: PCI address `0000:03:00.0`, or `platform:gpu`.
+    Pci,
+    /// The first node's kernel name: `card1` (or `renderD128`, `accel0`).
+    Node,
+    /// One extra device named `all` with every selected device's edits.
+    All,
+}
+
+/// Output file settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Output {
+    /// File name without extension (default `<vendor>-<class>`, the
+    /// reference library's convention).
+    #[serde(default)]
+    pub file: Option<String>,
+    /// `json` or `yaml`.
+    #[serde(default = "default_format")]
+    pub format: Format,
+}
+
+fn default_format() -> Format {
+    Format::Yaml
+}
+
+impl Default for Output {
+    fn default() -> Self {
+        Output {
+            file: None,
+            format: default_format(),
+        }
+    }
+}
+
+/// How device nodes are described.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSettings {
+    /// Write `type`, `major` and `minor` (from sysfs). On: the container
+    /// gets the node even when the host creates it lazily, and a runtime
+    /// need not stat the host. Off: the runtime stats the host node at
+    /// container start (always current, but the node must exist then).
+    #[serde(default = "yes")]
+    pub numbers: bool,
+    /// Write `fileMode`, `uid` and `gid` from the host node when it exists.
+    /// Off by default: the runtime then fills the mode from the host and
+    /// makes the node usable by the container's user.
+    #[serde(default)]
+    pub owner: bool,
+}
+
+impl Default for NodeSettings {
+    fn default() -> Self {
+        NodeSettings {
+            numbers: true,
+            owner: false,
+        }
+    }
+}
+
+/// How `/dev` symlinks (like `/dev/dri/by-path/pci-...-card`) reach the
+/// container.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkMode {
+    /// Bind-mount each link that exists on the host at the same path (the
+    /// mount follows the link to the node); no hook binary needed.
+    #[default]
+    Mount,
+    /// Leave links out.
+    None,
+}
+
+/// A definition that cannot be used; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Not readable.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Not valid YAML for a definition (the message has the line).
+    #[error("{}: {message}", path.display())]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong, with line and column.
+        message: String,
+    },
+    /// A bad value.
+    #[error("{}: {field}: {message}", path.display())]
+    Invalid {
+        /// The file.
+        path: PathBuf,
+        /// The field (`kind`, `select.vendor_ids[0]`).
+        field: String,
+        /// What is wrong and what was expected.
+        message: String,
+    },
+    /// Two files define the same name in one directory.
+    #[error("{}: generator {name:?} is also defined in {}", path.display(), other.display())]
+    Duplicate {
+        /// The file.
+        path: PathBuf,
+        /// The other file.
+        other: PathBuf,
+        /// The name.
+        name: String,
+    },
+}
+
+/// A definition with the file it came from.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    /// The definition.
+    pub generator: Generator,
+    /// Where it came from (`builtin:amd-gpu.yaml` or a real path).
+    pub source: PathBuf,
+}
+
+/// Parses and checks one definition.
+///
+/// # Errors
+/// [`Error`] naming `path`.
+pub fn parse(path: &Path, text: &str) -> Result<Generator, Error> {
+    let options = serde_saphyr::options! {
+        duplicate_keys: serde_saphyr::options::DuplicateKeyPolicy::Error,
+        with_snippet: false,
+    };
+    let g: Generator =
+        serde_saphyr::from_str_with_options(text, options).map_err(|e| Error::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string(),
+        })?;
+    check(path, &g)?;
+    Ok(g)
+}
+
+fn check(path: &Path, g: &Generator) -> Result<(), Error> {
+    let invalid = |field: &str, message: String| Error::Invalid {
+        path: path.to_path_buf(),
+        field: field.to_string(),
+        message,
+    };
+    if !is_plain_name(&g.name) {
+        return Err(invalid(
+            "name",
+            format!(
+                "{:?} must be 1-64 characters of a-z 0-9 - _ starting with a letter or digit",
+                g.name
+            ),
+        ));
+    }
+    crate::discover::backend(&g.backend).map_err(|e| invalid("backend", e.to_string()))?;
+    Kind::parse(&g.kind).map_err(|e| invalid("kind", e.to_string()))?;
+    if !is_plain_name(&g.template) {
+        return Err(invalid(
+            "template",
+            format!(
+                "{:?} must be a template name like \"drm\" (templates/<name>.json.hbs)",
+                g.template
+            ),
+        ));
+    }
+    if g.names.is_empty() {
+        return Err(invalid(
+            "names",
+            "must list at least one of index, pci, node, all".into(),
+        ));
+    }
+    if g.names == [NameStrategy::All] {
+        tracing::debug!("{}: only an `all` device", path.display());
+    }
+    let mut seen = Vec::new();
+    for (i, n) in g.names.iter().enumerate() {
+        if seen.contains(n) {
+            return Err(invalid(
+                &format!("names[{i}]"),
+                format!("{n:?} listed twice"),
+            ));
+        }
+        seen.push(*n);
+    }
+    if let Some(file) = &g.output.file {
+        let plain = file
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+        if !plain
+            || file.is_empty()
+            || file.len() > 200
+            || file.starts_with('.')
+            || file.ends_with(".json")
+            || file.ends_with(".yaml")
+        {
+            return Err(invalid(
+                "output.file",
+                format!(
+                    "{file:?} must be a plain file name without extension (A-Z a-z 0-9 . _ -, not starting with '.'); the extension comes from output.format"
+                ),
+            ));
+        }
+    }
+    if let Some(v) = &g.cdi_version
+        && Version::parse(v).is_none_or(|v| v < Version::EARLIEST)
+    {
+        return Err(invalid(
+            "cdi_version",
+            format!(
+                "{v:?} is not a CDI version from {} to {}",
+                Version::EARLIEST,
+                Version::CURRENT
+            ),
+        ));
+    }
+    select::check(&g.select)
+        .map_err(|(field, message)| invalid(&format!("select.{field}"), message))
+}
+
+fn is_plain_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.starts_with(|c: char| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'))
+}
+
+impl Generator {
+    /// The output file name with extension, for `format`.
+    pub fn file_name(&self, format: Format) -> String {
+        let stem = match &self.output.file {
+            Some(f) => f.clone(),
+            None => Kind::parse(&self.kind)
+                .map(|k| k.spec_file_stem())
+                .unwrap_or_else(|_| self.name.clone()),
+        };
+        format!("{stem}.{}", format.extension())
+    }
+}
+
+/// Loads the shipped definitions, then each user directory in order (a
+/// later definition of the same name replaces an earlier one). Missing
+/// user directories are skipped.
+///
+/// # Errors
+/// The first [`Error`] met: a broken definition stops the run, so that a
+/// typo never silently drops a spec.
+pub fn load(user_dirs: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
+    let mut by_name: BTreeMap<String, Loaded> = BTreeMap::new();
+    for (file, text) in BUILTIN {
+        let source = PathBuf::from(format!("builtin:generators/{file}"));
+        let g = parse(&source, text)?;
+        by_name.insert(
+            g.name.clone(),
+            Loaded {
+                generator: g,
+                source,
+            },
+        );
+    }
+    for dir in user_dirs {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(source) => {
+                return Err(Error::Read {
+                    path: dir.clone(),
+                    source,
+                });
+            }
+        };
+        let mut files: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+            .collect();
+        files.sort();
+        let mut here: BTreeMap<String, PathBuf> = BTreeMap::new();
+        for path in files {
+            let text = std::fs::read_to_string(&path).map_err(|source| Error::Read {
+                path: path.clone(),
+                source,
+            })?;
+            let g = parse(&path, &text)?;
+            if let Some(other) = here.insert(g.name.clone(), path.clone()) {
+                return Err(Error::Duplicate {
+                    path,
+                    other,
+                    name: g.name,
+                });
+            }
+            by_name.insert(
+                g.name.clone(),
+                Loaded {
+                    generator: g,
+                    source: path,
+                },
+            );
+        }
+    }
+    Ok(by_name.into_values().collect())
+}
+
+#[cfg(test)]
+mod tests;

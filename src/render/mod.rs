@@ -1,0 +1,322 @@
+//! Rendering: handlebars templates turn selected devices into spec text,
+//! which is parsed straight back into the typed [`Spec`].
+//!
+//! The registry runs in strict mode (a missing variable is an error), and
+//! HTML escaping is replaced: `{{value}}` is escaped as the inside of a JSON
+//! string, and the `json` helper writes a whole JSON value. A quote,
+//! newline, backslash or `{{` in a sysfs value therefore comes out as data.
+//! Parsing the result with unknown fields rejected means a template or a
+//! value can never add a field the model does not know.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use handlebars::{
+    Context, Handlebars, Helper, HelperResult, Output, RenderContext, RenderErrorReason,
+};
+use serde::Serialize;
+
+use crate::cdi::{self, DeviceNode, Spec};
+use crate::generator::{Generator, LinkMode, NameStrategy};
+use crate::model::{Device, Link};
+
+/// The shipped templates: (name, content).
+pub const BUILTIN: &[(&str, &str)] = &[("drm", include_str!("../../templates/drm.json.hbs"))];
+
+/// File suffix of templates in a directory.
+pub const SUFFIX: &str = ".json.hbs";
+
+/// Rendering failures; every variant names the template's file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The template directory or a template could not be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file or directory.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A template does not compile.
+    #[error("{}: {message}", path.display())]
+    Compile {
+        /// The template file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A generator names a template that does not exist.
+    #[error("generator {generator:?}: no template named {name:?} (known: {known})")]
+    Missing {
+        /// The generator.
+        generator: String,
+        /// The template name.
+        name: String,
+        /// The templates there are.
+        known: String,
+    },
+    /// Rendering failed (a missing variable in strict mode, ...).
+    #[error("{}: {message}", path.display())]
+    Render {
+        /// The template file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// The rendered text is not a spec.
+    #[error("{}: rendered output is not a valid spec document: {message}", path.display())]
+    Output {
+        /// The template file.
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+/// The template registry.
+pub struct Templates {
+    registry: Handlebars<'static>,
+    sources: BTreeMap<String, PathBuf>,
+}
+
+impl std::fmt::Debug for Templates {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Templates")
+            .field("sources", &self.sources)
+            .finish()
+    }
+}
+
+/// Escapes text as the inside of a JSON string.
+pub fn json_escape(s: &str) -> String {
+    let quoted = serde_json::Value::String(s.to_string()).to_string();
+    quoted
+        .get(1..quoted.len().saturating_sub(1))
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// `{{json value}}`: the value as JSON (strings quoted and escaped).
+fn json_helper(
+    h: &Helper,
+    _: &Handlebars,
+    _: &Context,
+    _: &mut RenderContext,
+    out: &mut dyn Output,
+) -> HelperResult {
+    let param = h
+        .param(0)
+        .ok_or(RenderErrorReason::ParamNotFoundForIndex("json", 0))?;
+    if param.is_value_missing() {
+        return Err(RenderErrorReason::MissingVariable(param.relative_path().cloned()).into());
+    }
+    let text = serde_json::to_string(param.value())
+        .map_err(|e| RenderErrorReason::Other(e.to_string()))?;
+    out.write(&text)?;
+    Ok(())
+}
+
+impl Templates {
+    /// The shipped templates, then those in `user_dir` (`<name>.json.hbs`),
+    /// which replace shipped ones of the same name.
+    ///
+    /// # Errors
+    /// [`Error`] naming the template file that cannot be read or compiled.
+    pub fn load(user_dir: Option<&Path>) -> Result<Templates, Error> {
+        let mut registry = Handlebars::new();
+        registry.set_strict_mode(true);
+        registry.register_escape_fn(json_escape);
+        registry.register_helper("json", Box::new(json_helper));
+        let mut t = Templates {
+            registry,
+            sources: BTreeMap::new(),
+        };
+        for (name, text) in BUILTIN {
+            t.add(
+                name,
+                PathBuf::from(format!("builtin:templates/{name}{SUFFIX}")),
+                text,
+            )?;
+        }
+        if let Some(dir) = user_dir {
+            let entries = std::fs::read_dir(dir).map_err(|source| Error::Read {
+                path: dir.to_path_buf(),
+                source,
+            })?;
+            let mut files: Vec<PathBuf> = entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.to_string_lossy().ends_with(SUFFIX))
+                .collect();
+            files.sort();
+            for path in files {
+                let Some(name) = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(SUFFIX))
+                    .map(str::to_string)
+                else {
+                    continue;
+                };
+                let text = std::fs::read_to_string(&path).map_err(|source| Error::Read {
+                    path: path.clone(),
+                    source,
+                })?;
+                t.add(&name, path, &text)?;
+            }
+        }
+        Ok(t)
+    }
+
+    fn add(&mut self, name: &str, path: PathBuf, text: &str) -> Result<(), Error> {
+        self.registry
+            .register_template_string(name, text)
+            .map_err(|e| Error::Compile {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        self.sources.insert(name.to_string(), path);
+        Ok(())
+    }
+
+    /// Names of the templates, sorted.
+    pub fn names(&self) -> Vec<&str> {
+        self.sources.keys().map(String::as_str).collect()
+    }
+
+    /// Renders the spec for `generator` from its selected `devices` and
+    /// parses it strictly. `cdiVersion` is left as the template wrote it.
+    ///
+    /// # Errors
+    /// [`Error`] naming the template.
+    pub fn render(&self, generator: &Generator, devices: &[Device]) -> Result<Spec, Error> {
+        let Some(path) = self.sources.get(&generator.template) else {
+            return Err(Error::Missing {
+                generator: generator.name.clone(),
+                name: generator.template.clone(),
+                known: self.names().join(", "),
+            });
+        };
+        let ctx = context(generator, devices);
+        let text = self
+            .registry
+            .render(&generator.template, &ctx)
+            .map_err(|e| Error::Render {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        cdi::codec::parse(text.as_bytes(), cdi::Format::Json).map_err(|e| Error::Output {
+            path: path.clone(),
+            message: e.to_string(),
+        })
+    }
+}
+
+/// What a template sees.
+#[derive(Debug, Serialize)]
+pub struct TemplateContext<'a> {
+    /// `vendor/class`.
+    pub kind: &'a str,
+    /// The generator's name.
+    pub generator: &'a str,
+    /// The CDI devices to emit.
+    pub devices: Vec<CdiDevice<'a>>,
+}
+
+/// One CDI device to emit.
+#[derive(Debug, Serialize)]
+pub struct CdiDevice<'a> {
+    /// Its CDI name.
+    pub name: String,
+    /// The model devices it stands for (one, or all for `all`).
+    pub members: Vec<&'a Device>,
+    /// CDI device nodes, as the generator's settings want them.
+    pub nodes: Vec<DeviceNode>,
+    /// `/dev` links to bring into the container (empty with `links: none`).
+    pub links: Vec<Link>,
+}
+
+/// Builds the template context: one entry per selected device and naming
+/// strategy, plus `all`.
+pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateContext<'a> {
+    let mut sorted: Vec<&Device> = devices.iter().collect();
+    sorted.sort_by(|a, b| cdi::codec::natural_cmp(&a.id, &b.id));
+    let entry = |name: String, members: Vec<&'a Device>| {
+        let mut nodes: Vec<DeviceNode> = Vec::new();
+        let mut links: Vec<Link> = Vec::new();
+        for d in &members {
+            for n in &d.nodes {
+                if nodes.iter().any(|x| x.path == n.path) {
+                    continue;
+                }
+                let mut node = DeviceNode {
+                    path: n.path.clone(),
+                    ..Default::default()
+                };
+                if generator.device_nodes.numbers {
+                    node.node_type = n.node_type.clone();
+                    node.major = i64::from(n.major);
+                    node.minor = i64::from(n.minor);
+                }
+                if generator.device_nodes.owner
+                    && let Some(h) = n.host
+                {
+                    node.file_mode = Some(h.mode);
+                    node.uid = Some(h.uid);
+                    node.gid = Some(h.gid);
+                }
+                nodes.push(node);
+            }
+            if generator.links == LinkMode::Mount {
+                for l in &d.links {
+                    if !links.iter().any(|x| x.path == l.path) {
+                        links.push(l.clone());
+                    }
+                }
+            }
+        }
+        CdiDevice {
+            name,
+            members,
+            nodes,
+            links,
+        }
+    };
+    let mut out = Vec::new();
+    for strategy in &generator.names {
+        match strategy {
+            NameStrategy::All => {}
+            NameStrategy::Index => {
+                for (i, d) in sorted.iter().enumerate() {
+                    out.push(entry(i.to_string(), vec![*d]));
+                }
+            }
+            NameStrategy::Pci => {
+                for d in &sorted {
+                    out.push(entry(d.id.clone(), vec![*d]));
+                }
+            }
+            NameStrategy::Node => {
+                for d in &sorted {
+                    let name = d
+                        .nodes
+                        .iter()
+                        .find(|n| n.role != "kfd")
+                        .map_or_else(|| d.id.clone(), |n| n.name.clone());
+                    out.push(entry(name, vec![*d]));
+                }
+            }
+        }
+    }
+    if generator.names.contains(&NameStrategy::All) && !sorted.is_empty() {
+        out.push(entry("all".into(), sorted.clone()));
+    }
+    TemplateContext {
+        kind: &generator.kind,
+        generator: &generator.name,
+        devices: out,
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,693 @@
+//! The host root: the only reader of sysfs, procfs and devfs.
+//!
+//! Every backend reads the host through a [`HostRoot`], built from
+//! `--root DIR` (default `/`). Callers name *host* paths, built with
+//! [`sys_path`], [`proc_path`] and [`dev_path`]; the root maps them to the
+//! files under `DIR`. Paths written into specs are host paths, never
+//! prefixed by the root, so output does not depend on where a fixture
+//! lives.
+//!
+//! Symlinks are resolved physically (relative targets from the link's real
+//! directory, as the kernel does) and never leave the root: a `..` above
+//! it is an error for that path, not a read of the host. An absolute
+//! target is taken relative to the root (chroot semantics).
+//!
+//! `/dev` comes from `lstat` under the root, or, for fixtures (git cannot
+//! store device nodes), from a manifest file `DIR/dev.manifest` describing
+//! each node: see `fixtures/README.md`.
+//!
+//! A root can record every path it reads; `cdigen snapshot` uses that to
+//! copy exactly what discovery looked at.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::ffi::OsString;
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Component, Path, PathBuf};
+use std::sync::Mutex;
+
+/// Name of the devfs manifest at the top of a fixture root.
+pub const DEV_MANIFEST: &str = "dev.manifest";
+/// Largest file the root reads (sysfs attributes are a page at most).
+pub const MAX_READ: u64 = 1 << 20;
+/// Most symlinks followed while resolving one path (the kernel's limit).
+const MAX_LINKS: usize = 40;
+
+/// A host path under `/sys`.
+pub fn sys_path(rel: &str) -> PathBuf {
+    Path::new("/sys").join(rel.trim_start_matches('/'))
+}
+
+/// A host path under `/proc`.
+pub fn proc_path(rel: &str) -> PathBuf {
+    Path::new("/proc").join(rel.trim_start_matches('/'))
+}
+
+/// A host path under `/dev`.
+pub fn dev_path(rel: &str) -> PathBuf {
+    Path::new("/dev").join(rel.trim_start_matches('/'))
+}
+
+/// What reading the host can fail on; every variant names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read.
+    #[error("{}: {cause}", disk.display())]
+    Io {
+        /// The host path.
+        path: PathBuf,
+        /// Where it is on disk (under the root).
+        disk: PathBuf,
+        /// The cause (shown inline: warnings print only the top message).
+        cause: io::Error,
+    },
+    /// A symlink points outside the root.
+    #[error("{}: symlink {} points outside the root {}", path.display(), link.display(), root.display())]
+    Escape {
+        /// The host path being resolved.
+        path: PathBuf,
+        /// The link that escapes (host path).
+        link: PathBuf,
+        /// The root.
+        root: PathBuf,
+    },
+    /// Too many symlinks.
+    #[error("{}: too many levels of symbolic links", path.display())]
+    Loop {
+        /// The host path.
+        path: PathBuf,
+    },
+    /// Not a text attribute.
+    #[error("{}: not UTF-8 text", disk.display())]
+    NotUtf8 {
+        /// Where it is on disk.
+        disk: PathBuf,
+    },
+    /// Larger than the limit for that file.
+    #[error("{}: larger than {limit} bytes", disk.display())]
+    TooLarge {
+        /// Where it is on disk.
+        disk: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
+    /// A bad line in the devfs manifest.
+    #[error("{}:{line}: {message}", path.display())]
+    Manifest {
+        /// The manifest file.
+        path: PathBuf,
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+impl Error {
+    /// True when the error means "no such file".
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { cause, .. } if cause.kind() == io::ErrorKind::NotFound)
+    }
+}
+
+/// What a `/dev` entry is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DevKind {
+    /// Character device.
+    Char,
+    /// Block device.
+    Block,
+    /// Symbolic link.
+    Symlink,
+    /// Directory.
+    Dir,
+    /// Regular file, FIFO, socket...
+    Other,
+}
+
+/// A `/dev` entry as `lstat` (or the manifest) sees it.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct DevEntry {
+    /// What it is.
+    pub kind: DevKind,
+    /// Major number (device nodes).
+    pub major: u32,
+    /// Minor number (device nodes).
+    pub minor: u32,
+    /// Permission bits (`st_mode & 0o7777`).
+    pub mode: u32,
+    /// Owner.
+    pub uid: u32,
+    /// Group.
+    pub gid: u32,
+    /// Link target (symlinks).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub target: Option<String>,
+}
+
+/// What a recording root saw, for `cdigen snapshot`.
+#[derive(Debug, Default, Clone)]
+pub struct Record {
+    /// Host paths of files read, with their content.
+    pub files: BTreeMap<PathBuf, Vec<u8>>,
+    /// Host paths of symlinks met, with their raw targets.
+    pub links: BTreeMap<PathBuf, PathBuf>,
+    /// Host paths of directories listed or traversed.
+    pub dirs: std::collections::BTreeSet<PathBuf>,
+    /// `/dev` entries looked up (None: looked up but absent).
+    pub dev: BTreeMap<PathBuf, Option<DevEntry>>,
+}
+
+#[derive(Debug)]
+enum DevFs {
+    Real,
+    Manifest(BTreeMap<PathBuf, DevEntry>),
+}
+
+/// The host as seen through `--root`.
+#[derive(Debug)]
+pub struct HostRoot {
+    base: PathBuf,
+    devfs: DevFs,
+    record: Option<Mutex<Record>>,
+}
+
+impl HostRoot {
+    /// Opens a root directory. When `DIR/dev.manifest` exists, `/dev` is
+    /// read from it instead of from `DIR/dev`.
+    ///
+    /// # Errors
+    /// [`Error`] when the root is not a readable directory or the manifest
+    /// is malformed.
+    pub fn open(base: &Path) -> Result<Self, Error> {
+        let meta = fs::metadata(base).map_err(|source| Error::Io {
+            path: PathBuf::from("/"),
+            disk: base.to_path_buf(),
+            cause: source,
+        })?;
+        if !meta.is_dir() {
+            return Err(Error::Io {
+                path: PathBuf::from("/"),
+                disk: base.to_path_buf(),
+                cause: io::Error::new(io::ErrorKind::NotADirectory, "root is not a directory"),
+            });
+        }
+        let manifest = base.join(DEV_MANIFEST);
+        let devfs = match fs::read_to_string(&manifest) {
+            Ok(text) => DevFs::Manifest(parse_manifest(&manifest, &text)?),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => DevFs::Real,
+            Err(source) => {
+                return Err(Error::Io {
+                    path: PathBuf::from("/").join(DEV_MANIFEST),
+                    disk: manifest,
+                    cause: source,
+                });
+            }
+        };
+        Ok(HostRoot {
+            base: base.to_path_buf(),
+            devfs,
+            record: None,
+        })
+    }
+
+    /// Starts recording every path read (see [`HostRoot::take_record`]).
+    pub fn recording(mut self) -> Self {
+        self.record = Some(Mutex::new(Record::default()));
+        self
+    }
+
+    /// What was recorded so far (empty when not recording).
+    pub fn take_record(&self) -> Record {
+        self.record
+            .as_ref()
+            .and_then(|m| m.lock().ok().map(|mut r| std::mem::take(&mut *r)))
+            .unwrap_or_default()
+    }
+
+    fn note(&self, f: impl FnOnce(&mut Record)) {
+        if let Some(m) = &self.record
+            && let Ok(mut r) = m.lock()
+        {
+            f(&mut r);
+        }
+    }
+
+    /// The root directory on disk.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// Where a host path is on disk (no symlink resolution).
+    pub fn disk_path(&self, host: &Path) -> PathBuf {
+        let mut p = self.base.clone();
+        for c in host.components() {
+            if let Component::Normal(n) = c {
+                p.push(n);
+            }
+        }
+        p
+    }
+
+    fn io_error(&self, host: &Path, source: io::Error) -> Error {
+        Error::Io {
+            path: host.to_path_buf(),
+            disk: self.disk_path(host),
+            cause: source,
+        }
+    }
+
+    /// Resolves a host path to its real host path: every symlink followed
+    /// physically, never leaving the root.
+    ///
+    /// # Errors
+    /// [`Error::Io`] (not found, permission), [`Error::Escape`],
+    /// [`Error::Loop`].
+    pub fn resolve(&self, host: &Path) -> Result<PathBuf, Error> {
+        let mut pending: VecDeque<OsString> = VecDeque::new();
+        push_components(&mut pending, host);
+        let mut real: Vec<OsString> = Vec::new();
+        let mut links = 0;
+        while let Some(c) = pending.pop_front() {
+            if c == ".." {
+                if real.pop().is_none() {
+                    return Err(Error::Escape {
+                        path: host.to_path_buf(),
+                        link: host.to_path_buf(),
+                        root: self.base.clone(),
+                    });
+                }
+                continue;
+            }
+            real.push(c);
+            let here: PathBuf = std::iter::once(OsString::from("/"))
+                .chain(real.iter().cloned())
+                .collect();
+            let disk = self.disk_path(&here);
+            let meta = fs::symlink_metadata(&disk).map_err(|e| self.io_error(&here, e))?;
+            if !meta.file_type().is_symlink() {
+                continue;
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(Error::Loop {
+                    path: host.to_path_buf(),
+                });
+            }
+            let target = fs::read_link(&disk).map_err(|e| self.io_error(&here, e))?;
+            self.note(|r| {
+                r.links.insert(here.clone(), target.clone());
+            });
+            real.pop();
+            if target.is_absolute() {
+                real.clear();
+            } else {
+                // A relative target must stay inside the root.
+                let depth = real.len();
+                let mut level = depth as isize;
+                for tc in target.components() {
+                    match tc {
+                        Component::ParentDir => level -= 1,
+                        Component::Normal(_) => level += 1,
+                        _ => {}
+                    }
+                    if level < 0 {
+                        return Err(Error::Escape {
+                            path: host.to_path_buf(),
+                            link: here,
+                            root: self.base.clone(),
+                        });
+                    }
+                }
+            }
+            let mut front = VecDeque::new();
+            push_components(&mut front, &target);
+            while let Some(x) = front.pop_back() {
+                pending.push_front(x);
+            }
+        }
+        Ok(std::iter::once(OsString::from("/")).chain(real).collect())
+    }
+
+    /// Reads a whole file (at most [`MAX_READ`] bytes).
+    ///
+    /// # Errors
+    /// [`Error`] naming the file.
+    pub fn read(&self, host: &Path) -> Result<Vec<u8>, Error> {
+        self.read_limited(host, MAX_READ)
+    }
+
+    /// Reads a whole file of at most `limit` bytes.
+    ///
+    /// # Errors
+    /// [`Error`] naming the file; [`Error::TooLarge`] past the limit.
+    pub fn read_limited(&self, host: &Path, limit: u64) -> Result<Vec<u8>, Error> {
+        let real = self.resolve(host)?;
+        let disk = self.disk_path(&real);
+        let file = fs::File::open(&disk).map_err(|e| self.io_error(host, e))?;
+        let mut buf = Vec::new();
+        file.take(limit + 1)
+            .read_to_end(&mut buf)
+            .map_err(|e| self.io_error(host, e))?;
+        if buf.len() as u64 > limit {
+            return Err(Error::TooLarge { disk, limit });
+        }
+        self.note(|r| {
+            r.files.insert(real.clone(), buf.clone());
+        });
+        Ok(buf)
+    }
+
+    /// Reads a text attribute without its trailing newline.
+    ///
+    /// # Errors
+    /// [`Error`] naming the file (missing, unreadable, not UTF-8).
+    pub fn read_attr(&self, host: &Path) -> Result<String, Error> {
+        let bytes = self.read(host)?;
+        let mut text = String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
+            disk: self.disk_path(host),
+        })?;
+        if text.ends_with('\n') {
+            text.pop();
+        }
+        Ok(text)
+    }
+
+    /// Like [`HostRoot::read_attr`], but a missing file is `None`.
+    ///
+    /// # Errors
+    /// [`Error`] for anything but "not found".
+    pub fn read_attr_opt(&self, host: &Path) -> Result<Option<String>, Error> {
+        match self.read_attr(host) {
+            Ok(v) => Ok(Some(v)),
+            Err(e) if e.is_not_found() => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Lists a directory's entry names, sorted. Names that are not UTF-8
+    /// are skipped (no kernel name we use is).
+    ///
+    /// # Errors
+    /// [`Error`] naming the directory.
+    pub fn list_dir(&self, host: &Path) -> Result<Vec<String>, Error> {
+        let real = self.resolve(host)?;
+        let disk = self.disk_path(&real);
+        let mut names = Vec::new();
+        for entry in fs::read_dir(&disk).map_err(|e| self.io_error(host, e))? {
+            let entry = entry.map_err(|e| self.io_error(host, e))?;
+            match entry.file_name().into_string() {
+                Ok(n) => names.push(n),
+                Err(n) => tracing::warn!(
+                    "{}: skipping entry with a non-UTF-8 name {n:?}",
+                    disk.display()
+                ),
+            }
+        }
+        names.sort();
+        self.note(|r| {
+            r.dirs.insert(real.clone());
+        });
+        Ok(names)
+    }
+
+    /// Like [`HostRoot::list_dir`], but a missing directory is empty.
+    ///
+    /// # Errors
+    /// [`Error`] for anything but "not found".
+    pub fn list_dir_opt(&self, host: &Path) -> Result<Vec<String>, Error> {
+        match self.list_dir(host) {
+            Ok(v) => Ok(v),
+            Err(e) if e.is_not_found() => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Whether a host path exists (following symlinks inside the root).
+    pub fn exists(&self, host: &Path) -> bool {
+        self.resolve(host).is_ok()
+    }
+
+    /// The last component of a symlink's target (`driver` → `amdgpu`), or
+    /// `None` when the path does not exist. The link is not followed, so
+    /// this works whatever the link's depth.
+    ///
+    /// # Errors
+    /// [`Error`] when the path exists but is not a symlink or is unreadable.
+    pub fn link_name(&self, host: &Path) -> Result<Option<String>, Error> {
+        let parent = match host.parent() {
+            Some(p) => match self.resolve(p) {
+                Ok(p) => p,
+                Err(e) if e.is_not_found() => return Ok(None),
+                Err(e) => return Err(e),
+            },
+            None => return Ok(None),
+        };
+        let Some(name) = host.file_name() else {
+            return Ok(None);
+        };
+        let here = parent.join(name);
+        let disk = self.disk_path(&here);
+        let target = match fs::read_link(&disk) {
+            Ok(t) => t,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io_error(host, e)),
+        };
+        self.note(|r| {
+            r.links.insert(here.clone(), target.clone());
+        });
+        Ok(target
+            .file_name()
+            .and_then(|n| n.to_str())
+            .map(str::to_string))
+    }
+
+    /// Looks up a `/dev` entry without following it: from the manifest, or
+    /// by `lstat` under the root. `None` when it does not exist.
+    ///
+    /// # Errors
+    /// [`Error`] when it cannot be examined.
+    pub fn dev_entry(&self, host: &Path) -> Result<Option<DevEntry>, Error> {
+        let entry = match &self.devfs {
+            DevFs::Manifest(map) => map.get(host).cloned(),
+            DevFs::Real => self.lstat_dev(host)?,
+        };
+        self.note(|r| {
+            r.dev.insert(host.to_path_buf(), entry.clone());
+        });
+        Ok(entry)
+    }
+
+    /// Entries of a `/dev` directory (sorted names), from the manifest or
+    /// the filesystem.
+    ///
+    /// # Errors
+    /// [`Error`] when the directory cannot be read.
+    pub fn dev_list(&self, host: &Path) -> Result<Vec<String>, Error> {
+        match &self.devfs {
+            DevFs::Manifest(map) => {
+                let mut names: Vec<String> = map
+                    .keys()
+                    .filter(|p| p.parent() == Some(host))
+                    .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
+                    .collect();
+                names.sort();
+                for n in &names {
+                    let p = host.join(n);
+                    let e = map.get(&p).cloned();
+                    self.note(|r| {
+                        r.dev.insert(p, e);
+                    });
+                }
+                Ok(names)
+            }
+            DevFs::Real => {
+                let names = self.list_dir_opt(host)?;
+                for n in &names {
+                    self.dev_entry(&host.join(n))?;
+                }
+                Ok(names)
+            }
+        }
+    }
+
+    fn lstat_dev(&self, host: &Path) -> Result<Option<DevEntry>, Error> {
+        let (Some(parent), Some(name)) = (host.parent(), host.file_name()) else {
+            return Ok(None);
+        };
+        let parent = match self.resolve(parent) {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let disk = self.disk_path(&parent.join(name));
+        let meta = match fs::symlink_metadata(&disk) {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(self.io_error(host, e)),
+        };
+        let ft = meta.file_type();
+        let kind = if ft.is_char_device() {
+            DevKind::Char
+        } else if ft.is_block_device() {
+            DevKind::Block
+        } else if ft.is_symlink() {
+            DevKind::Symlink
+        } else if ft.is_dir() {
+            DevKind::Dir
+        } else {
+            DevKind::Other
+        };
+        let target = if kind == DevKind::Symlink {
+            fs::read_link(&disk)
+                .ok()
+                .map(|t| t.to_string_lossy().into_owned())
+        } else {
+            None
+        };
+        let rdev = meta.rdev();
+        let numbered = matches!(kind, DevKind::Char | DevKind::Block);
+        Ok(Some(DevEntry {
+            kind,
+            major: if numbered { rustix::fs::major(rdev) } else { 0 },
+            minor: if numbered { rustix::fs::minor(rdev) } else { 0 },
+            mode: meta.mode() & 0o7777,
+            uid: meta.uid(),
+            gid: meta.gid(),
+            target,
+        }))
+    }
+}
+
+/// Pushes the normal and `..` components of `p` (root and `.` dropped).
+fn push_components(out: &mut VecDeque<OsString>, p: &Path) {
+    for c in p.components() {
+        match c {
+            Component::Normal(n) => out.push_back(n.to_os_string()),
+            Component::ParentDir => out.push_back(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
+        }
+    }
+}
+
+/// Parses a devfs manifest: `PATH c|b MAJ:MIN MODE UID GID`, `PATH l
+/// TARGET`, or `PATH d`, one per line; `#` comments.
+fn parse_manifest(file: &Path, text: &str) -> Result<BTreeMap<PathBuf, DevEntry>, Error> {
+    let mut map = BTreeMap::new();
+    for (i, raw) in text.lines().enumerate() {
+        let line = raw.split('#').next().unwrap_or("").trim();
+        if line.is_empty() {
+            continue;
+        }
+        let err = |message: String| Error::Manifest {
+            path: file.to_path_buf(),
+            line: i + 1,
+            message,
+        };
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let (path, kind) = match cols.as_slice() {
+            [p, k, ..] => (*p, *k),
+            _ => return Err(err(format!("expected PATH TYPE ..., got {line:?}"))),
+        };
+        if !path.starts_with("/dev/") || path.split('/').any(|c| c == ".." || c == ".") {
+            return Err(err(format!("{path:?} is not a normalized path under /dev")));
+        }
+        let entry = match (kind, cols.as_slice()) {
+            ("c" | "b", [_, _, majmin, mode, uid, gid]) => {
+                let (major, minor) = parse_majmin(majmin)
+                    .ok_or_else(|| err(format!("{majmin:?} is not MAJOR:MINOR")))?;
+                let mode = u32::from_str_radix(mode, 8)
+                    .ok()
+                    .filter(|m| *m <= 0o7777)
+                    .ok_or_else(|| err(format!("{mode:?} is not an octal mode like 0660")))?;
+                let uid = uid
+                    .parse()
+                    .map_err(|_| err(format!("{uid:?} is not a numeric uid")))?;
+                let gid = gid
+                    .parse()
+                    .map_err(|_| err(format!("{gid:?} is not a numeric gid")))?;
+                DevEntry {
+                    kind: if kind == "c" {
+                        DevKind::Char
+                    } else {
+                        DevKind::Block
+                    },
+                    major,
+                    minor,
+                    mode,
+                    uid,
+                    gid,
+                    target: None,
+                }
+            }
+            ("l", [_, _, target]) => DevEntry {
+                kind: DevKind::Symlink,
+                major: 0,
+                minor: 0,
+                mode: 0o777,
+                uid: 0,
+                gid: 0,
+                target: Some((*target).to_string()),
+            },
+            ("d", [_, _]) => DevEntry {
+                kind: DevKind::Dir,
+                major: 0,
+                minor: 0,
+                mode: 0o755,
+                uid: 0,
+                gid: 0,
+                target: None,
+            },
+            _ => {
+                return Err(err(format!(
+                    "expected `PATH c|b MAJ:MIN MODE UID GID`, `PATH l TARGET` or `PATH d`, got {line:?}"
+                )));
+            }
+        };
+        if map.insert(PathBuf::from(path), entry).is_some() {
+            return Err(err(format!("{path} listed twice")));
+        }
+    }
+    Ok(map)
+}
+
+/// Parses a sysfs `dev` value, `"226:128"`, into (major, minor).
+pub fn parse_majmin(s: &str) -> Option<(u32, u32)> {
+    let (a, b) = s.trim().split_once(':')?;
+    let digits = |x: &str| !x.is_empty() && x.len() <= 10 && x.bytes().all(|c| c.is_ascii_digit());
+    if !digits(a) || !digits(b) {
+        return None;
+    }
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+/// Writes a devfs manifest for `entries` (used by `cdigen snapshot`).
+pub fn format_manifest(entries: &BTreeMap<PathBuf, DevEntry>) -> String {
+    let mut out = String::from(
+        "# cdigen devfs manifest: the /dev entries discovery looked at.\n\
+         # PATH c|b MAJ:MIN MODE UID GID | PATH l TARGET | PATH d\n",
+    );
+    for (path, e) in entries {
+        let p = path.display();
+        match e.kind {
+            DevKind::Char | DevKind::Block => {
+                let t = if e.kind == DevKind::Char { "c" } else { "b" };
+                out.push_str(&format!(
+                    "{p} {t} {}:{} {:04o} {} {}\n",
+                    e.major, e.minor, e.mode, e.uid, e.gid
+                ));
+            }
+            DevKind::Symlink => {
+                out.push_str(&format!("{p} l {}\n", e.target.as_deref().unwrap_or("")));
+            }
+            DevKind::Dir => out.push_str(&format!("{p} d\n")),
+            DevKind::Other => {}
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

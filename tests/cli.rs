@@ -1,0 +1,574 @@
+//! End-to-end tests of the `cdigen` binary: exact output and exit codes of
+//! `validate`, `list` and the usage errors, on spec files written by hand
+//! into temporary directories.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::io::BufRead;
+use std::path::Path;
+use std::process::Stdio;
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+/// The binary, run in `dir` (so that the paths it prints are the relative
+/// ones the test passes), with no logging from the environment.
+fn cdigen(dir: &Path) -> Command {
+    let mut cmd = Command::cargo_bin("cdigen").unwrap();
+    cmd.current_dir(dir)
+        .env_remove("RUST_LOG")
+        .env_remove("CDIGEN_ROOT");
+    cmd
+}
+
+/// Runs the binary; returns (exit code, stdout, stderr).
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = cdigen(dir).args(args).output().unwrap();
+    (
+        out.status.code().expect("exited, not killed by a signal"),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let path = dir.join(rel);
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(path, text).unwrap();
+}
+
+/// A valid spec, by hand: kind `example.com/gpu`, devices gpu10 and gpu2
+/// (in that order, to check the natural sort of the listing).
+const GPU_JSON: &str = r#"{
+  "cdiVersion": "0.3.0",
+  "kind": "example.com/gpu",
+  "devices": [
+    {"name": "gpu10", "containerEdits": {"deviceNodes": [{"path": "/dev/gpu10"}]}},
+    {"name": "gpu2", "containerEdits": {"deviceNodes": [{"path": "/dev/gpu2"}]}}
+  ]
+}
+"#;
+
+const NET_YAML: &str = r#"cdiVersion: "0.3.0"
+kind: example.com/net
+devices:
+  - name: eth0
+    containerEdits:
+      env: ["NET=eth0"]
+"#;
+
+/// Invalid: an env entry without `=`, a device node without a path.
+const INVALID_YAML: &str = r#"cdiVersion: "0.3.0"
+kind: example.com/gpu
+devices:
+  - name: gpu0
+    containerEdits:
+      env: ["NOEQUALS"]
+      deviceNodes:
+        - path: ""
+"#;
+
+/// Valid, but `*.yml` is not loaded by runtimes.
+const YML: &str = r#"cdiVersion: "0.3.0"
+kind: example.com/yml
+devices:
+  - name: ignored
+    containerEdits:
+      env: ["A=1"]
+"#;
+
+/// A valid JSON spec with `n` devices `dev0`..: large output for the broken
+/// pipe tests.
+fn many_devices(n: usize) -> String {
+    let devices: Vec<String> = (0..n)
+        .map(|i| format!(r#"{{"name": "dev{i}", "containerEdits": {{"env": ["DEV={i}"]}}}}"#))
+        .collect();
+    format!(
+        "{{\"cdiVersion\": \"0.3.0\", \"kind\": \"example.com/many\", \"devices\": [\n{}\n]}}\n",
+        devices.join(",\n")
+    )
+}
+
+// --- validate ---------------------------------------------------------------
+
+#[test]
+fn validate_valid_file() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "gpu.json", GPU_JSON);
+    let (code, out, err) = run(dir.path(), &["validate", "gpu.json"]);
+    assert_eq!(
+        out,
+        "gpu.json: ok (2 devices)\n1 files checked: 0 errors, 0 warnings\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn validate_valid_dir_lists_each_file() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "cdi/gpu.json", GPU_JSON);
+    write(dir.path(), "cdi/net.yaml", NET_YAML);
+    let (code, out, err) = run(dir.path(), &["validate", "cdi"]);
+    assert_eq!(
+        out,
+        "cdi/gpu.json: ok (2 devices)\n\
+         cdi/net.yaml: ok (1 devices)\n\
+         2 files checked: 0 errors, 0 warnings\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn validate_invalid_file_names_the_file_and_location() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "bad.yaml", INVALID_YAML);
+    let (code, out, err) = run(dir.path(), &["validate", "bad.yaml"]);
+    assert_eq!(
+        out,
+        "bad.yaml: error: device \"gpu0\": containerEdits.env[0]: \"NOEQUALS\" is not NAME=value\n\
+         bad.yaml: error: device \"gpu0\": containerEdits.deviceNodes[0].path: must not be empty\n\
+         1 files checked: 2 errors, 0 warnings\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn validate_unparsable_file() {
+    let dir = TempDir::new().unwrap();
+    write(
+        dir.path(),
+        "cut.json",
+        r#"{"cdiVersion": "0.3.0", "kind": "#,
+    );
+    let (code, out, err) = run(dir.path(), &["validate", "cut.json"]);
+    assert_eq!(
+        out,
+        "cut.json: error: invalid JSON: EOF while parsing a value at line 1 column 32\n\
+         1 files checked: 1 errors, 0 warnings\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn validate_conflict_in_one_dir_is_an_error_on_both_files() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "cdi/a.json", GPU_JSON);
+    // The same kind and device gpu2 (only), in YAML.
+    write(
+        dir.path(),
+        "cdi/b.yaml",
+        "cdiVersion: \"0.3.0\"\nkind: example.com/gpu\ndevices:\n  - name: gpu2\n    \
+         containerEdits:\n      deviceNodes:\n        - path: /dev/gpu2\n",
+    );
+    let (code, out, err) = run(dir.path(), &["validate", "cdi"]);
+    assert_eq!(
+        out,
+        "cdi/a.json: error: device \"example.com/gpu=gpu2\": also defined in cdi/b.yaml in the \
+         same directory: runtimes drop every definition of a conflicting device\n\
+         cdi/b.yaml: error: device \"example.com/gpu=gpu2\": also defined in cdi/a.json in the \
+         same directory: runtimes drop every definition of a conflicting device\n\
+         2 files checked: 2 errors, 0 warnings\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 1);
+
+    // Runtimes drop gpu2 altogether; gpu10 (in one file only) still resolves.
+    let (code, out, err) = run(dir.path(), &["list", "--spec-dir", "cdi"]);
+    assert_eq!(out, "example.com/gpu=gpu10\n");
+    assert_eq!(
+        err,
+        "cdigen: cdi/a.json: device \"example.com/gpu=gpu2\": also defined in cdi/b.yaml in the \
+         same directory: runtimes drop every definition of a conflicting device\n\
+         cdigen: cdi/b.yaml: device \"example.com/gpu=gpu2\": also defined in cdi/a.json in the \
+         same directory: runtimes drop every definition of a conflicting device\n"
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn validate_shadowing_by_a_later_dir_is_a_warning() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "etc/net.yaml", NET_YAML);
+    write(
+        dir.path(),
+        "run/net.json",
+        r#"{"cdiVersion": "0.3.0", "kind": "example.com/net",
+        "devices": [{"name": "eth0", "containerEdits": {"env": ["NET=run"]}}]}"#,
+    );
+    let (code, out, err) = run(dir.path(), &["validate", "etc", "run"]);
+    assert_eq!(
+        out,
+        "etc/net.yaml: warning: device \"example.com/net=eth0\": shadowed by run/net.json (a \
+         later spec directory wins)\n\
+         run/net.json: ok (1 devices)\n\
+         2 files checked: 0 errors, 1 warnings\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 0);
+
+    // The later directory's definition is the one listed.
+    let (code, out, _) = run(
+        dir.path(),
+        &[
+            "list",
+            "--spec-dir",
+            "etc",
+            "--spec-dir",
+            "run",
+            "-o",
+            "json",
+        ],
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        doc,
+        serde_json::json!([{"name": "example.com/net=eth0", "path": "run/net.json"}])
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn validate_yml_file_is_a_warning() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "cdi/old.yml", YML);
+    let (code, out, err) = run(dir.path(), &["validate", "cdi"]);
+    assert_eq!(
+        out,
+        "cdi/old.yml: warning: ignored by runtimes: only *.json and *.yaml files are loaded\n\
+         1 files checked: 0 errors, 1 warnings\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn validate_json_output() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "cdi/gpu.json", GPU_JSON);
+    write(dir.path(), "cdi/bad.yaml", INVALID_YAML);
+    let (code, out, err) = run(dir.path(), &["validate", "-o", "json", "cdi", "missing"]);
+    assert_eq!(err, "");
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        doc,
+        serde_json::json!({
+            "valid": false,
+            "inputErrors": ["cannot read missing: No such file or directory (os error 2)"],
+            "files": [
+                {
+                    "path": "cdi/bad.yaml",
+                    "kind": "example.com/gpu",
+                    "devices": ["gpu0"],
+                    "findings": [
+                        {
+                            "severity": "error",
+                            "location": "device \"gpu0\": containerEdits.env[0]",
+                            "message": "\"NOEQUALS\" is not NAME=value"
+                        },
+                        {
+                            "severity": "error",
+                            "location": "device \"gpu0\": containerEdits.deviceNodes[0].path",
+                            "message": "must not be empty"
+                        }
+                    ]
+                },
+                {
+                    "path": "cdi/gpu.json",
+                    "kind": "example.com/gpu",
+                    "devices": ["gpu10", "gpu2"],
+                    "findings": []
+                }
+            ]
+        })
+    );
+}
+
+#[test]
+fn validate_json_output_when_valid() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "gpu.json", GPU_JSON);
+    let (code, out, err) = run(
+        dir.path(),
+        &["validate", "--output-format", "json", "gpu.json"],
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 0);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["valid"], true);
+    assert_eq!(doc["inputErrors"], serde_json::json!([]));
+    assert_eq!(doc["files"][0]["findings"], serde_json::json!([]));
+}
+
+#[test]
+fn validate_missing_path() {
+    let dir = TempDir::new().unwrap();
+    let (code, out, err) = run(dir.path(), &["validate", "nope"]);
+    assert_eq!(
+        out,
+        "error: cannot read nope: No such file or directory (os error 2)\n\
+         0 files checked: 1 errors, 0 warnings\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 1);
+}
+
+// --- list -------------------------------------------------------------------
+
+/// `etc`: gpu.json (gpu10, gpu2), net.yaml (eth0), bad.yaml (invalid),
+/// old.yml (ignored).
+fn list_fixture() -> TempDir {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "etc/gpu.json", GPU_JSON);
+    write(dir.path(), "etc/net.yaml", NET_YAML);
+    write(dir.path(), "etc/bad.yaml", INVALID_YAML);
+    write(dir.path(), "etc/old.yml", YML);
+    dir
+}
+
+const LIST_ERRORS: &str = "cdigen: etc/bad.yaml: device \"gpu0\": containerEdits.env[0]: \
+                           \"NOEQUALS\" is not NAME=value\n\
+                           cdigen: etc/bad.yaml: device \"gpu0\": \
+                           containerEdits.deviceNodes[0].path: must not be empty\n";
+
+#[test]
+fn list_text_in_natural_order_with_problems_on_stderr() {
+    let dir = list_fixture();
+    let (code, out, err) = run(dir.path(), &["list", "--spec-dir", "etc"]);
+    // gpu2 before gpu10; nothing from bad.yaml (invalid) nor old.yml.
+    assert_eq!(
+        out,
+        "example.com/gpu=gpu2\nexample.com/gpu=gpu10\nexample.com/net=eth0\n"
+    );
+    assert_eq!(err, LIST_ERRORS);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn list_json() {
+    let dir = list_fixture();
+    let (code, out, err) = run(dir.path(), &["list", "--spec-dir", "etc", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        doc,
+        serde_json::json!([
+            {"name": "example.com/gpu=gpu2", "path": "etc/gpu.json"},
+            {"name": "example.com/gpu=gpu10", "path": "etc/gpu.json"},
+            {"name": "example.com/net=eth0", "path": "etc/net.yaml"}
+        ])
+    );
+    assert_eq!(err, LIST_ERRORS);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn list_yaml() {
+    let dir = list_fixture();
+    let (code, out, err) = run(
+        dir.path(),
+        &["list", "--spec-dir", "etc", "--output-format", "yaml"],
+    );
+    assert_eq!(
+        out,
+        "- name: 'example.com/gpu=gpu2'\n  path: 'etc/gpu.json'\n\
+         - name: 'example.com/gpu=gpu10'\n  path: 'etc/gpu.json'\n\
+         - name: 'example.com/net=eth0'\n  path: 'etc/net.yaml'\n"
+    );
+    assert_eq!(err, LIST_ERRORS);
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn list_empty_dir() {
+    let dir = TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("empty")).unwrap();
+    let (code, out, err) = run(dir.path(), &["list", "--spec-dir", "empty"]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+    let (code, out, err) = run(dir.path(), &["list", "--spec-dir", "empty", "-o", "json"]);
+    assert_eq!((code, out.as_str(), err.as_str()), (0, "[]\n", ""));
+}
+
+#[test]
+fn list_missing_spec_dir_is_an_environment_error() {
+    let dir = list_fixture();
+    let (code, out, err) = run(
+        dir.path(),
+        &["list", "--spec-dir", "nope", "--spec-dir", "etc"],
+    );
+    // The other directory is still listed.
+    assert_eq!(
+        out,
+        "example.com/gpu=gpu2\nexample.com/gpu=gpu10\nexample.com/net=eth0\n"
+    );
+    assert_eq!(
+        err,
+        format!("cdigen: cannot read nope: No such file or directory (os error 2)\n{LIST_ERRORS}")
+    );
+    assert_eq!(code, 2);
+}
+
+// --- the rest ---------------------------------------------------------------
+
+#[test]
+fn generate_and_discover_need_a_readable_root() {
+    let dir = TempDir::new().unwrap();
+    for sub in ["generate", "discover"] {
+        let (code, out, err) = run(dir.path(), &[sub, "--root", "no-such-root"]);
+        assert_eq!(out, "", "{sub}");
+        assert_eq!(
+            err,
+            "cdigen: cannot use no-such-root as the root: no-such-root: No such file or directory (os error 2)\n",
+            "{sub}"
+        );
+        assert_eq!(code, 2, "{sub}");
+    }
+}
+
+#[test]
+fn unknown_flag_is_a_usage_error() {
+    let dir = TempDir::new().unwrap();
+    let (code, out, err) = run(dir.path(), &["list", "--bogus"]);
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        "error: unexpected argument '--bogus' found\n\n\
+         Usage: cdigen list [OPTIONS]\n\n\
+         For more information, try '--help'.\n"
+    );
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn missing_subcommand_and_bad_value_are_usage_errors() {
+    let dir = TempDir::new().unwrap();
+    let (code, out, err) = run(dir.path(), &[]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(err.contains("Usage: cdigen [OPTIONS] <COMMAND>"), "{err}");
+
+    let (code, out, err) = run(dir.path(), &["list", "-o", "xml"]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(
+        err.starts_with("error: invalid value 'xml' for '--output-format <OUTPUT_FORMAT>'"),
+        "{err}"
+    );
+    // validate has no YAML output.
+    let (code, _, err) = run(dir.path(), &["validate", "-o", "yaml"]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn version() {
+    let dir = TempDir::new().unwrap();
+    let (code, out, err) = run(dir.path(), &["--version"]);
+    assert_eq!(out, format!("cdigen {}\n", env!("CARGO_PKG_VERSION")));
+    assert_eq!(err, "");
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn help() {
+    let dir = TempDir::new().unwrap();
+    let (code, out, err) = run(dir.path(), &["--help"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(out.contains("Usage: cdigen [OPTIONS] <COMMAND>"), "{out}");
+    for sub in ["generate", "discover", "list", "validate"] {
+        assert!(out.contains(&format!("\n  {sub} ")), "{sub}: {out}");
+    }
+    assert!(out.contains("Exit status: 0 success"), "{out}");
+
+    let (code, out, err) = run(dir.path(), &["help", "validate"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(
+        out.contains("Usage: cdigen validate [OPTIONS] [PATH]..."),
+        "{out}"
+    );
+    let (code, out, err) = run(dir.path(), &["list", "-h"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(out.contains("Usage: cdigen list [OPTIONS]"), "{out}");
+}
+
+#[test]
+fn quiet_and_verbose_conflict() {
+    let dir = list_fixture();
+    for args in [
+        &["-q", "-v", "list", "--spec-dir", "etc"][..],
+        &["list", "--spec-dir", "etc", "-v", "--quiet"][..],
+    ] {
+        let (code, out, err) = run(dir.path(), args);
+        assert_eq!(out, "", "{args:?}");
+        assert!(
+            err.starts_with("error: the argument '--quiet' cannot be used with '--verbose...'")
+                || err.starts_with(
+                    "error: the argument '--verbose...' cannot be used with '--quiet'"
+                ),
+            "{args:?}: {err}"
+        );
+        assert_eq!(code, 2, "{args:?}");
+    }
+    // Each on its own is fine, before or after the subcommand.
+    for args in [
+        &["-q", "list", "--spec-dir", "etc"][..],
+        &["list", "--spec-dir", "etc", "-vv"][..],
+    ] {
+        let (code, out, _) = run(dir.path(), args);
+        assert_eq!(code, 0, "{args:?}");
+        assert_eq!(out.lines().count(), 3, "{args:?}");
+    }
+}
+
+/// `cdigen list | head -n1`: the reader goes away after one line, with
+/// far more than a pipe buffer (64 KiB) of output still to come. The write
+/// fails with EPIPE (Rust ignores SIGPIPE), which must end the command
+/// quietly with status 0.
+#[test]
+fn closed_stdout_is_not_an_error() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "cdi/many.json", &many_devices(5000));
+    let cases: [(&[&str], &str); 4] = [
+        (&["list", "--spec-dir", "cdi"], "example.com/many=dev0\n"),
+        (&["list", "--spec-dir", "cdi", "-o", "json"], "[\n"),
+        (
+            &["list", "--spec-dir", "cdi", "-o", "yaml"],
+            "- name: 'example.com/many=dev0'\n",
+        ),
+        (&["validate", "-o", "json", "cdi"], "{\n"),
+    ];
+    for (args, first) in cases {
+        // Make sure the output would not fit in the pipe.
+        let full = cdigen(dir.path()).args(args).output().unwrap();
+        assert!(full.status.success(), "{args:?}");
+        assert!(
+            full.stdout.len() > 64 * 1024,
+            "{args:?}: {}",
+            full.stdout.len()
+        );
+
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cdigen"))
+            .args(args)
+            .current_dir(dir.path())
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut reader = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        assert_eq!(line, first, "{args:?}");
+        drop(reader);
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8(out.stderr).unwrap();
+        assert_eq!(err, "", "{args:?}");
+        assert_eq!(out.status.code(), Some(0), "{args:?}");
+    }
+}

@@ -1,0 +1,198 @@
+//! The man pages in `man/` are generated from the clap definitions in
+//! `src/cli/mod.rs` with `clap_mangen`: `cdigen.1` for the command and
+//! `cdigen-<subcommand>.1` for each subcommand. This test renders them all
+//! in memory and fails when a file differs; `CDIGEN_BLESS=1 cargo test
+//! --test man` rewrites them (and removes the pages of subcommands that no
+//! longer exist).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use cdigen::cli::{Cli, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK};
+use clap::CommandFactory;
+use clap_mangen::Man;
+use clap_mangen::roff::{Roff, bold, roman};
+
+const BLESS_VAR: &str = "CDIGEN_BLESS";
+const SECTION: &str = "1";
+
+fn man_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("man")
+}
+
+/// Every page, by file name.
+fn pages() -> BTreeMap<String, Vec<u8>> {
+    // As `clap_mangen::generate_to` does: no page (nor entry) for `help`.
+    let mut top = Cli::command().disable_help_subcommand(true);
+    // Building propagates the global options (-v, -q) to the subcommands.
+    top.build();
+    let top_name = top.get_name().to_owned();
+    // Every page's footer carries the version (an empty date keeps the
+    // pages reproducible).
+    let source = format!("{top_name} {}", env!("CARGO_PKG_VERSION"));
+    let subs: Vec<clap::Command> = top
+        .get_subcommands()
+        .filter(|s| !s.is_hide_set())
+        .cloned()
+        .collect();
+    let sub_pages: Vec<String> = subs
+        .iter()
+        .map(|s| format!("{top_name}-{}", s.get_name()))
+        .collect();
+
+    let mut pages = BTreeMap::new();
+    // The exit status gets a section of its own below, instead of the
+    // after-help text (which clap_mangen puts under "EXTRA"); the version is
+    // in the footer already.
+    let page = top
+        .clone()
+        .after_help(None::<&str>)
+        .after_long_help(None::<&str>)
+        .version(None::<&str>);
+    pages.insert(
+        format!("{top_name}.{SECTION}"),
+        render(page, &source, &sub_pages),
+    );
+    for (sub, page_name) in subs.into_iter().zip(&sub_pages) {
+        // Title and NAME `cdigen-list`, SYNOPSIS `cdigen list`.
+        let bin_name = format!("{top_name} {}", sub.get_name());
+        let page = sub.display_name(page_name.clone()).bin_name(bin_name);
+        pages.insert(
+            format!("{page_name}.{SECTION}"),
+            render(page, &source, std::slice::from_ref(&top_name)),
+        );
+    }
+    pages
+}
+
+fn render(cmd: clap::Command, source: &str, see_also: &[String]) -> Vec<u8> {
+    let mut out = Vec::new();
+    Man::new(cmd)
+        .section(SECTION)
+        .source(source)
+        .render(&mut out)
+        .unwrap();
+
+    let mut roff = Roff::new();
+    roff.control("SH", ["EXIT STATUS"]);
+    for (code, meaning) in [
+        (EXIT_OK, "Success."),
+        (
+            EXIT_FINDINGS,
+            "Findings or failures: an invalid spec, a file not written.",
+        ),
+        (
+            EXIT_ERROR,
+            "Usage or environment errors: bad arguments, unreadable inputs.",
+        ),
+    ] {
+        roff.control("TP", []);
+        roff.text([bold(code.to_string())]);
+        roff.text([roman(meaning)]);
+    }
+    roff.control("SH", ["SEE ALSO"]);
+    let mut refs = Vec::new();
+    for (i, page) in see_also.iter().enumerate() {
+        if i > 0 {
+            refs.push(roman(", "));
+        }
+        refs.push(bold(page.as_str()));
+        refs.push(roman(format!("({SECTION})")));
+    }
+    roff.text(refs);
+    // Without the preamble Man::render wrote already (the text above has no
+    // apostrophes for it to handle).
+    out.extend_from_slice(roff.to_roff().as_bytes());
+    out
+}
+
+/// The generated-looking pages in `man/`: `cdigen*.1`.
+fn existing_pages(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = entries
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("cdigen") && n.ends_with(&format!(".{SECTION}")))
+        .collect();
+    names.sort();
+    names
+}
+
+fn blessing() -> bool {
+    std::env::var_os(BLESS_VAR).is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+#[test]
+fn man_pages_are_up_to_date() {
+    let dir = man_dir();
+    let pages = pages();
+    if blessing() {
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text) in &pages {
+            let path = dir.join(name);
+            if std::fs::read(&path).ok().as_deref() != Some(text.as_slice()) {
+                std::fs::write(&path, text).unwrap();
+                eprintln!("wrote {}", path.display());
+            }
+        }
+        for name in existing_pages(&dir) {
+            if !pages.contains_key(&name) {
+                std::fs::remove_file(dir.join(&name)).unwrap();
+                eprintln!("removed {}", dir.join(&name).display());
+            }
+        }
+        return;
+    }
+    let mut problems = Vec::new();
+    for (name, text) in &pages {
+        match std::fs::read(dir.join(name)) {
+            Ok(file) if file == *text => {}
+            Ok(_) => problems.push(format!("man/{name} is out of date")),
+            Err(e) => problems.push(format!("man/{name} cannot be read: {e}")),
+        }
+    }
+    for name in existing_pages(&dir) {
+        if !pages.contains_key(&name) {
+            problems.push(format!(
+                "man/{name} is for a subcommand that no longer exists"
+            ));
+        }
+    }
+    assert!(
+        problems.is_empty(),
+        "{}\nthe man pages are generated from the clap definitions: run \
+         `{BLESS_VAR}=1 cargo test --test man` to regenerate them",
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn one_page_per_subcommand_and_none_for_help() {
+    let pages = pages();
+    for name in ["cdigen.1", "cdigen-list.1", "cdigen-validate.1"] {
+        assert!(pages.contains_key(name), "{name}: {:?}", pages.keys());
+    }
+    assert!(!pages.contains_key("cdigen-help.1"));
+    let page = String::from_utf8(pages["cdigen.1"].clone()).unwrap();
+    assert!(!page.contains("cdigen\\-help"), "{page}");
+}
+
+#[test]
+fn subcommand_pages_are_named_for_the_subcommand() {
+    let pages = pages();
+    let page = String::from_utf8(pages["cdigen-validate.1"].clone()).unwrap();
+    // Title, NAME and SYNOPSIS.
+    assert!(page.contains(".TH cdigen-validate 1 "), "{page}");
+    assert!(page.contains("\ncdigen\\-validate \\- Validate "), "{page}");
+    assert!(page.contains("\\fBcdigen validate\\fR"), "{page}");
+    // The global options are documented on every page.
+    assert!(page.contains("\\fB\\-\\-verbose\\fR"), "{page}");
+}
