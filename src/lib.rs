@@ -22,5 +22,6 @@ pub mod generator;
 pub mod model;
 pub mod render;
 pub mod root;
+pub mod snapshot;
 pub mod sysfs;
 pub mod write;

@@ -103,7 +103,7 @@ fn validate_valid_file() {
     let (code, out, err) = run(dir.path(), &["validate", "gpu.json"]);
     assert_eq!(
         out,
-        "gpu.json: ok (2 devices)\n1 files checked: 0 errors, 0 warnings\n"
+        "gpu.json: ok (2 devices)\n1 file checked: 0 errors, 0 warnings\n"
     );
     assert_eq!(err, "");
     assert_eq!(code, 0);
@@ -118,7 +118,7 @@ fn validate_valid_dir_lists_each_file() {
     assert_eq!(
         out,
         "cdi/gpu.json: ok (2 devices)\n\
-         cdi/net.yaml: ok (1 devices)\n\
+         cdi/net.yaml: ok (1 device)\n\
          2 files checked: 0 errors, 0 warnings\n"
     );
     assert_eq!(err, "");
@@ -134,7 +134,7 @@ fn validate_invalid_file_names_the_file_and_location() {
         out,
         "bad.yaml: error: device \"gpu0\": containerEdits.env[0]: \"NOEQUALS\" is not NAME=value\n\
          bad.yaml: error: device \"gpu0\": containerEdits.deviceNodes[0].path: must not be empty\n\
-         1 files checked: 2 errors, 0 warnings\n"
+         1 file checked: 2 errors, 0 warnings\n"
     );
     assert_eq!(err, "");
     assert_eq!(code, 1);
@@ -152,7 +152,7 @@ fn validate_unparsable_file() {
     assert_eq!(
         out,
         "cut.json: error: invalid JSON: EOF while parsing a value at line 1 column 32\n\
-         1 files checked: 1 errors, 0 warnings\n"
+         1 file checked: 1 error, 0 warnings\n"
     );
     assert_eq!(err, "");
     assert_eq!(code, 1);
@@ -209,8 +209,8 @@ fn validate_shadowing_by_a_later_dir_is_a_warning() {
         out,
         "etc/net.yaml: warning: device \"example.com/net=eth0\": shadowed by run/net.json (a \
          later spec directory wins)\n\
-         run/net.json: ok (1 devices)\n\
-         2 files checked: 0 errors, 1 warnings\n"
+         run/net.json: ok (1 device)\n\
+         2 files checked: 0 errors, 1 warning\n"
     );
     assert_eq!(err, "");
     assert_eq!(code, 0);
@@ -244,7 +244,7 @@ fn validate_yml_file_is_a_warning() {
     assert_eq!(
         out,
         "cdi/old.yml: warning: ignored by runtimes: only *.json and *.yaml files are loaded\n\
-         1 files checked: 0 errors, 1 warnings\n"
+         1 file checked: 0 errors, 1 warning\n"
     );
     assert_eq!(err, "");
     assert_eq!(code, 0);
@@ -257,7 +257,7 @@ fn validate_json_output() {
     write(dir.path(), "cdi/bad.yaml", INVALID_YAML);
     let (code, out, err) = run(dir.path(), &["validate", "-o", "json", "cdi", "missing"]);
     assert_eq!(err, "");
-    assert_eq!(code, 1);
+    assert_eq!(code, 2, "an unreadable input is an environment error");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
         doc,
@@ -316,10 +316,10 @@ fn validate_missing_path() {
     assert_eq!(
         out,
         "error: cannot read nope: No such file or directory (os error 2)\n\
-         0 files checked: 1 errors, 0 warnings\n"
+         0 files checked: 1 error, 0 warnings\n"
     );
     assert_eq!(err, "");
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
 }
 
 // --- list -------------------------------------------------------------------

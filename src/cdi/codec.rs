@@ -26,10 +26,14 @@ impl Format {
     /// The format of a spec file, or `None` when runtimes would not load it
     /// (only `.json` and `.yaml` are loaded; `.yml` is not).
     pub fn from_path(path: &Path) -> Option<Format> {
-        match path.extension()?.to_str()? {
-            "json" => Some(Format::Json),
-            "yaml" => Some(Format::Yaml),
-            _ => None,
+        // By name suffix, as runtimes match: a file named just `.json` counts.
+        let name = path.file_name()?.to_str()?;
+        if name.ends_with(".json") {
+            Some(Format::Json)
+        } else if name.ends_with(".yaml") {
+            Some(Format::Yaml)
+        } else {
+            None
         }
     }
 
@@ -293,5 +297,6 @@ mod tests {
         assert_eq!(Format::from_path(Path::new("a.yaml")), Some(Format::Yaml));
         assert_eq!(Format::from_path(Path::new("a.yml")), None);
         assert_eq!(Format::from_path(Path::new("a.json.tmp")), None);
+        assert_eq!(Format::from_path(Path::new("/etc/cdi/.json")), Some(Format::Json));
     }
 }

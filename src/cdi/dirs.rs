@@ -111,7 +111,13 @@ pub fn scan(inputs: &[Input]) -> Scan {
     // Resolved devices so far: name -> (path, group index).
     let mut resolved: BTreeMap<String, (PathBuf, usize)> = BTreeMap::new();
     let mut conflicted: Vec<String> = Vec::new();
+    let mut seen: Vec<PathBuf> = Vec::new();
     for (group, input) in inputs.iter().enumerate() {
+        // The same path twice would shadow itself.
+        if seen.contains(&input.path) {
+            continue;
+        }
+        seen.push(input.path.clone());
         let files = match list_spec_files(&input.path) {
             Ok(files) => files,
             Err(e) => {
@@ -269,10 +275,9 @@ fn list_spec_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
         let entry = entry?;
         let p = entry.path();
         let is_file = std::fs::metadata(&p).map(|m| m.is_file()).unwrap_or(false);
-        let wanted = matches!(
-            p.extension().and_then(|e| e.to_str()),
-            Some("json" | "yaml" | "yml")
-        );
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        let wanted = [".json", ".yaml", ".yml"].iter().any(|s| name.ends_with(s));
         if is_file && wanted {
             files.push(p);
         }

@@ -108,7 +108,7 @@ fn check_version(c: &mut Collector, spec: &Spec) {
     if spec.cdi_version.is_empty() {
         c.push(
             "cdiVersion",
-            "missing (expected a CDI version such as \"0.5.0\")",
+            "missing or empty (expected a CDI version such as \"0.5.0\")",
         );
         return;
     }
@@ -167,6 +167,24 @@ fn check_edits(c: &mut Collector, at: &str, e: &ContainerEdits) {
     }
     for (i, n) in e.net_devices.iter().enumerate() {
         check_net_device(c, &format!("{at}.netDevices[{i}]"), n);
+        // Runtimes refuse two entries moving the same host interface or
+        // creating the same container interface.
+        let earlier = e.net_devices.get(..i).unwrap_or_default();
+        if earlier
+            .iter()
+            .any(|o| o.host_interface_name == n.host_interface_name)
+        {
+            c.push(
+                format!("{at}.netDevices[{i}].hostInterfaceName"),
+                format!("{:?} is listed twice", n.host_interface_name),
+            );
+        }
+        if earlier.iter().any(|o| o.name == n.name) {
+            c.push(
+                format!("{at}.netDevices[{i}].name"),
+                format!("{:?} is listed twice", n.name),
+            );
+        }
     }
     for (i, h) in e.hooks.iter().enumerate() {
         check_hook(c, &format!("{at}.hooks[{i}]"), h);
@@ -405,7 +423,7 @@ mod tests {
     fn version_rules() {
         assert_eq!(
             problems(|s| s.cdi_version.clear()),
-            ["cdiVersion: missing (expected a CDI version such as \"0.5.0\")"]
+            ["cdiVersion: missing or empty (expected a CDI version such as \"0.5.0\")"]
         );
         assert_eq!(
             problems(|s| s.cdi_version = "0.0.0".into()),

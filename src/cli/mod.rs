@@ -76,9 +76,27 @@ pub enum Command {
     /// directory is an error, because runtimes drop every definition of it; a device shadowed by
     /// the same device in a later directory, and a file runtimes ignore (*.yml), are warnings.
     ///
-    /// The exit status is 1 when any error is found (warnings alone do not count), and when a
+    /// The exit status is 1 when any error is found (warnings alone do not count), and 2 when a
     /// path given does not exist.
     Validate(ValidateArgs),
+    /// Record what cdigen reads from this host into a fixture tree, for bug reports and tests.
+    ///
+    /// Runs discovery with every backend and copies exactly the sysfs and procfs files, symlinks
+    /// and directories it read into DIR, plus a dev.manifest describing the /dev entries it looked
+    /// at (git cannot store device nodes). Nothing else is copied. `cdigen generate --root DIR`
+    /// then gives the same result as on the host.
+    Snapshot(SnapshotArgs),
+}
+
+/// Arguments of `cdigen snapshot`.
+#[derive(Debug, Args)]
+pub struct SnapshotArgs {
+    /// Read sysfs, procfs and /dev under this directory instead of /.
+    #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
+    pub root: PathBuf,
+    /// Directory to create the fixture tree in (must not exist or be empty).
+    #[arg(long, value_name = "DIR")]
+    pub output: PathBuf,
 }
 
 /// Where devices are discovered from.
@@ -260,6 +278,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Discover(args) => discover::run(args, out),
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
+        Command::Snapshot(args) => snapshot(args, out),
     }
 }
 
@@ -272,4 +291,25 @@ fn default_inputs() -> Vec<crate::cdi::dirs::Input> {
             explicit: false,
         })
         .collect()
+}
+
+/// `cdigen snapshot`.
+fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    use anyhow::Context as _;
+    let root = crate::root::HostRoot::open(&args.root)
+        .with_context(|| format!("cannot use {} as the root", args.root.display()))?
+        .recording();
+    let found = crate::discover::discover(&root, &[])?;
+    let record = root.take_record();
+    let summary = crate::snapshot::write(&record, &args.output)?;
+    writeln!(
+        out,
+        "wrote {}: {} devices found, {} files, {} links, {} /dev entries",
+        args.output.display(),
+        found.devices.len(),
+        summary.files,
+        summary.links,
+        summary.dev_entries
+    )?;
+    Ok(EXIT_OK)
 }

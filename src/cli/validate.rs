@@ -3,7 +3,7 @@
 
 use std::io::Write;
 
-use super::{EXIT_FINDINGS, EXIT_OK, ValidateArgs, ValidateFormat};
+use super::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, ValidateArgs, ValidateFormat};
 use crate::cdi::dirs::{Input, Severity, scan};
 
 pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
@@ -19,7 +19,10 @@ pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8
             .collect()
     };
     let result = scan(&inputs);
-    let code = if result.has_errors() {
+    // An input that cannot be read is an environment error, like elsewhere.
+    let code = if !result.input_errors.is_empty() {
+        EXIT_ERROR
+    } else if result.has_errors() {
         EXIT_FINDINGS
     } else {
         EXIT_OK
@@ -45,9 +48,9 @@ pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8
                 if f.findings.is_empty() {
                     writeln!(
                         out,
-                        "{}: ok ({} devices)",
+                        "{}: ok ({})",
                         f.path.display(),
-                        f.devices.len()
+                        plural(f.devices.len(), "device")
                     )?;
                 }
                 for x in &f.findings {
@@ -71,10 +74,21 @@ pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8
             }
             writeln!(
                 out,
-                "{} files checked: {errors} errors, {warnings} warnings",
-                result.files.len()
+                "{} checked: {}, {}",
+                plural(result.files.len(), "file"),
+                plural(errors, "error"),
+                plural(warnings, "warning")
             )?;
         }
     }
     Ok(code)
+}
+
+/// `1 file`, `2 files`.
+fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
 }

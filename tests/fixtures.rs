@@ -1,0 +1,192 @@
+//! Golden tests over the fixture machines in `fixtures/`: for each machine,
+//! `generate` writes exactly the specs in `expected/cdi/`, and `discover -o
+//! json` and `list --discovered` print exactly `expected/discover.json` and
+//! `expected/list.txt`. `CDIGEN_BLESS=1 cargo test --test fixtures`
+//! rewrites the goldens; review the diff before committing.
+//!
+//! Also: `snapshot` of a fixture, then `generate` on the snapshot, equals
+//! `generate` on the fixture.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Every machine: a directory of `fixtures/` with a `root/`.
+fn machines() -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir(fixtures_dir())
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            e.path()
+                .join("root")
+                .is_dir()
+                .then(|| e.file_name().into_string().unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn bless() -> bool {
+    std::env::var_os("CDIGEN_BLESS").is_some()
+}
+
+fn cdigen(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("cdigen")
+        .unwrap()
+        .args(args)
+        .env_remove("CDIGEN_ROOT")
+        .env_remove("CDIGEN_GENERATORS")
+        .env_remove("CDIGEN_TEMPLATES")
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Spec files (`*.json`, `*.yaml`) of a directory, by name.
+fn specs_in(dir: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries {
+        let p = e.unwrap().path();
+        let name = p.file_name().unwrap().to_str().unwrap().to_string();
+        if name.ends_with(".json") || name.ends_with(".yaml") {
+            out.insert(name, fs::read_to_string(&p).unwrap());
+        }
+    }
+    out
+}
+
+/// Compares `actual` with the golden file, or rewrites it when blessing.
+fn golden(path: &Path, actual: &str, failures: &mut Vec<String>) {
+    if bless() {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, actual).unwrap();
+        return;
+    }
+    match fs::read_to_string(path) {
+        Ok(expected) if expected == actual => {}
+        Ok(expected) => failures.push(format!(
+            "{} differs:\n{}",
+            path.display(),
+            similar::TextDiff::from_lines(expected.as_str(), actual)
+                .unified_diff()
+                .header("expected", "actual")
+        )),
+        Err(e) => failures.push(format!("{}: {e}", path.display())),
+    }
+}
+
+fn generate_into(root: &Path, out: &Path) -> (i32, String, String) {
+    cdigen(&[
+        "generate",
+        "--root",
+        root.to_str().unwrap(),
+        "--output-dir",
+        out.to_str().unwrap(),
+    ])
+}
+
+#[test]
+fn every_machine_matches_its_goldens() {
+    let mut failures = Vec::new();
+    let all = machines();
+    assert!(
+        all.len() >= 5,
+        "expected the fixture machines, found {all:?}"
+    );
+    for m in &all {
+        let base = fixtures_dir().join(m);
+        let root = base.join("root");
+        let expected = base.join("expected");
+        assert!(
+            base.join("README.md").is_file(),
+            "{m}: every fixture machine needs a README.md"
+        );
+
+        // generate
+        let tmp = tempfile::tempdir().unwrap();
+        let out_dir = tmp.path().join("cdi");
+        let (code, stdout, stderr) = generate_into(&root, &out_dir);
+        assert_eq!(code, 0, "{m}: generate failed: {stdout}{stderr}");
+        let got = specs_in(&out_dir);
+        let want_dir = expected.join("cdi");
+        if bless() {
+            let _ = fs::remove_dir_all(&want_dir);
+            fs::create_dir_all(&want_dir).unwrap();
+        }
+        for (name, text) in &got {
+            golden(&want_dir.join(name), text, &mut failures);
+        }
+        if !bless() {
+            for name in specs_in(&want_dir).keys() {
+                if !got.contains_key(name) {
+                    failures.push(format!("{m}: expected {name}, but generate did not write it"));
+                }
+            }
+        }
+        // The stdout of a first run: one "created" line per spec.
+        let stdout = stdout.replace(out_dir.to_str().unwrap(), "OUT");
+        golden(&expected.join("generate.txt"), &stdout, &mut failures);
+
+        // a second run changes nothing
+        let (code, again, _) = generate_into(&root, &out_dir);
+        assert_eq!(code, 0, "{m}");
+        assert!(
+            again.lines().all(|l| l.starts_with("unchanged: ")),
+            "{m}: second run changed something:\n{again}"
+        );
+
+        // discover -o json (warnings included)
+        let (code, json, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap(), "-o", "json"]);
+        assert_eq!(code, 0, "{m}: {stderr}");
+        golden(&expected.join("discover.json"), &json, &mut failures);
+
+        // list --discovered
+        let (code, list, stderr) = cdigen(&["list", "--discovered", "--root", root.to_str().unwrap()]);
+        assert_eq!(code, 0, "{m}: {stderr}");
+        golden(&expected.join("list.txt"), &list, &mut failures);
+        // ... and it agrees with what generate wrote
+        let (_, listed, _) = cdigen(&["list", "--spec-dir", out_dir.to_str().unwrap()]);
+        assert_eq!(listed, list, "{m}: list --discovered disagrees with list of the written specs");
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+#[test]
+fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
+    for m in machines() {
+        let root = fixtures_dir().join(&m).join("root");
+        let tmp = tempfile::tempdir().unwrap();
+        let snap = tmp.path().join("snap");
+        let (code, out, err) = cdigen(&[
+            "snapshot",
+            "--root",
+            root.to_str().unwrap(),
+            "--output",
+            snap.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{m}: {out}{err}");
+        let a = tmp.path().join("a");
+        let b = tmp.path().join("b");
+        assert_eq!(generate_into(&root, &a).0, 0, "{m}");
+        assert_eq!(generate_into(&snap, &b).0, 0, "{m}");
+        assert_eq!(specs_in(&a), specs_in(&b), "{m}: snapshot changed the result");
+        let (_, da, _) = cdigen(&["discover", "--root", root.to_str().unwrap(), "-o", "json"]);
+        let (_, db, _) = cdigen(&["discover", "--root", snap.to_str().unwrap(), "-o", "json"]);
+        assert_eq!(da, db, "{m}: snapshot changed discovery");
+    }
+}
