@@ -69,6 +69,10 @@ pub(crate) fn run(
         return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
     }
 
+    if !args.output_dir.exists() && plans.iter().all(|p| p.spec.is_none()) {
+        // Nothing to write and nothing stale: do not even create the directory.
+        return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
+    }
     let (changes, errors) = apply(&args.output_dir, &plans)
         .with_context(|| format!("cannot write to {}", args.output_dir.display()))?;
     for c in &changes {

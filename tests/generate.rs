@@ -1,0 +1,390 @@
+//! `cdigen generate` end to end on copies of fixture machines, changed to
+//! exercise failures: broken definitions and templates, hostile or
+//! unreadable sysfs entries, foreign files, stale files, dry runs.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+const AMD: &str = "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0/0000:03:00.0";
+
+/// A copy of a fixture machine's root in a tempdir: (tempdir, root path).
+fn machine(name: &str) -> (TempDir, PathBuf) {
+    let tmp = TempDir::new().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("root");
+    let dst = tmp.path().join("root");
+    let ok = StdCommand::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {}", src.display());
+    (tmp, dst)
+}
+
+fn cdigen(cwd: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("cdigen")
+        .unwrap()
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("CDIGEN_ROOT")
+        .env_remove("CDIGEN_TEMPLATES")
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|e| {
+            e.map(|e| e.unwrap().file_name().into_string().unwrap())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn broken_generator_file_stops_before_writing() {
+    let (tmp, _root) = machine("example");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(
+        gens.join("mine.yaml"),
+        "name: mine\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\nvendorids: [\"0x1002\"]\n",
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--generators", "gens", "--output-dir", "cdi"],
+    );
+    assert_eq!(out, "");
+    assert!(
+        err.starts_with("cdigen: gens/mine.yaml: unknown field `vendorids`"),
+        "{err}"
+    );
+    assert!(err.contains("line 5"), "the line is named: {err}");
+    assert_eq!(code, 2);
+    assert!(!tmp.path().join("cdi").exists(), "nothing may be written");
+}
+
+#[test]
+fn bad_value_in_generator_names_field() {
+    let (tmp, _root) = machine("example");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(
+        gens.join("mine.yaml"),
+        "name: mine\nbackend: drm\nkind: x/gpu\ntemplate: drm\n",
+    )
+    .unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--generators", "gens", "--output-dir", "cdi"],
+    );
+    assert_eq!(
+        err,
+        "cdigen: gens/mine.yaml: kind: invalid vendor \"x\": must be at least 2 characters (released CDI libraries crash on 1)\n"
+    );
+    assert_eq!(code, 2);
+    assert!(!tmp.path().join("cdi").exists());
+}
+
+#[test]
+fn template_with_missing_variable_writes_nothing() {
+    let (tmp, _root) = machine("example");
+    let tpl = tmp.path().join("tpl");
+    fs::create_dir(&tpl).unwrap();
+    fs::write(
+        tpl.join("drm.json.hbs"),
+        "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [{{json no_such_thing}}]}\n",
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--templates", "tpl", "--output-dir", "cdi"],
+    );
+    assert_eq!(out, "");
+    assert!(
+        err.starts_with("cdigen: generator \"amd-gpu\" (builtin:generators/amd-gpu.yaml): tpl/drm.json.hbs: "),
+        "{err}"
+    );
+    assert!(err.contains("no_such_thing"), "{err}");
+    assert_eq!(code, 1);
+    assert!(!tmp.path().join("cdi").exists(), "nothing may be written");
+}
+
+#[test]
+fn unreadable_dev_file_skips_that_node_with_a_warning() {
+    let (tmp, root) = machine("example");
+    let dev = root.join(AMD).join("drm/card1/dev");
+    fs::remove_file(&dev).unwrap();
+    fs::create_dir(&dev).unwrap(); // reading it fails with EISDIR, even as root
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "created: cdi/amd.com-gpu.yaml (2 devices)\n");
+    assert!(
+        err.contains(
+            "/sys/class/drm/card1/dev: root/sys/class/drm/card1/dev: Is a directory (os error 21); skipping card1"
+        ),
+        "{err}"
+    );
+    let spec = fs::read_to_string(tmp.path().join("cdi/amd.com-gpu.yaml")).unwrap();
+    assert!(!spec.contains("/dev/dri/card1'"), "{spec}");
+    assert!(spec.contains("/dev/dri/renderD128"), "{spec}");
+}
+
+#[test]
+fn malformed_dev_value_is_skipped() {
+    let (tmp, root) = machine("example");
+    fs::write(root.join(AMD).join("drm/renderD128/dev"), "226:x\n").unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi"],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        err.contains("/sys/class/drm/renderD128/dev: \"226:x\" is not MAJOR:MINOR; skipping renderD128"),
+        "{err}"
+    );
+}
+
+#[test]
+fn symlink_escaping_the_root_is_an_error_for_that_device_only() {
+    let (tmp, root) = machine("example");
+    let link = root.join(AMD).join("drm/card1/device");
+    fs::remove_file(&link).unwrap();
+    std::os::unix::fs::symlink("../../../../../../../../../../../../../etc", &link).unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("points outside the root"), "{err}");
+    assert!(err.contains("cannot tell which device card1 belongs to, skipping it"), "{err}");
+    // The render node still makes the AMD GPU a device.
+    assert_eq!(out, "created: cdi/amd.com-gpu.yaml (2 devices)\n");
+}
+
+#[test]
+fn hostile_uevent_devname_cannot_inject() {
+    let (tmp, root) = machine("example");
+    fs::write(
+        root.join(AMD).join("drm/card1/uevent"),
+        "MAJOR=226\nMINOR=1\nDEVNAME=dri/card1\", \"extra\": \"x\nDEVTYPE=drm_minor\n",
+    )
+    .unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi", "--format", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("is not a plain path below /dev; using the default"), "{err}");
+    let spec: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("cdi/amd.com-gpu.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        spec["devices"][0]["containerEdits"]["deviceNodes"][0],
+        serde_json::json!({"path": "/dev/dri/card1", "type": "c", "major": 226, "minor": 1})
+    );
+}
+
+#[test]
+fn hostile_pci_name_is_data() {
+    let (tmp, root) = machine("example");
+    let ids = root.join("usr/share/misc/pci.ids");
+    let text = fs::read_to_string(&ids).unwrap();
+    let text = text.replace(
+        "Navi 31",
+        "Navi \"31\", \"extra\": {{kind}} \\ \u{7}",
+    );
+    fs::write(&ids, text).unwrap();
+    let (code, out, err) = cdigen(tmp.path(), &["discover", "--root", "root", "-o", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let name = doc["devices"][0]["pci"]["device_name"].as_str().unwrap();
+    assert!(name.starts_with("Navi \"31\", \"extra\": {{kind}} \\ \u{7}"), "{name}");
+}
+
+#[test]
+fn foreign_file_defining_the_same_device_is_refused() {
+    let (tmp, _root) = machine("example");
+    let cdi = tmp.path().join("cdi");
+    fs::create_dir(&cdi).unwrap();
+    let foreign = "{\"cdiVersion\":\"0.5.0\",\"kind\":\"amd.com/gpu\",\"devices\":[{\"name\":\"0\",\"containerEdits\":{\"env\":[\"A=1\"]}}]}";
+    fs::write(cdi.join("amd.json"), foreign).unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi"],
+    );
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd.json (not written by cdigen); runtimes would drop both definitions\n"
+    );
+    assert_eq!(code, 1);
+    assert_eq!(fs::read_to_string(cdi.join("amd.json")).unwrap(), foreign);
+    assert!(!cdi.join("amd.com-gpu.yaml").exists());
+}
+
+#[test]
+fn foreign_file_with_our_name_is_never_overwritten() {
+    let (tmp, _root) = machine("example");
+    let cdi = tmp.path().join("cdi");
+    fs::create_dir(&cdi).unwrap();
+    fs::write(cdi.join("amd.com-gpu.yaml"), "# mine\n").unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi"],
+    );
+    assert_eq!(
+        err,
+        "cdigen: refusing to overwrite cdi/amd.com-gpu.yaml: not written by cdigen, or changed since (remove it or move it away first)\n"
+    );
+    assert_eq!(code, 1);
+    assert_eq!(fs::read_to_string(cdi.join("amd.com-gpu.yaml")).unwrap(), "# mine\n");
+}
+
+#[test]
+fn stale_spec_is_removed_when_the_device_goes_away() {
+    let (tmp, root) = machine("example");
+    let (code, out, _) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi"],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out, "created: cdi/amd.com-gpu.yaml (2 devices)\n");
+    // Unplug the AMD GPU: drop its DRM class entries.
+    for n in ["card1", "renderD128"] {
+        fs::remove_file(root.join("sys/class/drm").join(n)).unwrap();
+    }
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "removed: cdi/amd.com-gpu.yaml (0 devices)\n");
+    assert_eq!(names_in(&tmp.path().join("cdi")), [".cdigen-state", ".cdigen.lock"]);
+}
+
+#[test]
+fn dry_run_with_diff_writes_nothing() {
+    let (tmp, _root) = machine("intel-laptop");
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi", "--dry-run", "--diff"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("would be created: cdi/intel.com-gpu.yaml (2 devices)\n--- a/cdi/intel.com-gpu.yaml\n+++ b/cdi/intel.com-gpu.yaml\n"), "{out}");
+    assert!(out.contains("+kind: 'intel.com/gpu'\n"), "{out}");
+    assert!(out.contains("would be created: cdi/intel.com-npu.yaml (2 devices)\n"), "{out}");
+    assert!(!tmp.path().join("cdi").exists());
+}
+
+#[test]
+fn output_to_stdout_needs_exactly_one_spec() {
+    let (tmp, _root) = machine("intel-laptop");
+    let (code, _, err) = cdigen(tmp.path(), &["generate", "--root", "root", "--output", "-"]);
+    assert_eq!(
+        err,
+        "cdigen: --output writes one spec, but 2 generators produced one (intel-gpu, intel-npu); pick one with --generator\n"
+    );
+    assert_eq!(code, 2);
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output", "-", "--generator", "intel-npu", "--format", "json"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let spec: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(spec["kind"], "intel.com/npu");
+    assert_eq!(spec["cdiVersion"], "0.5.0");
+}
+
+#[test]
+fn output_to_a_file_uses_its_extension() {
+    let (tmp, _root) = machine("intel-laptop");
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output", "out/gpu.json", "--generator", "intel-gpu"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "created: out/gpu.json\n");
+    let spec: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("out/gpu.json")).unwrap()).unwrap();
+    assert_eq!(spec["kind"], "intel.com/gpu");
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output", "out/gpu.yml", "--generator", "intel-gpu"],
+    );
+    assert_eq!(
+        err,
+        "cdigen: out/gpu.yml: the file name must end in .json or .yaml (runtimes load only those)\n"
+    );
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn unknown_backend_and_generator_are_usage_errors() {
+    let (tmp, _root) = machine("empty");
+    let (code, _, err) = cdigen(tmp.path(), &["discover", "--root", "root", "--backend", "gpu"]);
+    assert_eq!(err, "cdigen: unknown backend \"gpu\" (known: drm)\n");
+    assert_eq!(code, 2);
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--generator", "nope", "--output-dir", "cdi"],
+    );
+    assert_eq!(
+        err,
+        "cdigen: unknown generator \"nope\" (known: amd-gpu, drm, intel-gpu, intel-npu)\n"
+    );
+    assert_eq!(code, 2);
+}
+
+#[test]
+fn user_generator_can_emit_nvidia_drm_nodes_with_other_names() {
+    let (tmp, _root) = machine("example");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(
+        gens.join("nv.yaml"),
+        "name: nv-drm\nbackend: drm\nkind: example.com/nvdrm\nselect:\n  vendor_ids: [\"0x10de\"]\nnames: [pci, node]\ntemplate: drm\noutput:\n  format: json\ndevice_nodes:\n  owner: true\nlinks: none\n",
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--generators", "gens", "--generator", "nv-drm", "--output", "-"],
+    );
+    assert_eq!(code, 0, "{err}");
+    let spec: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let names: Vec<&str> = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["0000:41:00.0", "card0"]);
+    // owner: true takes mode and owner from the host's /dev (the manifest).
+    assert_eq!(
+        spec["devices"][1]["containerEdits"]["deviceNodes"][0],
+        serde_json::json!({"path": "/dev/dri/card0", "type": "c", "major": 226, "fileMode": 0o660, "gid": 44, "uid": 0})
+    );
+    assert!(spec["devices"][1]["containerEdits"].get("mounts").is_none());
+}
