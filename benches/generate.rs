@@ -6,7 +6,14 @@
 //! serialize for every built-in generator), the first write into an empty
 //! spec dir, and an unchanged re-run of the whole pipeline.
 
-use std::path::PathBuf;
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 #[path = "../tests/support/synth.rs"]
@@ -23,7 +30,7 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-fn pipeline(root: &PathBuf, out: &PathBuf) -> (Duration, Duration, Duration, usize) {
+fn pipeline(root: &Path, out: &Path) -> (Duration, Duration, Duration, usize) {
     let t0 = Instant::now();
     let host = HostRoot::open(root).expect("root");
     let found = discover::discover(&host, &[]).expect("discover");

@@ -154,7 +154,7 @@ pub struct Record {
     pub files: BTreeMap<PathBuf, Vec<u8>>,
     /// Host paths of symlinks met, with their raw targets.
     pub links: BTreeMap<PathBuf, PathBuf>,
-    /// Host paths of directories listed or traversed.
+    /// Host paths of directories listed.
     pub dirs: std::collections::BTreeSet<PathBuf>,
     /// `/dev` entries looked up (None: looked up but absent).
     pub dev: BTreeMap<PathBuf, Option<DevEntry>>,
@@ -172,6 +172,9 @@ pub struct HostRoot {
     base: PathBuf,
     devfs: DevFs,
     record: Option<Mutex<Record>>,
+    /// Symlink lookups by host path (None: exists, not a link). Make a new
+    /// root for each discovery run so that changes are seen.
+    links: Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
 }
 
 impl HostRoot {
@@ -210,6 +213,7 @@ impl HostRoot {
             base: base.to_path_buf(),
             devfs,
             record: None,
+            links: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -259,6 +263,29 @@ impl HostRoot {
         }
     }
 
+    /// Whether the host path (whose parents are real directories) is a
+    /// symlink, and its target. Existing entries are cached for the life of
+    /// this root: sysfs links do not change during one discovery run, and
+    /// deep device paths share most of their components.
+    fn link_target(&self, here: &Path) -> Result<Option<PathBuf>, Error> {
+        if let Ok(cache) = self.links.lock()
+            && let Some(hit) = cache.get(here)
+        {
+            return Ok(hit.clone());
+        }
+        let disk = self.disk_path(here);
+        let meta = fs::symlink_metadata(&disk).map_err(|e| self.io_error(here, e))?;
+        let target = if meta.file_type().is_symlink() {
+            Some(fs::read_link(&disk).map_err(|e| self.io_error(here, e))?)
+        } else {
+            None
+        };
+        if let Ok(mut cache) = self.links.lock() {
+            cache.insert(here.to_path_buf(), target.clone());
+        }
+        Ok(target)
+    }
+
     /// Resolves a host path to its real host path: every symlink followed
     /// physically, never leaving the root.
     ///
@@ -266,16 +293,18 @@ impl HostRoot {
     /// [`Error::Io`] (not found, permission), [`Error::Escape`],
     /// [`Error::Loop`].
     pub fn resolve(&self, host: &Path) -> Result<PathBuf, Error> {
-        let mut pending: VecDeque<OsString> = VecDeque::new();
-        push_components(&mut pending, host);
+        // Each pending component with the link whose target it came from
+        // (None: from `host`), to name that link if its `..` escapes.
+        let mut pending: VecDeque<(OsString, Option<PathBuf>)> =
+            components(host).into_iter().map(|c| (c, None)).collect();
         let mut real: Vec<OsString> = Vec::new();
         let mut links = 0;
-        while let Some(c) = pending.pop_front() {
+        while let Some((c, from)) = pending.pop_front() {
             if c == ".." {
                 if real.pop().is_none() {
                     return Err(Error::Escape {
                         path: host.to_path_buf(),
-                        link: host.to_path_buf(),
+                        link: from.unwrap_or_else(|| host.to_path_buf()),
                         root: self.base.clone(),
                     });
                 }
@@ -285,18 +314,15 @@ impl HostRoot {
             let here: PathBuf = std::iter::once(OsString::from("/"))
                 .chain(real.iter().cloned())
                 .collect();
-            let disk = self.disk_path(&here);
-            let meta = fs::symlink_metadata(&disk).map_err(|e| self.io_error(&here, e))?;
-            if !meta.file_type().is_symlink() {
+            let Some(target) = self.link_target(&here)? else {
                 continue;
-            }
+            };
             links += 1;
             if links > MAX_LINKS {
                 return Err(Error::Loop {
                     path: host.to_path_buf(),
                 });
             }
-            let target = fs::read_link(&disk).map_err(|e| self.io_error(&here, e))?;
             self.note(|r| {
                 r.links.insert(here.clone(), target.clone());
             });
@@ -322,10 +348,8 @@ impl HostRoot {
                     }
                 }
             }
-            let mut front = VecDeque::new();
-            push_components(&mut front, &target);
-            while let Some(x) = front.pop_back() {
-                pending.push_front(x);
+            for x in components(&target).into_iter().rev() {
+                pending.push_front((x, Some(here.clone())));
             }
         }
         Ok(std::iter::once(OsString::from("/")).chain(real).collect())
@@ -348,7 +372,7 @@ impl HostRoot {
         let disk = self.disk_path(&real);
         let file = fs::File::open(&disk).map_err(|e| self.io_error(host, e))?;
         let mut buf = Vec::new();
-        file.take(limit + 1)
+        file.take(limit.saturating_add(1))
             .read_to_end(&mut buf)
             .map_err(|e| self.io_error(host, e))?;
         if buf.len() as u64 > limit {
@@ -561,15 +585,15 @@ impl HostRoot {
     }
 }
 
-/// Pushes the normal and `..` components of `p` (root and `.` dropped).
-fn push_components(out: &mut VecDeque<OsString>, p: &Path) {
-    for c in p.components() {
-        match c {
-            Component::Normal(n) => out.push_back(n.to_os_string()),
-            Component::ParentDir => out.push_back(OsString::from("..")),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => {}
-        }
-    }
+/// The normal and `..` components of `p` (root and `.` dropped).
+fn components(p: &Path) -> Vec<OsString> {
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some(OsString::from("..")),
+            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
+        })
+        .collect()
 }
 
 /// Parses a devfs manifest: `PATH c|b MAJ:MIN MODE UID GID`, `PATH l
@@ -680,7 +704,10 @@ pub fn format_manifest(entries: &BTreeMap<PathBuf, DevEntry>) -> String {
                 ));
             }
             DevKind::Symlink => {
-                out.push_str(&format!("{p} l {}\n", e.target.as_deref().unwrap_or("")));
+                // A link whose target could not be read cannot be described.
+                if let Some(t) = e.target.as_deref().filter(|t| !t.is_empty()) {
+                    out.push_str(&format!("{p} l {t}\n"));
+                }
             }
             DevKind::Dir => out.push_str(&format!("{p} d\n")),
             DevKind::Other => {}

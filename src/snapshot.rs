@@ -66,12 +66,12 @@ pub fn write(record: &Record, out: &Path) -> Result<Summary, Error> {
         let path = path.to_path_buf();
         move |source| Error::Io { path, source }
     };
-    if let Ok(mut entries) = fs::read_dir(out) {
-        if entries.next().is_some() {
-            return Err(Error::NotEmpty {
-                path: out.to_path_buf(),
-            });
-        }
+    if let Ok(mut entries) = fs::read_dir(out)
+        && entries.next().is_some()
+    {
+        return Err(Error::NotEmpty {
+            path: out.to_path_buf(),
+        });
     }
     fs::create_dir_all(out).map_err(io(out))?;
     let mut summary = Summary::default();
@@ -102,6 +102,9 @@ pub fn write(record: &Record, out: &Path) -> Result<Summary, Error> {
         .dev
         .iter()
         .filter_map(|(p, e)| e.clone().map(|e| (p.clone(), e)))
+        // Regular files and the like are not device nodes: runtimes refuse
+        // them, and the manifest has no way to say it.
+        .filter(|(_, e)| e.kind != crate::root::DevKind::Other)
         .collect();
     summary.dev_entries = present.len();
     let manifest = out.join(DEV_MANIFEST);

@@ -144,7 +144,9 @@ const VERDICTS: &[(&str, Expect)] = &[
     // empty; cdigen says "missing" (same message as an absent key).
     (
         "extracted/invalid/invalid-spec1.yaml",
-        Expect::Problems(&["cdiVersion: missing or empty (expected a CDI version such as \"0.5.0\")"]),
+        Expect::Problems(&[
+            "cdiVersion: missing or empty (expected a CDI version such as \"0.5.0\")",
+        ]),
     ),
     // Reason: no devices ("invalid spec, no devices").
     (
@@ -161,7 +163,9 @@ const VERDICTS: &[(&str, Expect)] = &[
     // Reason: invalid version "" (cdiVersion absent).
     (
         "extracted/invalid/missing-cdi-version.yaml",
-        Expect::Problems(&["cdiVersion: missing or empty (expected a CDI version such as \"0.5.0\")"]),
+        Expect::Problems(&[
+            "cdiVersion: missing or empty (expected a CDI version such as \"0.5.0\")",
+        ]),
     ),
     // Reason: device without containerEdits ("invalid device, empty device edits").
     (

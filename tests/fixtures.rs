@@ -7,6 +7,13 @@
 //! Also: `snapshot` of a fixture, then `generate` on the snapshot, equals
 //! `generate` on the fixture.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -134,7 +141,9 @@ fn every_machine_matches_its_goldens() {
         if !bless() {
             for name in specs_in(&want_dir).keys() {
                 if !got.contains_key(name) {
-                    failures.push(format!("{m}: expected {name}, but generate did not write it"));
+                    failures.push(format!(
+                        "{m}: expected {name}, but generate did not write it"
+                    ));
                 }
             }
         }
@@ -151,17 +160,22 @@ fn every_machine_matches_its_goldens() {
         );
 
         // discover -o json (warnings included)
-        let (code, json, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap(), "-o", "json"]);
+        let (code, json, stderr) =
+            cdigen(&["discover", "--root", root.to_str().unwrap(), "-o", "json"]);
         assert_eq!(code, 0, "{m}: {stderr}");
         golden(&expected.join("discover.json"), &json, &mut failures);
 
         // list --discovered
-        let (code, list, stderr) = cdigen(&["list", "--discovered", "--root", root.to_str().unwrap()]);
+        let (code, list, stderr) =
+            cdigen(&["list", "--discovered", "--root", root.to_str().unwrap()]);
         assert_eq!(code, 0, "{m}: {stderr}");
         golden(&expected.join("list.txt"), &list, &mut failures);
         // ... and it agrees with what generate wrote
         let (_, listed, _) = cdigen(&["list", "--spec-dir", out_dir.to_str().unwrap()]);
-        assert_eq!(listed, list, "{m}: list --discovered disagrees with list of the written specs");
+        assert_eq!(
+            listed, list,
+            "{m}: list --discovered disagrees with list of the written specs"
+        );
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
@@ -184,7 +198,11 @@ fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
         let b = tmp.path().join("b");
         assert_eq!(generate_into(&root, &a).0, 0, "{m}");
         assert_eq!(generate_into(&snap, &b).0, 0, "{m}");
-        assert_eq!(specs_in(&a), specs_in(&b), "{m}: snapshot changed the result");
+        assert_eq!(
+            specs_in(&a),
+            specs_in(&b),
+            "{m}: snapshot changed the result"
+        );
         let (_, da, _) = cdigen(&["discover", "--root", root.to_str().unwrap(), "-o", "json"]);
         let (_, db, _) = cdigen(&["discover", "--root", snap.to_str().unwrap(), "-o", "json"]);
         assert_eq!(da, db, "{m}: snapshot changed discovery");

@@ -2,6 +2,13 @@
 //! exercise failures: broken definitions and templates, hostile or
 //! unreadable sysfs entries, foreign files, stale files, dry runs.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command as StdCommand;
@@ -71,7 +78,15 @@ fn broken_generator_file_stops_before_writing() {
     .unwrap();
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--generators", "gens", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(out, "");
     assert!(
@@ -95,7 +110,15 @@ fn bad_value_in_generator_names_field() {
     .unwrap();
     let (code, _, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--generators", "gens", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(
         err,
@@ -117,11 +140,21 @@ fn template_with_missing_variable_writes_nothing() {
     .unwrap();
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--templates", "tpl", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--templates",
+            "tpl",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(out, "");
     assert!(
-        err.starts_with("cdigen: generator \"amd-gpu\" (builtin:generators/amd-gpu.yaml): tpl/drm.json.hbs: "),
+        err.starts_with(
+            "cdigen: generator \"amd-gpu\" (builtin:generators/amd-gpu.yaml): tpl/drm.json.hbs: "
+        ),
         "{err}"
     );
     assert!(err.contains("no_such_thing"), "{err}");
@@ -162,7 +195,9 @@ fn malformed_dev_value_is_skipped() {
     );
     assert_eq!(code, 0);
     assert!(
-        err.contains("/sys/class/drm/renderD128/dev: \"226:x\" is not MAJOR:MINOR; skipping renderD128"),
+        err.contains(
+            "/sys/class/drm/renderD128/dev: \"226:x\" is not MAJOR:MINOR; skipping renderD128"
+        ),
         "{err}"
     );
 }
@@ -179,7 +214,10 @@ fn symlink_escaping_the_root_is_an_error_for_that_device_only() {
     );
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("points outside the root"), "{err}");
-    assert!(err.contains("cannot tell which device card1 belongs to, skipping it"), "{err}");
+    assert!(
+        err.contains("cannot tell which device card1 belongs to, skipping it"),
+        "{err}"
+    );
     // The render node still makes the AMD GPU a device.
     assert_eq!(out, "created: cdi/amd.com-gpu.yaml (2 devices)\n");
 }
@@ -194,10 +232,21 @@ fn hostile_uevent_devname_cannot_inject() {
     .unwrap();
     let (code, _, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi", "--format", "json"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--output-dir",
+            "cdi",
+            "--format",
+            "json",
+        ],
     );
     assert_eq!(code, 0, "{err}");
-    assert!(err.contains("is not a plain path below /dev; using the default"), "{err}");
+    assert!(
+        err.contains("is not a plain path below /dev; using the default"),
+        "{err}"
+    );
     let spec: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(tmp.path().join("cdi/amd.com-gpu.json")).unwrap())
             .unwrap();
@@ -212,16 +261,16 @@ fn hostile_pci_name_is_data() {
     let (tmp, root) = machine("example");
     let ids = root.join("usr/share/misc/pci.ids");
     let text = fs::read_to_string(&ids).unwrap();
-    let text = text.replace(
-        "Navi 31",
-        "Navi \"31\", \"extra\": {{kind}} \\ \u{7}",
-    );
+    let text = text.replace("Navi 31", "Navi \"31\", \"extra\": {{kind}} \\ \u{7}");
     fs::write(&ids, text).unwrap();
     let (code, out, err) = cdigen(tmp.path(), &["discover", "--root", "root", "-o", "json"]);
     assert_eq!(code, 0, "{err}");
     let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
     let name = doc["devices"][0]["pci"]["device_name"].as_str().unwrap();
-    assert!(name.starts_with("Navi \"31\", \"extra\": {{kind}} \\ \u{7}"), "{name}");
+    assert!(
+        name.starts_with("Navi \"31\", \"extra\": {{kind}} \\ \u{7}"),
+        "{name}"
+    );
 }
 
 #[test]
@@ -260,7 +309,10 @@ fn foreign_file_with_our_name_is_never_overwritten() {
         "cdigen: refusing to overwrite cdi/amd.com-gpu.yaml: not written by cdigen, or changed since (remove it or move it away first)\n"
     );
     assert_eq!(code, 1);
-    assert_eq!(fs::read_to_string(cdi.join("amd.com-gpu.yaml")).unwrap(), "# mine\n");
+    assert_eq!(
+        fs::read_to_string(cdi.join("amd.com-gpu.yaml")).unwrap(),
+        "# mine\n"
+    );
 }
 
 #[test]
@@ -282,7 +334,10 @@ fn stale_spec_is_removed_when_the_device_goes_away() {
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "removed: cdi/amd.com-gpu.yaml (0 devices)\n");
-    assert_eq!(names_in(&tmp.path().join("cdi")), [".cdigen-state", ".cdigen.lock"]);
+    assert_eq!(
+        names_in(&tmp.path().join("cdi")),
+        [".cdigen-state", ".cdigen.lock"]
+    );
 }
 
 #[test]
@@ -290,12 +345,23 @@ fn dry_run_with_diff_writes_nothing() {
     let (tmp, _root) = machine("intel-laptop");
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi", "--dry-run", "--diff"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--output-dir",
+            "cdi",
+            "--dry-run",
+            "--diff",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.starts_with("would be created: cdi/intel.com-gpu.yaml (2 devices)\n--- a/cdi/intel.com-gpu.yaml\n+++ b/cdi/intel.com-gpu.yaml\n"), "{out}");
     assert!(out.contains("+kind: 'intel.com/gpu'\n"), "{out}");
-    assert!(out.contains("would be created: cdi/intel.com-npu.yaml (2 devices)\n"), "{out}");
+    assert!(
+        out.contains("would be created: cdi/intel.com-npu.yaml (2 devices)\n"),
+        "{out}"
+    );
     assert!(!tmp.path().join("cdi").exists());
 }
 
@@ -310,7 +376,17 @@ fn output_to_stdout_needs_exactly_one_spec() {
     assert_eq!(code, 2);
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output", "-", "--generator", "intel-npu", "--format", "json"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--output",
+            "-",
+            "--generator",
+            "intel-npu",
+            "--format",
+            "json",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let spec: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -323,16 +399,33 @@ fn output_to_a_file_uses_its_extension() {
     let (tmp, _root) = machine("intel-laptop");
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output", "out/gpu.json", "--generator", "intel-gpu"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--output",
+            "out/gpu.json",
+            "--generator",
+            "intel-gpu",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "created: out/gpu.json\n");
     let spec: serde_json::Value =
-        serde_json::from_str(&fs::read_to_string(tmp.path().join("out/gpu.json")).unwrap()).unwrap();
+        serde_json::from_str(&fs::read_to_string(tmp.path().join("out/gpu.json")).unwrap())
+            .unwrap();
     assert_eq!(spec["kind"], "intel.com/gpu");
     let (code, _, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output", "out/gpu.yml", "--generator", "intel-gpu"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--output",
+            "out/gpu.yml",
+            "--generator",
+            "intel-gpu",
+        ],
     );
     assert_eq!(
         err,
@@ -344,12 +437,23 @@ fn output_to_a_file_uses_its_extension() {
 #[test]
 fn unknown_backend_and_generator_are_usage_errors() {
     let (tmp, _root) = machine("empty");
-    let (code, _, err) = cdigen(tmp.path(), &["discover", "--root", "root", "--backend", "gpu"]);
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &["discover", "--root", "root", "--backend", "gpu"],
+    );
     assert_eq!(err, "cdigen: unknown backend \"gpu\" (known: drm)\n");
     assert_eq!(code, 2);
     let (code, _, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--generator", "nope", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generator",
+            "nope",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(
         err,
@@ -370,7 +474,17 @@ fn user_generator_can_emit_nvidia_drm_nodes_with_other_names() {
     .unwrap();
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--generators", "gens", "--generator", "nv-drm", "--output", "-"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--generator",
+            "nv-drm",
+            "--output",
+            "-",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     let spec: serde_json::Value = serde_json::from_str(&out).unwrap();

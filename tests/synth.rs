@@ -1,6 +1,13 @@
 //! Checks the synthetic machine builder used by the benchmark, so the
 //! benchmark measures a tree discovery really understands.
 
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
 #[path = "support/synth.rs"]
 mod synth;
 

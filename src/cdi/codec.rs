@@ -297,6 +297,9 @@ mod tests {
         assert_eq!(Format::from_path(Path::new("a.yaml")), Some(Format::Yaml));
         assert_eq!(Format::from_path(Path::new("a.yml")), None);
         assert_eq!(Format::from_path(Path::new("a.json.tmp")), None);
-        assert_eq!(Format::from_path(Path::new("/etc/cdi/.json")), Some(Format::Json));
+        assert_eq!(
+            Format::from_path(Path::new("/etc/cdi/.json")),
+            Some(Format::Json)
+        );
     }
 }

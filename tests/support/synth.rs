@@ -29,7 +29,12 @@ pub fn amd_gpus(root: &Path, gpus: usize) {
         let rel = format!("devices/pci{domain:04x}:00/{port}/{bdf}");
         let dev = root.join("sys").join(&rel);
         if i % 250 == 0 {
-            w(&root.join("sys/devices").join(format!("pci{domain:04x}:00/{port}/vendor")), "0x1022\n");
+            w(
+                &root
+                    .join("sys/devices")
+                    .join(format!("pci{domain:04x}:00/{port}/vendor")),
+                "0x1022\n",
+            );
         }
         for (attr, val) in [
             ("vendor", "0x1002\n"),
@@ -46,7 +51,10 @@ pub fn amd_gpus(root: &Path, gpus: usize) {
         symlink("../../../../bus/pci", dev.join("subsystem")).unwrap();
         let card = 2 * i + 1;
         let render = 128 + i;
-        for (name, minor) in [(format!("card{card}"), card), (format!("renderD{render}"), render)] {
+        for (name, minor) in [
+            (format!("card{card}"), card),
+            (format!("renderD{render}"), render),
+        ] {
             let node = dev.join("drm").join(&name);
             w(&node.join("dev"), &format!("226:{minor}\n"));
             w(
@@ -55,9 +63,17 @@ pub fn amd_gpus(root: &Path, gpus: usize) {
             );
             symlink(format!("../../../{bdf}"), node.join("device")).unwrap();
             symlink(format!("../../{rel}/drm/{name}"), class.join(&name)).unwrap();
-            let mode = if name.starts_with("card") { "0660 0 44" } else { "0666 0 109" };
+            let mode = if name.starts_with("card") {
+                "0660 0 44"
+            } else {
+                "0666 0 109"
+            };
             writeln!(manifest, "/dev/dri/{name} c 226:{minor} {mode}").unwrap();
-            let suffix = if name.starts_with("card") { "card" } else { "render" };
+            let suffix = if name.starts_with("card") {
+                "card"
+            } else {
+                "render"
+            };
             writeln!(manifest, "/dev/dri/by-path/pci-{bdf}-{suffix} l ../{name}").unwrap();
         }
         for conn in ["DP-1", "HDMI-A-1"] {
@@ -65,7 +81,11 @@ pub fn amd_gpus(root: &Path, gpus: usize) {
             let c = dev.join("drm").join(format!("card{card}")).join(&name);
             w(&c.join("status"), "disconnected\n");
             w(&c.join("uevent"), "DEVTYPE=drm_connector\n");
-            symlink(format!("../../{rel}/drm/card{card}/{name}"), class.join(&name)).unwrap();
+            symlink(
+                format!("../../{rel}/drm/card{card}/{name}"),
+                class.join(&name),
+            )
+            .unwrap();
         }
     }
     w(&root.join("dev.manifest"), &manifest);
