@@ -57,7 +57,7 @@ pub enum ParseError {
     Json(#[from] serde_json::Error),
     /// YAML syntax or a field the model does not know.
     #[error("invalid YAML: {0}")]
-    Yaml(Box<serde_saphyr::Error>),
+    Yaml(String),
     /// Not UTF-8.
     #[error("not UTF-8 text")]
     NotUtf8,
@@ -92,7 +92,10 @@ pub fn parse(bytes: &[u8], format: Format) -> Result<Spec, ParseError> {
                 with_snippet: false,
             };
             serde_saphyr::from_str_with_options(text, options)
-                .map_err(|e| ParseError::Yaml(Box::new(e)))
+                // The user-facing wording (the default has developer hints).
+                .map_err(|e| {
+                    ParseError::Yaml(e.render_with_formatter(&serde_saphyr::UserMessageFormatter))
+                })
         }
     }
 }

@@ -96,6 +96,18 @@ pub enum NameStrategy {
     All,
 }
 
+impl NameStrategy {
+    /// The name as written in a definition (`index`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NameStrategy::Index => "index",
+            NameStrategy::Pci => "pci",
+            NameStrategy::Node => "node",
+            NameStrategy::All => "all",
+        }
+    }
+}
+
 /// Output file settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -224,7 +236,9 @@ pub fn parse(path: &Path, text: &str) -> Result<Generator, Error> {
     let g: Generator =
         serde_saphyr::from_str_with_options(text, options).map_err(|e| Error::Parse {
             path: path.to_path_buf(),
-            message: e.to_string(),
+            // The user-facing wording: the default one has developer hints
+            // ("set DuplicateKeyPolicy in Options").
+            message: e.render_with_formatter(&serde_saphyr::UserMessageFormatter),
         })?;
     check(path, &g)?;
     Ok(g)
@@ -270,7 +284,7 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
         if seen.contains(n) {
             return Err(invalid(
                 &format!("names[{i}]"),
-                format!("{n:?} listed twice"),
+                format!("{:?} listed twice", n.as_str()),
             ));
         }
         seen.push(*n);

@@ -1,1 +1,925 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
+use super::*;
+
+use std::collections::BTreeSet;
+use std::fs;
+
+use select::Select;
+
+use crate::model::{Device, Link, Node, PciInfo};
+
+// ---------------------------------------------------------------- helpers
+
+/// The smallest valid definition; tests append keys to it.
+const BASE: &str = "name: test\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\n";
+
+const FILE: &str = "/etc/cdigen/generators.d/test.yaml";
+
+/// The error message for `yaml`, parsed as [`FILE`].
+fn err(yaml: &str) -> String {
+    match parse(Path::new(FILE), yaml) {
+        Ok(g) => panic!("expected an error for {yaml:?}, got {g:?}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+/// The error message for [`BASE`] plus `extra`.
+fn err_with(extra: &str) -> String {
+    err(&format!("{BASE}{extra}"))
+}
+
+fn base() -> Generator {
+    parse(Path::new(FILE), BASE).unwrap()
+}
+
+fn node(role: &str, name: &str, path: &str, major: u32, minor: u32) -> Node {
+    Node {
+        role: role.into(),
+        name: name.into(),
+        path: path.into(),
+        node_type: "c".into(),
+        major,
+        minor,
+        host: None,
+    }
+}
+
+/// A PCI GPU with a card and a render node and their by-path links.
+fn pci_gpu(addr: &str, vendor: &str, driver: &str, card: u32) -> Device {
+    let render = 128 + card;
+    Device {
+        backend: "drm".into(),
+        id: addr.into(),
+        sysfs_path: format!("/sys/devices/pci0000:00/{addr}"),
+        bus: "pci".into(),
+        pci: Some(PciInfo {
+            address: addr.into(),
+            vendor_id: vendor.into(),
+            device_id: "0x1234".into(),
+            subsystem_vendor_id: None,
+            subsystem_device_id: None,
+            class: "0x030000".into(),
+            vendor_name: None,
+            device_name: None,
+            iommu_group: None,
+        }),
+        driver: Some(driver.into()),
+        numa_node: None,
+        nodes: vec![
+            node(
+                "primary",
+                &format!("card{card}"),
+                &format!("/dev/dri/card{card}"),
+                226,
+                card,
+            ),
+            node(
+                "render",
+                &format!("renderD{render}"),
+                &format!("/dev/dri/renderD{render}"),
+                226,
+                render,
+            ),
+        ],
+        links: vec![
+            Link {
+                path: format!("/dev/dri/by-path/pci-{addr}-card"),
+                target: format!("../card{card}"),
+                node: format!("/dev/dri/card{card}"),
+            },
+            Link {
+                path: format!("/dev/dri/by-path/pci-{addr}-render"),
+                target: format!("../renderD{render}"),
+                node: format!("/dev/dri/renderD{render}"),
+            },
+        ],
+        attrs: BTreeMap::new(),
+    }
+}
+
+fn kfd() -> Node {
+    node("kfd", "kfd", "/dev/kfd", 235, 0)
+}
+
+/// An AMD GPU with /dev/kfd.
+fn amd(addr: &str, card: u32) -> Device {
+    let mut d = pci_gpu(addr, "0x1002", "amdgpu", card);
+    d.nodes.push(kfd());
+    d
+}
+
+/// A platform GPU (no PCI identity) with a card node only.
+fn platform(name: &str, card: u32) -> Device {
+    Device {
+        backend: "drm".into(),
+        id: format!("platform:{name}"),
+        sysfs_path: format!("/sys/devices/platform/{name}"),
+        bus: "platform".into(),
+        pci: None,
+        driver: Some("v3d".into()),
+        numa_node: None,
+        nodes: vec![node(
+            "primary",
+            &format!("card{card}"),
+            &format!("/dev/dri/card{card}"),
+            226,
+            card,
+        )],
+        links: vec![Link {
+            path: format!("/dev/dri/by-path/platform-{name}-card"),
+            target: format!("../card{card}"),
+            node: format!("/dev/dri/card{card}"),
+        }],
+        attrs: BTreeMap::new(),
+    }
+}
+
+fn select(f: impl FnOnce(&mut Select)) -> Select {
+    let mut s = Select::default();
+    f(&mut s);
+    s
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
+}
+
+// ---------------------------------------------------------------- built-ins
+
+#[test]
+fn builtins_parse_and_check() {
+    let templates: Vec<&str> = crate::render::BUILTIN.iter().map(|(n, _)| *n).collect();
+    let mut names = BTreeSet::new();
+    for (file, text) in BUILTIN {
+        let path = PathBuf::from(format!("builtin:generators/{file}"));
+        let g = parse(&path, text).unwrap_or_else(|e| panic!("{e}"));
+        check(&path, &g).unwrap();
+        assert!(
+            names.insert(g.name.clone()),
+            "{file}: name {} twice",
+            g.name
+        );
+        assert!(
+            templates.contains(&g.template.as_str()),
+            "{file}: template {:?} is not built in ({templates:?})",
+            g.template
+        );
+        assert!(g.enabled, "{file}");
+        assert_eq!(g.backend, "drm", "{file}");
+        // The file is named after the generator.
+        assert_eq!(format!("{}.yaml", g.name), *file);
+    }
+    assert_eq!(
+        names,
+        BTreeSet::from(["amd-gpu", "drm", "intel-gpu", "intel-npu"].map(String::from))
+    );
+}
+
+#[test]
+fn builtin_amd_gpu_is_exactly_as_written() {
+    let (file, text) = BUILTIN.iter().find(|(f, _)| *f == "amd-gpu.yaml").unwrap();
+    let g = parse(Path::new(file), text).unwrap();
+    assert_eq!(
+        g,
+        Generator {
+            name: "amd-gpu".into(),
+            description: "AMD GPUs with their DRM nodes and the ROCm compute node".into(),
+            enabled: true,
+            backend: "drm".into(),
+            kind: "amd.com/gpu".into(),
+            select: Select {
+                vendor_ids: strings(&["0x1002"]),
+                node_roles: strings(&["primary", "render", "kfd"]),
+                ..Default::default()
+            },
+            names: vec![NameStrategy::Index, NameStrategy::All],
+            template: "drm".into(),
+            output: Output {
+                file: None,
+                format: Format::Yaml,
+            },
+            device_nodes: NodeSettings {
+                numbers: true,
+                owner: false,
+            },
+            links: LinkMode::Mount,
+            cdi_version: None,
+        }
+    );
+    assert_eq!(g.file_name(g.output.format), "amd.com-gpu.yaml");
+}
+
+#[test]
+fn defaults_of_a_minimal_definition() {
+    assert_eq!(
+        base(),
+        Generator {
+            name: "test".into(),
+            description: String::new(),
+            enabled: true,
+            backend: "drm".into(),
+            kind: "example.com/gpu".into(),
+            select: Select::default(),
+            names: vec![NameStrategy::Index, NameStrategy::All],
+            template: "drm".into(),
+            output: Output::default(),
+            device_nodes: NodeSettings::default(),
+            links: LinkMode::Mount,
+            cdi_version: None,
+        }
+    );
+}
+
+#[test]
+fn full_definition() {
+    let g = parse(
+        Path::new(FILE),
+        "name: my_gpus-2\n\
+         description: mine\n\
+         enabled: false\n\
+         backend: drm\n\
+         kind: example.com/gpu\n\
+         select:\n  vendor_ids: [\"0x10DE\"]\n  exclude_vendor_ids: [\"0x1002\"]\n  \
+         drivers: [nouveau]\n  buses: [pci]\n  node_roles: [render, accel]\n\
+         names: [pci, node, all]\n\
+         template: custom\n\
+         output:\n  file: my.gpus\n  format: json\n\
+         device_nodes:\n  numbers: false\n  owner: true\n\
+         links: none\n\
+         cdi_version: v0.6.0\n",
+    )
+    .unwrap();
+    assert_eq!(
+        g,
+        Generator {
+            name: "my_gpus-2".into(),
+            description: "mine".into(),
+            enabled: false,
+            backend: "drm".into(),
+            kind: "example.com/gpu".into(),
+            select: Select {
+                vendor_ids: strings(&["0x10DE"]),
+                exclude_vendor_ids: strings(&["0x1002"]),
+                drivers: strings(&["nouveau"]),
+                buses: strings(&["pci"]),
+                node_roles: strings(&["render", "accel"]),
+            },
+            names: vec![NameStrategy::Pci, NameStrategy::Node, NameStrategy::All],
+            template: "custom".into(),
+            output: Output {
+                file: Some("my.gpus".into()),
+                format: Format::Json,
+            },
+            device_nodes: NodeSettings {
+                numbers: false,
+                owner: true,
+            },
+            links: LinkMode::None,
+            cdi_version: Some("v0.6.0".into()),
+        }
+    );
+}
+
+// ---------------------------------------------------------------- parse errors
+
+#[test]
+fn unknown_key_names_file_line_and_expected_keys() {
+    assert_eq!(
+        err_with("vendorids: [\"0x1002\"]\n"),
+        "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of name, \
+         description, enabled, backend, kind, select, names, template, output, device_nodes, \
+         links, cdi_version at line 5, column 1"
+    );
+    assert_eq!(
+        err_with("select:\n  vendorids: [\"0x1002\"]\n"),
+        "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of \
+         vendor_ids, exclude_vendor_ids, drivers, buses, node_roles at line 6, column 3"
+    );
+    assert_eq!(
+        err_with("device_nodes:\n  mode: 0666\n"),
+        "/etc/cdigen/generators.d/test.yaml: unknown field `mode`, expected one of numbers, \
+         owner at line 6, column 3"
+    );
+}
+
+#[test]
+fn wrong_types() {
+    assert_eq!(
+        err_with("enabled: maybe\n"),
+        "/etc/cdigen/generators.d/test.yaml: invalid boolean at line 5, column 10"
+    );
+    assert_eq!(
+        err_with("names: index\n"),
+        "/etc/cdigen/generators.d/test.yaml: expected sequence start at line 5, column 8"
+    );
+    assert_eq!(
+        err_with("description: [a]\n"),
+        "/etc/cdigen/generators.d/test.yaml: expected string scalar at line 5, column 14"
+    );
+    assert_eq!(
+        err("- a\n"),
+        "/etc/cdigen/generators.d/test.yaml: expected mapping start at line 1, column 1"
+    );
+    assert_eq!(
+        err(""),
+        "/etc/cdigen/generators.d/test.yaml: unexpected end of file at line 1, column 1"
+    );
+    assert_eq!(
+        err("name: test\n"),
+        "/etc/cdigen/generators.d/test.yaml: missing field `backend` at line 1, column 1"
+    );
+}
+
+#[test]
+fn duplicate_keys() {
+    assert_eq!(
+        err("name: a\nname: b\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\n"),
+        "/etc/cdigen/generators.d/test.yaml: duplicate mapping key `name` is not allowed here \
+         at line 2, column 1"
+    );
+    assert_eq!(
+        err_with("select:\n  vendor_ids: [\"0x1002\"]\n  vendor_ids: []\n"),
+        "/etc/cdigen/generators.d/test.yaml: duplicate mapping key `vendor_ids` is not allowed \
+         here at line 7, column 3"
+    );
+}
+
+#[test]
+fn bad_enum_values() {
+    assert_eq!(
+        err_with("names: [first]\n"),
+        "/etc/cdigen/generators.d/test.yaml: unknown variant `first`, expected one of index, \
+         pci, node, all at line 5, column 9"
+    );
+    assert_eq!(
+        err_with("output:\n  format: toml\n"),
+        "/etc/cdigen/generators.d/test.yaml: unknown variant `toml`, expected one of json, yaml \
+         at line 6, column 11"
+    );
+    assert_eq!(
+        err_with("links: symlink\n"),
+        "/etc/cdigen/generators.d/test.yaml: unknown variant `symlink`, expected one of mount, \
+         none at line 5, column 8"
+    );
+}
+
+// ---------------------------------------------------------------- value checks
+
+/// The error for [`BASE`] with the line starting with `key:` replaced.
+fn err_replacing(key: &str, line: &str) -> String {
+    let yaml: String = BASE
+        .lines()
+        .map(|l| {
+            if l.starts_with(&format!("{key}:")) {
+                format!("{line}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    assert_ne!(yaml, BASE, "{key} is not in BASE");
+    err(&yaml)
+}
+
+#[test]
+fn bad_name() {
+    for name in ["Test", "-x", "a.b", "\"\"", "a/b", &"a".repeat(65)] {
+        let shown = serde_saphyr::from_str::<String>(name).unwrap();
+        assert_eq!(
+            err_replacing("name", &format!("name: {name}")),
+            format!(
+                "/etc/cdigen/generators.d/test.yaml: name: {shown:?} must be 1-64 characters of \
+                 a-z 0-9 - _ starting with a letter or digit"
+            ),
+            "{name}"
+        );
+    }
+    // 64 characters, a leading digit, `_` and `-` are fine.
+    for name in ["a".repeat(64), "0gpu".into(), "my_gpu-1".into()] {
+        let yaml = BASE.replace("name: test", &format!("name: {name}"));
+        assert_eq!(parse(Path::new(FILE), &yaml).unwrap().name, name);
+    }
+}
+
+#[test]
+fn unknown_backend() {
+    assert_eq!(
+        err_replacing("backend", "backend: nvidia"),
+        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"nvidia\" (known: drm)"
+    );
+}
+
+#[test]
+fn invalid_kind() {
+    assert_eq!(
+        err_replacing("kind", "kind: a/gpu"),
+        "/etc/cdigen/generators.d/test.yaml: kind: invalid vendor \"a\": must be at least 2 \
+         characters (released CDI libraries crash on 1)"
+    );
+    assert_eq!(
+        err_replacing("kind", "kind: gpu"),
+        "/etc/cdigen/generators.d/test.yaml: kind: invalid kind \"gpu\": must be vendor/class, \
+         e.g. example.com/gpu"
+    );
+    assert_eq!(
+        err_replacing("kind", "kind: example.com/gpu/x"),
+        "/etc/cdigen/generators.d/test.yaml: kind: invalid class \"gpu/x\": invalid character \
+         '/' (allowed: A-Z a-z 0-9 _ . -)"
+    );
+}
+
+#[test]
+fn template_must_be_a_plain_name() {
+    for t in ["../drm", "sub/drm", "drm.json.hbs", "Drm"] {
+        assert_eq!(
+            err_replacing("template", &format!("template: {t}")),
+            format!(
+                "/etc/cdigen/generators.d/test.yaml: template: {t:?} must be a template name \
+                 like \"drm\" (templates/<name>.json.hbs)"
+            )
+        );
+    }
+}
+
+#[test]
+fn names_empty_or_repeated() {
+    assert_eq!(
+        err_with("names: []\n"),
+        "/etc/cdigen/generators.d/test.yaml: names: must list at least one of index, pci, node, \
+         all"
+    );
+    assert_eq!(
+        err_with("names: [index, all, index]\n"),
+        "/etc/cdigen/generators.d/test.yaml: names[2]: \"index\" listed twice"
+    );
+    assert_eq!(
+        err_with("names: [all, all]\n"),
+        "/etc/cdigen/generators.d/test.yaml: names[1]: \"all\" listed twice"
+    );
+    // Only `all` is allowed.
+    let yaml = format!("{BASE}names: [all]\n");
+    assert_eq!(
+        parse(Path::new(FILE), &yaml).unwrap().names,
+        [NameStrategy::All]
+    );
+}
+
+#[test]
+fn bad_vendor_ids() {
+    assert_eq!(
+        err_with("select:\n  vendor_ids: [\"0x10020\"]\n"),
+        "/etc/cdigen/generators.d/test.yaml: select.vendor_ids[0]: \"0x10020\" is not a PCI \
+         vendor ID like \"0x1002\""
+    );
+    assert_eq!(
+        err_with("select:\n  exclude_vendor_ids: [\"0x1002\", \"1002\"]\n"),
+        "/etc/cdigen/generators.d/test.yaml: select.exclude_vendor_ids[1]: \"1002\" is not a \
+         PCI vendor ID like \"0x1002\""
+    );
+    // An unquoted 0x1002 is still a string here.
+    let yaml = format!("{BASE}select:\n  vendor_ids: [0x1002]\n");
+    assert_eq!(
+        parse(Path::new(FILE), &yaml).unwrap().select.vendor_ids,
+        ["0x1002"]
+    );
+}
+
+#[test]
+fn bad_node_role() {
+    assert_eq!(
+        err_with("select:\n  node_roles: [render, card]\n"),
+        "/etc/cdigen/generators.d/test.yaml: select.node_roles[1]: \"card\" is not a node role \
+         (expected one of primary, render, accel, kfd)"
+    );
+}
+
+#[test]
+fn bad_output_file() {
+    for file in [
+        "a/b",
+        "../x",
+        "x.json",
+        "x.yaml",
+        ".hidden",
+        "a b",
+        "\"\"",
+        &"a".repeat(201),
+    ] {
+        let shown = serde_saphyr::from_str::<String>(file).unwrap();
+        assert_eq!(
+            err_with(&format!("output:\n  file: {file}\n")),
+            format!(
+                "/etc/cdigen/generators.d/test.yaml: output.file: {shown:?} must be a plain file \
+                 name without extension (A-Z a-z 0-9 . _ -, not starting with '.'); the \
+                 extension comes from output.format"
+            ),
+            "{file}"
+        );
+    }
+    let yaml = format!("{BASE}output:\n  file: My_gpus-1.v2\n");
+    assert_eq!(
+        parse(Path::new(FILE), &yaml)
+            .unwrap()
+            .output
+            .file
+            .as_deref(),
+        Some("My_gpus-1.v2")
+    );
+}
+
+#[test]
+fn bad_cdi_version() {
+    for v in ["0.2.0", "0.1.0", "2.0.0", "latest"] {
+        assert_eq!(
+            err_with(&format!("cdi_version: {v}\n")),
+            format!(
+                "/etc/cdigen/generators.d/test.yaml: cdi_version: {v:?} is not a CDI version \
+                 from 0.3.0 to 1.1.0"
+            )
+        );
+    }
+    for v in ["0.3.0", "1.1.0", "v0.5.0"] {
+        let yaml = format!("{BASE}cdi_version: {v}\n");
+        assert_eq!(
+            parse(Path::new(FILE), &yaml)
+                .unwrap()
+                .cdi_version
+                .as_deref(),
+            Some(v)
+        );
+    }
+}
+
+// ---------------------------------------------------------------- load
+
+fn write(dir: &Path, file: &str, text: &str) -> PathBuf {
+    let p = dir.join(file);
+    fs::write(&p, text).unwrap();
+    p
+}
+
+/// (name, source) of each loaded definition.
+fn summary(loaded: &[Loaded]) -> Vec<(String, String)> {
+    loaded
+        .iter()
+        .map(|l| {
+            (
+                l.generator.name.clone(),
+                l.source.to_string_lossy().into_owned(),
+            )
+        })
+        .collect()
+}
+
+fn builtin_summary() -> Vec<(String, String)> {
+    ["amd-gpu", "drm", "intel-gpu", "intel-npu"]
+        .iter()
+        .map(|n| (n.to_string(), format!("builtin:generators/{n}.yaml")))
+        .collect()
+}
+
+#[test]
+fn load_builtins_only() {
+    assert_eq!(summary(&load(&[]).unwrap()), builtin_summary());
+}
+
+#[test]
+fn load_missing_dir_is_skipped() {
+    let tmp = tempfile::tempdir().unwrap();
+    let loaded = load(&[tmp.path().join("nope")]).unwrap();
+    assert_eq!(summary(&loaded), builtin_summary());
+}
+
+#[test]
+fn load_dir_that_is_a_file_is_an_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let f = write(tmp.path(), "file", "");
+    assert_eq!(
+        load(std::slice::from_ref(&f)).unwrap_err().to_string(),
+        format!("cannot read {}", f.display())
+    );
+}
+
+#[test]
+fn load_user_replaces_adds_and_keeps_disabled() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let amd = write(
+        dir,
+        "10-amd.yaml",
+        "name: amd-gpu\nbackend: drm\nkind: example.com/amd\ntemplate: drm\n",
+    );
+    let extra = write(
+        dir,
+        "extra.yaml",
+        "name: extra\nbackend: drm\nkind: example.com/extra\ntemplate: drm\n",
+    );
+    let off = write(
+        dir,
+        "off.yaml",
+        "name: intel-npu\nenabled: false\nbackend: drm\nkind: intel.com/npu\ntemplate: drm\n",
+    );
+    // Not a definition file: ignored, even though it would not parse.
+    write(dir, "notes.txt", "not yaml: [");
+    write(dir, "old.yaml.bak", "not yaml: [");
+    let loaded = load(&[dir.to_path_buf()]).unwrap();
+    let show = |p: &Path| p.to_string_lossy().into_owned();
+    assert_eq!(
+        summary(&loaded),
+        [
+            ("amd-gpu".to_string(), show(&amd)),
+            ("drm".into(), "builtin:generators/drm.yaml".into()),
+            ("extra".into(), show(&extra)),
+            (
+                "intel-gpu".into(),
+                "builtin:generators/intel-gpu.yaml".into()
+            ),
+            ("intel-npu".into(), show(&off)),
+        ]
+    );
+    let by = |n: &str| {
+        &loaded
+            .iter()
+            .find(|l| l.generator.name == n)
+            .unwrap()
+            .generator
+    };
+    // Replaced wholesale: nothing of the built-in's select is kept.
+    assert_eq!(by("amd-gpu").kind, "example.com/amd");
+    assert_eq!(by("amd-gpu").select, Select::default());
+    assert!(!by("intel-npu").enabled);
+    assert!(by("extra").enabled);
+}
+
+#[test]
+fn load_later_dir_replaces_earlier() {
+    let tmp = tempfile::tempdir().unwrap();
+    let a = tmp.path().join("a");
+    let b = tmp.path().join("b");
+    fs::create_dir(&a).unwrap();
+    fs::create_dir(&b).unwrap();
+    write(
+        &a,
+        "x.yaml",
+        "name: x\nbackend: drm\nkind: example.com/aa\ntemplate: drm\n",
+    );
+    let bx = write(
+        &b,
+        "y.yaml",
+        "name: x\nbackend: drm\nkind: example.com/bb\ntemplate: drm\n",
+    );
+    let loaded = load(&[a, b]).unwrap();
+    let x = loaded.iter().find(|l| l.generator.name == "x").unwrap();
+    assert_eq!(x.generator.kind, "example.com/bb");
+    assert_eq!(x.source, bx);
+}
+
+#[test]
+fn load_duplicate_in_one_dir() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let text = "name: dup\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\n";
+    let a = write(dir, "a.yaml", text);
+    let b = write(dir, "b.yaml", text);
+    assert_eq!(
+        load(&[dir.to_path_buf()]).unwrap_err().to_string(),
+        format!(
+            "{}: generator \"dup\" is also defined in {}",
+            b.display(),
+            a.display()
+        )
+    );
+}
+
+#[test]
+fn load_broken_file_is_its_error() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(
+        dir,
+        "a.yaml",
+        "name: fine\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\n",
+    );
+    let bad = write(
+        dir,
+        "b.yaml",
+        "name: broken\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\nvendorids: []\n",
+    );
+    assert_eq!(
+        load(&[dir.to_path_buf()]).unwrap_err().to_string(),
+        format!(
+            "{}: unknown field `vendorids`, expected one of name, description, enabled, backend, \
+             kind, select, names, template, output, device_nodes, links, cdi_version at line 5, \
+             column 1",
+            bad.display()
+        )
+    );
+    fs::write(
+        &bad,
+        "name: broken\nbackend: drm\nkind: x/gpu\ntemplate: drm\n",
+    )
+    .unwrap();
+    assert_eq!(
+        load(&[dir.to_path_buf()]).unwrap_err().to_string(),
+        format!(
+            "{}: kind: invalid vendor \"x\": must be at least 2 characters (released CDI \
+             libraries crash on 1)",
+            bad.display()
+        )
+    );
+}
+
+// ---------------------------------------------------------------- file_name
+
+#[test]
+fn file_names() {
+    let mut g = base();
+    assert_eq!(g.file_name(Format::Yaml), "example.com-gpu.yaml");
+    assert_eq!(g.file_name(Format::Json), "example.com-gpu.json");
+    g.output.file = Some("my-gpus".into());
+    assert_eq!(g.file_name(Format::Yaml), "my-gpus.yaml");
+    assert_eq!(g.file_name(Format::Json), "my-gpus.json");
+}
+
+// ---------------------------------------------------------------- select
+
+#[test]
+fn select_default_takes_everything_as_is() {
+    let s = Select::default();
+    for d in [
+        pci_gpu("0000:03:00.0", "0x1002", "amdgpu", 1),
+        amd("0000:03:00.0", 1),
+        platform("fec00000.v3d", 0),
+    ] {
+        assert_eq!(s.apply(&d), Some(d.clone()));
+    }
+}
+
+#[test]
+fn select_vendor_allowlist() {
+    let amd = pci_gpu("0000:03:00.0", "0x1002", "amdgpu", 1);
+    let intel = pci_gpu("0000:00:02.0", "0x8086", "i915", 0);
+    let s = select(|s| s.vendor_ids = strings(&["0x1002"]));
+    assert_eq!(s.apply(&amd), Some(amd.clone()));
+    assert_eq!(s.apply(&intel), None);
+    let s = select(|s| s.vendor_ids = strings(&["0x8086", "0x1002"]));
+    assert_eq!(s.apply(&amd), Some(amd.clone()));
+    assert_eq!(s.apply(&intel), Some(intel.clone()));
+
+    // Compared as numbers: hex case does not matter.
+    let nv = pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0);
+    let s = select(|s| s.vendor_ids = strings(&["0x10DE"]));
+    assert_eq!(s.apply(&nv), Some(nv.clone()));
+    let upper = pci_gpu("0000:01:00.0", "0x10DE", "nouveau", 0);
+    let s = select(|s| s.vendor_ids = strings(&["0x10de"]));
+    assert_eq!(s.apply(&upper), Some(upper.clone()));
+
+    // A malformed vendor ID on a device never matches.
+    let odd = pci_gpu("0000:01:00.0", "10de", "nouveau", 0);
+    assert_eq!(s.apply(&odd), None);
+}
+
+#[test]
+fn select_vendor_exclusion() {
+    let amd = pci_gpu("0000:03:00.0", "0x1002", "amdgpu", 1);
+    let aspeed = pci_gpu("0000:05:00.0", "0x1a03", "ast", 0);
+    let s = select(|s| s.exclude_vendor_ids = strings(&["0x1002", "0x8086", "0x10de"]));
+    assert_eq!(s.apply(&amd), None);
+    assert_eq!(s.apply(&aspeed), Some(aspeed.clone()));
+    let s = select(|s| s.exclude_vendor_ids = strings(&["0x1A03"]));
+    assert_eq!(s.apply(&aspeed), None);
+    // Exclusion wins over the allowlist.
+    let s = select(|s| {
+        s.vendor_ids = strings(&["0x1002"]);
+        s.exclude_vendor_ids = strings(&["0x1002"]);
+    });
+    assert_eq!(s.apply(&amd), None);
+}
+
+#[test]
+fn select_non_pci_devices() {
+    let p = platform("fec00000.v3d", 0);
+    let s = select(|s| s.vendor_ids = strings(&["0x1002"]));
+    assert_eq!(s.apply(&p), None);
+    let s = select(|s| s.exclude_vendor_ids = strings(&["0x1002", "0x8086", "0x10de"]));
+    assert_eq!(s.apply(&p), Some(p.clone()));
+}
+
+#[test]
+fn select_drivers_and_buses() {
+    let intel = pci_gpu("0000:00:02.0", "0x8086", "xe", 0);
+    let p = platform("fec00000.v3d", 0);
+    let s = select(|s| s.drivers = strings(&["i915", "xe"]));
+    assert_eq!(s.apply(&intel), Some(intel.clone()));
+    assert_eq!(s.apply(&p), None);
+    // No driver bound: no match for a driver list.
+    let unbound = Device {
+        driver: None,
+        ..intel.clone()
+    };
+    assert_eq!(s.apply(&unbound), None);
+    assert_eq!(Select::default().apply(&unbound), Some(unbound.clone()));
+
+    let s = select(|s| s.buses = strings(&["platform"]));
+    assert_eq!(s.apply(&p), Some(p.clone()));
+    assert_eq!(s.apply(&intel), None);
+    let s = select(|s| s.buses = strings(&["pci", "platform"]));
+    assert_eq!(s.apply(&intel), Some(intel.clone()));
+}
+
+#[test]
+fn select_node_roles_filters_nodes_and_links() {
+    let d = amd("0000:03:00.0", 1);
+    let s = select(|s| s.node_roles = strings(&["render"]));
+    let mut want = d.clone();
+    want.nodes = vec![node(
+        "render",
+        "renderD129",
+        "/dev/dri/renderD129",
+        226,
+        129,
+    )];
+    want.links = vec![Link {
+        path: "/dev/dri/by-path/pci-0000:03:00.0-render".into(),
+        target: "../renderD129".into(),
+        node: "/dev/dri/renderD129".into(),
+    }];
+    assert_eq!(s.apply(&d), Some(want));
+
+    // Node order is the device's, not the list's.
+    let s = select(|s| s.node_roles = strings(&["kfd", "primary"]));
+    let mut want = d.clone();
+    want.nodes = vec![node("primary", "card1", "/dev/dri/card1", 226, 1), kfd()];
+    want.links = vec![Link {
+        path: "/dev/dri/by-path/pci-0000:03:00.0-card".into(),
+        target: "../card1".into(),
+        node: "/dev/dri/card1".into(),
+    }];
+    assert_eq!(s.apply(&d), Some(want));
+
+    // No wanted node: not selected.
+    let s = select(|s| s.node_roles = strings(&["accel"]));
+    assert_eq!(s.apply(&d), None);
+}
+
+#[test]
+fn select_kfd_alone_is_not_a_match() {
+    let d = amd("0000:03:00.0", 1);
+    let s = select(|s| s.node_roles = strings(&["kfd"]));
+    assert_eq!(s.apply(&d), None);
+    // Neither is a device whose only node is kfd, with no role filter.
+    let only_kfd = Device {
+        nodes: vec![kfd()],
+        links: Vec::new(),
+        ..d.clone()
+    };
+    assert_eq!(Select::default().apply(&only_kfd), None);
+    // Nor a device with no nodes at all.
+    let none = Device {
+        nodes: Vec::new(),
+        links: Vec::new(),
+        ..d
+    };
+    assert_eq!(Select::default().apply(&none), None);
+}
+
+#[test]
+fn select_builtin_definitions() {
+    let loaded = load(&[]).unwrap();
+    let sel = |n: &str| {
+        loaded
+            .iter()
+            .find(|l| l.generator.name == n)
+            .unwrap()
+            .generator
+            .select
+            .clone()
+    };
+    let a = amd("0000:03:00.0", 1);
+    let intel = pci_gpu("0000:00:02.0", "0x8086", "i915", 0);
+    let npu = Device {
+        nodes: vec![node("accel", "accel0", "/dev/accel/accel0", 261, 0)],
+        links: Vec::new(),
+        driver: Some("intel_vpu".into()),
+        ..pci_gpu("0000:00:0b.0", "0x8086", "intel_vpu", 0)
+    };
+    let nv = pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0);
+    let p = platform("fec00000.v3d", 0);
+
+    assert_eq!(sel("amd-gpu").apply(&a), Some(a.clone()));
+    assert_eq!(sel("amd-gpu").apply(&intel), None);
+    assert_eq!(sel("intel-gpu").apply(&intel), Some(intel.clone()));
+    assert_eq!(sel("intel-gpu").apply(&npu), None);
+    assert_eq!(sel("intel-npu").apply(&npu), Some(npu.clone()));
+    assert_eq!(sel("intel-npu").apply(&intel), None);
+    for d in [&a, &intel, &npu, &nv] {
+        assert_eq!(sel("drm").apply(d), None, "{}", d.id);
+    }
+    assert_eq!(sel("drm").apply(&p), Some(p.clone()));
+}

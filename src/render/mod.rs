@@ -8,6 +8,7 @@
 //! Parsing the result with unknown fields rejected means a template or a
 //! value can never add a field the model does not know.
 
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -19,6 +20,7 @@ use serde::Serialize;
 use crate::cdi::{self, DeviceNode, Spec};
 use crate::generator::{Generator, LinkMode, NameStrategy};
 use crate::model::{Device, Link};
+use crate::sysfs::PciAddress;
 
 /// The shipped templates: (name, content).
 pub const BUILTIN: &[(&str, &str)] = &[("drm", include_str!("../../templates/drm.json.hbs"))];
@@ -169,6 +171,16 @@ impl Templates {
     }
 
     fn add(&mut self, name: &str, path: PathBuf, text: &str) -> Result<(), Error> {
+        // Unescaped output would let a sysfs value write JSON structure.
+        if text.contains("{{{") || text.contains("{{&") {
+            return Err(Error::Compile {
+                path,
+                message:
+                    "unescaped output ({{{...}}} or {{&...}}) is not allowed: use {{json value}} \
+                          or \"{{value}}\", which escape values as JSON"
+                        .into(),
+            });
+        }
         self.registry
             .register_template_string(name, text)
             .map_err(|e| Error::Compile {
@@ -205,10 +217,21 @@ impl Templates {
                 path: path.clone(),
                 message: e.to_string(),
             })?;
-        cdi::codec::parse(text.as_bytes(), cdi::Format::Json).map_err(|e| Error::Output {
-            path: path.clone(),
-            message: e.to_string(),
-        })
+        let spec =
+            cdi::codec::parse(text.as_bytes(), cdi::Format::Json).map_err(|e| Error::Output {
+                path: path.clone(),
+                message: e.to_string(),
+            })?;
+        if spec.kind != generator.kind {
+            return Err(Error::Output {
+                path: path.clone(),
+                message: format!(
+                    "kind is {:?}, but generator {:?} has kind {:?} (use {{{{json kind}}}})",
+                    spec.kind, generator.name, generator.kind
+                ),
+            });
+        }
+        Ok(spec)
     }
 }
 
@@ -236,11 +259,25 @@ pub struct CdiDevice<'a> {
     pub links: Vec<Link>,
 }
 
+/// Orders device identities: PCI addresses by value (they are hex, so
+/// natural order would put `0000:2a:00.0` before `0000:18:00.0`), before
+/// other ids, which go in natural order (`platform:gpu2` before
+/// `platform:gpu10`).
+fn identity_cmp(a: &str, b: &str) -> Ordering {
+    match (a.parse::<PciAddress>(), b.parse::<PciAddress>()) {
+        (Ok(x), Ok(y)) => x.cmp(&y),
+        (Ok(_), Err(_)) => Ordering::Less,
+        (Err(_), Ok(_)) => Ordering::Greater,
+        (Err(_), Err(_)) => cdi::codec::natural_cmp(a, b),
+    }
+    .then_with(|| a.cmp(b))
+}
+
 /// Builds the template context: one entry per selected device and naming
 /// strategy, plus `all`.
 pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateContext<'a> {
     let mut sorted: Vec<&Device> = devices.iter().collect();
-    sorted.sort_by(|a, b| cdi::codec::natural_cmp(&a.id, &b.id));
+    sorted.sort_by(|a, b| identity_cmp(&a.id, &b.id));
     let entry = |name: String, members: Vec<&'a Device>| {
         let mut nodes: Vec<DeviceNode> = Vec::new();
         let mut links: Vec<Link> = Vec::new();

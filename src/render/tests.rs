@@ -1,1 +1,1208 @@
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
 
+use super::*;
+
+use std::fs;
+
+use crate::cdi::{ContainerEdits, Mount};
+use crate::discover::Discovery;
+use crate::generate::{self, plan_one};
+use crate::generator::{Loaded, NodeSettings};
+use crate::model::{HostNode, Node, PciInfo};
+
+// ---------------------------------------------------------------- helpers
+
+/// A hostile string: JSON and handlebars syntax, a newline, a backslash,
+/// a field injection attempt, and non-ASCII text.
+const HOSTILE: &str = "a\"b\\c\nd{{e}}f}}g\", \"extra\": \"x é ✓ \u{2028} \u{1F600}";
+
+/// A generator of kind `example.com/gpu` using `template`.
+fn generator(template: &str) -> Generator {
+    crate::generator::parse(
+        Path::new("test.yaml"),
+        &format!("name: test\nbackend: drm\nkind: example.com/gpu\ntemplate: {template}\n"),
+    )
+    .unwrap()
+}
+
+fn with_names(template: &str, names: &[NameStrategy]) -> Generator {
+    Generator {
+        names: names.to_vec(),
+        ..generator(template)
+    }
+}
+
+fn node(role: &str, name: &str, path: &str, major: u32, minor: u32) -> Node {
+    Node {
+        role: role.into(),
+        name: name.into(),
+        path: path.into(),
+        node_type: "c".into(),
+        major,
+        minor,
+        host: None,
+    }
+}
+
+fn link(path: &str, target: &str, node: &str) -> Link {
+    Link {
+        path: path.into(),
+        target: target.into(),
+        node: node.into(),
+    }
+}
+
+/// A PCI GPU with card and render nodes and their by-path links.
+fn gpu(addr: &str, card: u32) -> Device {
+    let r = 128 + card;
+    Device {
+        backend: "drm".into(),
+        id: addr.into(),
+        sysfs_path: format!("/sys/devices/pci0000:00/{addr}"),
+        bus: "pci".into(),
+        pci: Some(PciInfo {
+            address: addr.into(),
+            vendor_id: "0x1002".into(),
+            device_id: "0x744c".into(),
+            subsystem_vendor_id: None,
+            subsystem_device_id: None,
+            class: "0x030000".into(),
+            vendor_name: None,
+            device_name: None,
+            iommu_group: None,
+        }),
+        driver: Some("amdgpu".into()),
+        numa_node: None,
+        nodes: vec![
+            node(
+                "primary",
+                &format!("card{card}"),
+                &format!("/dev/dri/card{card}"),
+                226,
+                card,
+            ),
+            node(
+                "render",
+                &format!("renderD{r}"),
+                &format!("/dev/dri/renderD{r}"),
+                226,
+                r,
+            ),
+        ],
+        links: vec![
+            link(
+                &format!("/dev/dri/by-path/pci-{addr}-card"),
+                &format!("../card{card}"),
+                &format!("/dev/dri/card{card}"),
+            ),
+            link(
+                &format!("/dev/dri/by-path/pci-{addr}-render"),
+                &format!("../renderD{r}"),
+                &format!("/dev/dri/renderD{r}"),
+            ),
+        ],
+        attrs: BTreeMap::new(),
+    }
+}
+
+/// An AMD GPU that also has the shared `/dev/kfd`.
+fn amd(addr: &str, card: u32) -> Device {
+    let mut d = gpu(addr, card);
+    d.nodes.push(node("kfd", "kfd", "/dev/kfd", 235, 0));
+    d
+}
+
+/// A platform device with one card node and no links.
+fn platform(name: &str, card: u32) -> Device {
+    Device {
+        backend: "drm".into(),
+        id: format!("platform:{name}"),
+        sysfs_path: format!("/sys/devices/platform/{name}"),
+        bus: "platform".into(),
+        pci: None,
+        driver: Some("v3d".into()),
+        numa_node: None,
+        nodes: vec![node(
+            "primary",
+            &format!("card{card}"),
+            &format!("/dev/dri/card{card}"),
+            226,
+            card,
+        )],
+        links: Vec::new(),
+        attrs: BTreeMap::new(),
+    }
+}
+
+/// A device whose id, node name and path and link path are all `bad`.
+fn hostile(bad: &str) -> Device {
+    Device {
+        backend: "drm".into(),
+        id: bad.into(),
+        sysfs_path: "/sys/devices/platform/x".into(),
+        bus: "platform".into(),
+        pci: None,
+        driver: None,
+        numa_node: None,
+        nodes: vec![node("primary", bad, &format!("/dev/dri/{bad}"), 226, 3)],
+        links: vec![link(
+            &format!("/dev/dri/by-path/{bad}"),
+            bad,
+            &format!("/dev/dri/{bad}"),
+        )],
+        attrs: BTreeMap::new(),
+    }
+}
+
+/// A CDI device node with type and numbers.
+fn dn(path: &str, major: i64, minor: i64) -> DeviceNode {
+    DeviceNode {
+        path: path.into(),
+        node_type: "c".into(),
+        major,
+        minor,
+        ..Default::default()
+    }
+}
+
+fn card(n: i64) -> DeviceNode {
+    dn(&format!("/dev/dri/card{n}"), 226, n)
+}
+
+fn render_node(n: i64) -> DeviceNode {
+    dn(&format!("/dev/dri/renderD{n}"), 226, n)
+}
+
+fn kfd_node() -> DeviceNode {
+    dn("/dev/kfd", 235, 0)
+}
+
+/// A bind mount of `path` at the same path, as the drm template writes it.
+fn bind(path: &str) -> Mount {
+    Mount {
+        host_path: path.into(),
+        container_path: path.into(),
+        options: vec!["bind".into(), "rw".into()],
+        ..Default::default()
+    }
+}
+
+fn cdi_device(name: &str, nodes: Vec<DeviceNode>, mounts: Vec<Mount>) -> cdi::Device {
+    cdi::Device {
+        name: name.into(),
+        container_edits: ContainerEdits {
+            device_nodes: nodes,
+            mounts,
+            ..Default::default()
+        },
+        ..Default::default()
+    }
+}
+
+fn spec(version: &str, devices: Vec<cdi::Device>) -> Spec {
+    Spec {
+        cdi_version: version.into(),
+        kind: "example.com/gpu".into(),
+        devices,
+        ..Default::default()
+    }
+}
+
+/// (name, member ids, nodes, links) of each context entry.
+type Entry = (String, Vec<String>, Vec<DeviceNode>, Vec<Link>);
+
+fn entries(ctx: &TemplateContext) -> Vec<Entry> {
+    ctx.devices
+        .iter()
+        .map(|d| {
+            (
+                d.name.clone(),
+                d.members.iter().map(|m| m.id.clone()).collect(),
+                d.nodes.clone(),
+                d.links.clone(),
+            )
+        })
+        .collect()
+}
+
+/// Names of the context entries.
+fn names_of(g: &Generator, devices: &[Device]) -> Vec<String> {
+    context(g, devices)
+        .devices
+        .iter()
+        .map(|d| d.name.clone())
+        .collect()
+}
+
+/// Names and member ids of the context entries.
+fn members_of(g: &Generator, devices: &[Device]) -> Vec<(String, Vec<String>)> {
+    context(g, devices)
+        .devices
+        .iter()
+        .map(|d| {
+            (
+                d.name.clone(),
+                d.members.iter().map(|m| m.id.clone()).collect(),
+            )
+        })
+        .collect()
+}
+
+fn ids(v: &[&str]) -> Vec<String> {
+    v.iter().map(ToString::to_string).collect()
+}
+
+fn builtin() -> Templates {
+    Templates::load(None).unwrap()
+}
+
+/// Writes `files` into a fresh directory and loads templates from it.
+fn user_templates(files: &[(&str, &str)]) -> (tempfile::TempDir, Result<Templates, Error>) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        fs::write(dir.path().join(name), text).unwrap();
+    }
+    let t = Templates::load(Some(dir.path()));
+    (dir, t)
+}
+
+fn loaded(g: Generator) -> Loaded {
+    Loaded {
+        generator: g,
+        source: PathBuf::from("/etc/cdigen/generators.d/test.yaml"),
+    }
+}
+
+fn discovery(devices: Vec<Device>) -> Discovery {
+    Discovery {
+        devices,
+        warnings: Vec::new(),
+    }
+}
+
+// ---------------------------------------------------------------- escaping
+
+#[test]
+fn json_escape_is_the_inside_of_a_json_string() {
+    assert_eq!(json_escape(""), "");
+    assert_eq!(json_escape("plain"), "plain");
+    assert_eq!(
+        json_escape("a\"b\\c\nd\te\u{1}{{x}}"),
+        "a\\\"b\\\\c\\nd\\te\\u0001{{x}}"
+    );
+    // Non-ASCII text stays as it is (valid inside a JSON string).
+    assert_eq!(json_escape("é ✓ \u{2028}"), "é ✓ \u{2028}");
+    // Whatever the input, quoting the escaped text gives back the input.
+    let quoted = format!("\"{}\"", json_escape(HOSTILE));
+    assert_eq!(serde_json::from_str::<String>(&quoted).unwrap(), HOSTILE);
+}
+
+// ---------------------------------------------------------------- context
+
+#[test]
+fn index_names_follow_identity_order() {
+    let g = with_names("drm", &[NameStrategy::Index]);
+    let devices = [gpu("0000:41:00.0", 2), gpu("0000:03:00.0", 1)];
+    assert_eq!(
+        members_of(&g, &devices),
+        [
+            ("0".to_string(), ids(&["0000:03:00.0"])),
+            ("1".into(), ids(&["0000:41:00.0"])),
+        ]
+    );
+    // Platform ids in natural order, after PCI devices.
+    let devices = [
+        platform("gpu10", 3),
+        platform("gpu2", 2),
+        gpu("0000:03:00.0", 1),
+    ];
+    assert_eq!(
+        members_of(&g, &devices),
+        [
+            ("0".to_string(), ids(&["0000:03:00.0"])),
+            ("1".into(), ids(&["platform:gpu2"])),
+            ("2".into(), ids(&["platform:gpu10"])),
+        ]
+    );
+}
+
+#[test]
+fn index_names_follow_pci_address_value() {
+    // PCI addresses are hex: natural (decimal) order of their digit runs
+    // would put 2a before 18 and 0a before 09.
+    let g = with_names("drm", &[NameStrategy::Index]);
+    let devices = [
+        gpu("0000:2a:00.0", 2),
+        gpu("0000:0a:00.0", 1),
+        gpu("0000:18:00.0", 3),
+        gpu("0000:09:00.0", 4),
+        gpu("10000:01:00.0", 5),
+        gpu("0000:18:00.1", 6),
+    ];
+    assert_eq!(
+        members_of(&g, &devices),
+        [
+            ("0".to_string(), ids(&["0000:09:00.0"])),
+            ("1".into(), ids(&["0000:0a:00.0"])),
+            ("2".into(), ids(&["0000:18:00.0"])),
+            ("3".into(), ids(&["0000:18:00.1"])),
+            ("4".into(), ids(&["0000:2a:00.0"])),
+            ("5".into(), ids(&["10000:01:00.0"])),
+        ]
+    );
+}
+
+#[test]
+fn pci_node_and_all_strategies() {
+    let devices = [amd("0000:41:00.0", 2), amd("0000:03:00.0", 1)];
+    assert_eq!(
+        names_of(&with_names("drm", &[NameStrategy::Pci]), &devices),
+        ["0000:03:00.0", "0000:41:00.0"]
+    );
+    assert_eq!(
+        names_of(&with_names("drm", &[NameStrategy::Node]), &devices),
+        ["card1", "card2"]
+    );
+    assert_eq!(
+        names_of(&with_names("drm", &[NameStrategy::All]), &devices),
+        ["all"]
+    );
+    // Every strategy in the order listed; `all` always comes last.
+    assert_eq!(
+        names_of(
+            &with_names(
+                "drm",
+                &[
+                    NameStrategy::All,
+                    NameStrategy::Node,
+                    NameStrategy::Index,
+                    NameStrategy::Pci
+                ]
+            ),
+            &devices
+        ),
+        [
+            "card1",
+            "card2",
+            "0",
+            "1",
+            "0000:03:00.0",
+            "0000:41:00.0",
+            "all"
+        ]
+    );
+    // Node names skip the shared kfd node; a device with no other node
+    // falls back to its id.
+    let mut kfd_first = amd("0000:03:00.0", 1);
+    kfd_first.nodes.rotate_right(1);
+    assert_eq!(kfd_first.nodes[0].role, "kfd");
+    let mut only_kfd = amd("0000:05:00.0", 7);
+    only_kfd.nodes.retain(|n| n.role == "kfd");
+    assert_eq!(
+        names_of(
+            &with_names("drm", &[NameStrategy::Node]),
+            &[kfd_first, only_kfd]
+        ),
+        ["card1", "0000:05:00.0"]
+    );
+    // No devices: no entries, not even `all`.
+    assert!(context(&generator("drm"), &[]).devices.is_empty());
+}
+
+#[test]
+fn context_fields() {
+    let g = generator("drm");
+    let devices = [gpu("0000:03:00.0", 1)];
+    let ctx = context(&g, &devices);
+    assert_eq!(ctx.kind, "example.com/gpu");
+    assert_eq!(ctx.generator, "test");
+    assert_eq!(ctx.devices[0].members, [&devices[0]]);
+    // What a template sees, as JSON.
+    let json = serde_json::to_value(&ctx).unwrap();
+    assert_eq!(
+        json["devices"][0]["nodes"][1],
+        serde_json::json!({"path": "/dev/dri/renderD129", "type": "c", "major": 226, "minor": 129})
+    );
+    assert_eq!(
+        json["devices"][0]["members"][0]["pci"]["vendor_id"],
+        serde_json::json!("0x1002")
+    );
+    assert_eq!(
+        json["devices"][0]["links"][0],
+        serde_json::json!({
+            "path": "/dev/dri/by-path/pci-0000:03:00.0-card",
+            "target": "../card1",
+            "node": "/dev/dri/card1"
+        })
+    );
+}
+
+#[test]
+fn all_merges_nodes_and_links_without_duplicates() {
+    let g = generator("drm");
+    let devices = [amd("0000:41:00.0", 2), amd("0000:03:00.0", 1)];
+    let by_path = |addr: &str, what: &str, target: &str, node: &str| {
+        link(&format!("/dev/dri/by-path/pci-{addr}-{what}"), target, node)
+    };
+    let links1 = vec![
+        by_path("0000:03:00.0", "card", "../card1", "/dev/dri/card1"),
+        by_path(
+            "0000:03:00.0",
+            "render",
+            "../renderD129",
+            "/dev/dri/renderD129",
+        ),
+    ];
+    let links2 = vec![
+        by_path("0000:41:00.0", "card", "../card2", "/dev/dri/card2"),
+        by_path(
+            "0000:41:00.0",
+            "render",
+            "../renderD130",
+            "/dev/dri/renderD130",
+        ),
+    ];
+    assert_eq!(
+        entries(&context(&g, &devices)),
+        [
+            (
+                "0".to_string(),
+                ids(&["0000:03:00.0"]),
+                vec![card(1), render_node(129), kfd_node()],
+                links1.clone(),
+            ),
+            (
+                "1".into(),
+                ids(&["0000:41:00.0"]),
+                vec![card(2), render_node(130), kfd_node()],
+                links2.clone(),
+            ),
+            (
+                "all".into(),
+                ids(&["0000:03:00.0", "0000:41:00.0"]),
+                vec![
+                    card(1),
+                    render_node(129),
+                    kfd_node(),
+                    card(2),
+                    render_node(130)
+                ],
+                [links1, links2].concat(),
+            ),
+        ]
+    );
+    // The same link on two devices appears once in `all`.
+    let mut a = platform("a", 1);
+    let mut b = platform("b", 2);
+    let shared = link("/dev/dri/by-path/shared", "../card1", "/dev/dri/card1");
+    a.links.push(shared.clone());
+    b.links.push(shared.clone());
+    let g = with_names("drm", &[NameStrategy::All]);
+    let devices = [a, b];
+    assert_eq!(context(&g, &devices).devices[0].links, [shared]);
+}
+
+#[test]
+fn node_settings() {
+    let mut d = gpu("0000:03:00.0", 1);
+    d.nodes[0].host = Some(HostNode {
+        mode: 0o660,
+        uid: 0,
+        gid: 44,
+    });
+    let devices = [d];
+    let mut g = with_names("drm", &[NameStrategy::Index]);
+
+    // Default: numbers, no owner.
+    assert_eq!(
+        context(&g, &devices).devices[0].nodes,
+        [card(1), render_node(129)]
+    );
+
+    // Owner: only where the host node is known.
+    g.device_nodes = NodeSettings {
+        numbers: true,
+        owner: true,
+    };
+    assert_eq!(
+        context(&g, &devices).devices[0].nodes,
+        [
+            DeviceNode {
+                file_mode: Some(0o660),
+                uid: Some(0),
+                gid: Some(44),
+                ..card(1)
+            },
+            render_node(129),
+        ]
+    );
+
+    // No numbers: path only (the runtime stats the host node).
+    g.device_nodes = NodeSettings {
+        numbers: false,
+        owner: false,
+    };
+    let path_only = |p: &str| DeviceNode {
+        path: p.into(),
+        ..Default::default()
+    };
+    assert_eq!(
+        context(&g, &devices).devices[0].nodes,
+        [
+            path_only("/dev/dri/card1"),
+            path_only("/dev/dri/renderD129")
+        ]
+    );
+
+    g.device_nodes = NodeSettings {
+        numbers: false,
+        owner: true,
+    };
+    assert_eq!(
+        context(&g, &devices).devices[0].nodes,
+        [
+            DeviceNode {
+                file_mode: Some(0o660),
+                uid: Some(0),
+                gid: Some(44),
+                ..path_only("/dev/dri/card1")
+            },
+            path_only("/dev/dri/renderD129"),
+        ]
+    );
+}
+
+#[test]
+fn links_none_drops_links() {
+    let mut g = generator("drm");
+    g.links = LinkMode::None;
+    let devices = [gpu("0000:03:00.0", 1), gpu("0000:41:00.0", 2)];
+    let ctx = context(&g, &devices);
+    assert_eq!(ctx.devices.len(), 3);
+    for d in &ctx.devices {
+        assert_eq!(d.links, [], "{}", d.name);
+    }
+}
+
+// ---------------------------------------------------------------- built-in drm template
+
+#[test]
+fn drm_template_one_device() {
+    let t = builtin();
+    let g = generator("drm");
+    assert_eq!(
+        t.render(&g, &[gpu("0000:03:00.0", 1)]).unwrap(),
+        spec(
+            "0.3.0",
+            vec![
+                cdi_device(
+                    "0",
+                    vec![card(1), render_node(129)],
+                    vec![
+                        bind("/dev/dri/by-path/pci-0000:03:00.0-card"),
+                        bind("/dev/dri/by-path/pci-0000:03:00.0-render"),
+                    ]
+                ),
+                cdi_device(
+                    "all",
+                    vec![card(1), render_node(129)],
+                    vec![
+                        bind("/dev/dri/by-path/pci-0000:03:00.0-card"),
+                        bind("/dev/dri/by-path/pci-0000:03:00.0-render"),
+                    ]
+                ),
+            ]
+        )
+    );
+}
+
+#[test]
+fn drm_template_several_devices() {
+    let t = builtin();
+    let g = with_names("drm", &[NameStrategy::Node, NameStrategy::All]);
+    let devices = [
+        amd("0000:41:00.0", 2),
+        amd("0000:03:00.0", 1),
+        platform("gpu", 0),
+    ];
+    let m = |addr: &str, what: &str| bind(&format!("/dev/dri/by-path/pci-{addr}-{what}"));
+    assert_eq!(
+        t.render(&g, &devices).unwrap(),
+        spec(
+            "0.3.0",
+            vec![
+                cdi_device(
+                    "card1",
+                    vec![card(1), render_node(129), kfd_node()],
+                    vec![m("0000:03:00.0", "card"), m("0000:03:00.0", "render")]
+                ),
+                cdi_device(
+                    "card2",
+                    vec![card(2), render_node(130), kfd_node()],
+                    vec![m("0000:41:00.0", "card"), m("0000:41:00.0", "render")]
+                ),
+                // No links: no mounts key at all.
+                cdi_device("card0", vec![dn("/dev/dri/card0", 226, 0)], vec![]),
+                cdi_device(
+                    "all",
+                    vec![
+                        card(1),
+                        render_node(129),
+                        kfd_node(),
+                        card(2),
+                        render_node(130),
+                        dn("/dev/dri/card0", 226, 0),
+                    ],
+                    vec![
+                        m("0000:03:00.0", "card"),
+                        m("0000:03:00.0", "render"),
+                        m("0000:41:00.0", "card"),
+                        m("0000:41:00.0", "render"),
+                    ]
+                ),
+            ]
+        )
+    );
+}
+
+#[test]
+fn drm_template_with_links_none_and_owner() {
+    let t = builtin();
+    let mut g = with_names("drm", &[NameStrategy::Index]);
+    g.links = LinkMode::None;
+    g.device_nodes.owner = true;
+    let mut d = gpu("0000:03:00.0", 1);
+    d.nodes[1].host = Some(HostNode {
+        mode: 0o666,
+        uid: 0,
+        gid: 105,
+    });
+    assert_eq!(
+        t.render(&g, &[d]).unwrap(),
+        spec(
+            "0.3.0",
+            vec![cdi_device(
+                "0",
+                vec![
+                    card(1),
+                    DeviceNode {
+                        file_mode: Some(0o666),
+                        uid: Some(0),
+                        gid: Some(105),
+                        ..render_node(129)
+                    }
+                ],
+                vec![]
+            )]
+        )
+    );
+}
+
+// ---------------------------------------------------------------- hostile values
+
+#[test]
+fn hostile_values_are_data_in_the_drm_template() {
+    let t = builtin();
+    let g = with_names("drm", &[NameStrategy::Pci, NameStrategy::All]);
+    let node_path = format!("/dev/dri/{HOSTILE}");
+    let link_path = format!("/dev/dri/by-path/{HOSTILE}");
+    let edits = || (vec![dn(&node_path, 226, 3)], vec![bind(&link_path)]);
+    let (n, m) = edits();
+    let (n2, m2) = edits();
+    // Rendered and parsed back with exactly the expected structure: the
+    // value is data everywhere, including as a device name.
+    assert_eq!(
+        t.render(&g, &[hostile(HOSTILE)]).unwrap(),
+        spec(
+            "0.3.0",
+            vec![cdi_device(HOSTILE, n, m), cdi_device("all", n2, m2)]
+        )
+    );
+    // A device name like that is refused before anything is written.
+    let err = plan_one(&loaded(g), &t, &discovery(vec![hostile(HOSTILE)]), None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "generator \"test\": the spec for example.com-gpu.yaml is invalid, not writing it: \
+             device {HOSTILE:?}: name: invalid device name {HOSTILE:?}: must end with an ASCII \
+             letter or digit"
+        )
+    );
+}
+
+#[test]
+fn hostile_values_one_at_a_time() {
+    let t = builtin();
+    let g = with_names("drm", &[NameStrategy::Node]);
+    for bad in [
+        "\"",
+        "\\",
+        "\n",
+        "{{",
+        "}}",
+        "{{kind}}",
+        "\", \"extra\": \"x",
+        "\"}], \"extra\": [{\"",
+        "é✓\u{0}\u{7f}\u{2028}",
+    ] {
+        let text = t
+            .registry
+            .render("drm", &context(&g, &[hostile(bad)]))
+            .unwrap();
+        // Valid JSON whatever the value, with no field but the template's.
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            v.as_object().unwrap().keys().collect::<Vec<_>>(),
+            ["cdiVersion", "devices", "kind"],
+            "{bad:?}"
+        );
+        assert_eq!(
+            t.render(&g, &[hostile(bad)]).unwrap(),
+            spec(
+                "0.3.0",
+                vec![cdi_device(
+                    bad,
+                    vec![dn(&format!("/dev/dri/{bad}"), 226, 3)],
+                    vec![bind(&format!("/dev/dri/by-path/{bad}"))]
+                )]
+            ),
+            "{bad:?}"
+        );
+    }
+}
+
+#[test]
+fn hostile_values_in_a_plain_mustache_template() {
+    // `"{{name}}"` inside quotes: the escape fn keeps it one JSON string.
+    let (_dir, t) = user_templates(&[(
+        "plain.json.hbs",
+        r#"{"cdiVersion": "0.3.0", "kind": "{{kind}}", "devices": [
+{{#each devices}}{{#unless @first}},{{/unless}}{"name": "{{name}}",
+ "containerEdits": {"env": [{{#each members}}"ID={{id}}"{{/each}}],
+  "deviceNodes": [{{#each nodes}}{"path": "{{path}}"}{{/each}}]}}{{/each}}]}"#,
+    )]);
+    let t = t.unwrap();
+    let g = with_names("plain", &[NameStrategy::Pci]);
+    assert_eq!(
+        t.render(&g, &[hostile(HOSTILE)]).unwrap(),
+        Spec {
+            cdi_version: "0.3.0".into(),
+            kind: "example.com/gpu".into(),
+            devices: vec![cdi::Device {
+                name: HOSTILE.into(),
+                container_edits: ContainerEdits {
+                    env: vec![format!("ID={HOSTILE}")],
+                    device_nodes: vec![DeviceNode {
+                        path: format!("/dev/dri/{HOSTILE}"),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    );
+}
+
+#[test]
+fn unescaped_output_is_refused_at_load() {
+    // `{{{name}}}` and `{{&name}}` opt out of escaping: a sysfs value could
+    // then write JSON structure, so such templates are refused.
+    for raw in ["{{{name}}}", "{{&name}}"] {
+        let (dir, t) = user_templates(&[(
+            "raw.json.hbs",
+            &format!(
+                "{{\"cdiVersion\": \"0.3.0\", \"kind\": {{{{json kind}}}}, \"devices\": [{raw}]}}"
+            ),
+        )]);
+        assert_eq!(
+            t.unwrap_err().to_string(),
+            format!(
+                "{}: unescaped output ({{{{{{...}}}}}} or {{{{&...}}}}) is not allowed: use {{{{json value}}}} \
+                 or \"{{{{value}}}}\", which escape values as JSON",
+                dir.path().join("raw.json.hbs").display()
+            )
+        );
+    }
+}
+
+#[test]
+fn rendered_kind_must_be_the_generators() {
+    let (dir, t) = user_templates(&[(
+        "other.json.hbs",
+        "{\"cdiVersion\": \"0.3.0\", \"kind\": \"other.com/gpu\", \"devices\": [{\"name\": \"a\", \
+         \"containerEdits\": {\"env\": [\"A=b\"]}}]}",
+    )]);
+    let t = t.unwrap();
+    let g = with_names("other", &[NameStrategy::Pci]);
+    assert_eq!(
+        t.render(&g, &[hostile("x")]).unwrap_err().to_string(),
+        format!(
+            "{}: rendered output is not a valid spec document: kind is \"other.com/gpu\", but \
+             generator {:?} has kind {:?} (use {{{{json kind}}}})",
+            dir.path().join("other.json.hbs").display(),
+            g.name,
+            g.kind
+        )
+    );
+}
+
+// ---------------------------------------------------------------- strict mode and user templates
+
+#[test]
+fn missing_variable_names_the_template_file() {
+    let (dir, t) = user_templates(&[
+        ("helper.json.hbs", "{\"kind\": {{json nope}}}"),
+        ("plain.json.hbs", "{\"kind\": \"{{nope}}\"}"),
+        (
+            "nested.json.hbs",
+            "{{#each devices}}{{members.0.nope}}{{/each}}",
+        ),
+    ]);
+    let t = t.unwrap();
+    let devices = [gpu("0000:03:00.0", 1)];
+    let err = |name: &str| {
+        t.render(&generator(name), &devices)
+            .unwrap_err()
+            .to_string()
+    };
+    let file = |name: &str| dir.path().join(format!("{name}.json.hbs"));
+    assert_eq!(
+        err("helper"),
+        format!(
+            "{}: Error rendering \"helper\" line 1, col 10: Failed to access variable in strict \
+             mode Some(\"nope\")",
+            file("helper").display()
+        )
+    );
+    assert_eq!(
+        err("plain"),
+        format!(
+            "{}: Error rendering \"plain\" line 1, col 11: Failed to access variable in strict \
+             mode Some(\"nope\")",
+            file("plain").display()
+        )
+    );
+    assert_eq!(
+        err("nested"),
+        format!(
+            "{}: Error rendering \"nested\" line 1, col 18: Failed to access variable in strict \
+             mode Some(\"members.0.nope\")",
+            file("nested").display()
+        )
+    );
+}
+
+#[test]
+fn syntax_error_fails_at_load_naming_the_file() {
+    let (dir, t) = user_templates(&[
+        ("a-fine.json.hbs", "{}"),
+        ("broken.json.hbs", "{\"kind\": {{json kind }"),
+    ]);
+    assert_eq!(
+        t.unwrap_err().to_string(),
+        format!(
+            "{}: Template error: invalid handlebars syntax: expected identifier, \
+             helper_parameter, or trailing_tilde_to_omit_whitespace\n    --> Template error in \
+             \"broken\":1:22\n     |\n   0 | {{\"kind\": {{{{json kind }}\n     \
+             |----------------------\n     |\n     = reason: invalid handlebars syntax: expected \
+             identifier, helper_parameter, or trailing_tilde_to_omit_whitespace\n",
+            dir.path().join("broken.json.hbs").display()
+        )
+    );
+    // An unclosed block.
+    let (dir, t) = user_templates(&[("open.json.hbs", "{{#each devices}}")]);
+    let msg = t.unwrap_err().to_string();
+    let prefix = format!(
+        "{}: Template error: ",
+        dir.path().join("open.json.hbs").display()
+    );
+    assert!(msg.starts_with(&prefix), "{msg}");
+}
+
+#[test]
+fn unknown_field_fails_in_parse_naming_the_file() {
+    let (dir, t) = user_templates(&[(
+        "bogus.json.hbs",
+        "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"bogus\": 1, \"devices\": []}",
+    )]);
+    assert_eq!(
+        t.unwrap()
+            .render(&generator("bogus"), &[gpu("0000:03:00.0", 1)])
+            .unwrap_err()
+            .to_string(),
+        format!(
+            "{}: rendered output is not a valid spec document: invalid JSON: unknown field \
+             `bogus`, expected one of `cdiVersion`, `kind`, `annotations`, `devices`, \
+             `containerEdits` at line 1 column 58",
+            dir.path().join("bogus.json.hbs").display()
+        )
+    );
+    // Output that is not JSON at all.
+    let (dir, t) = user_templates(&[("yaml.json.hbs", "kind: {{kind}}\n")]);
+    assert_eq!(
+        t.unwrap()
+            .render(&generator("yaml"), &[gpu("0000:03:00.0", 1)])
+            .unwrap_err()
+            .to_string(),
+        format!(
+            "{}: rendered output is not a valid spec document: invalid JSON: expected value at \
+             line 1 column 1",
+            dir.path().join("yaml.json.hbs").display()
+        )
+    );
+}
+
+#[test]
+fn user_template_replaces_builtin() {
+    let (dir, t) = user_templates(&[
+        (
+            "drm.json.hbs",
+            "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [{\"name\": \
+             \"mine\", \"containerEdits\": {\"env\": [\"MINE=1\"]}}]}",
+        ),
+        ("notes.txt", "not a template {{"),
+        ("other.hbs", "not a template {{"),
+    ]);
+    let t = t.unwrap();
+    assert_eq!(t.names(), ["drm"]);
+    assert_eq!(
+        format!("{t:?}"),
+        format!(
+            "Templates {{ sources: {{\"drm\": {:?}}} }}",
+            dir.path().join("drm.json.hbs")
+        )
+    );
+    assert_eq!(
+        t.render(&generator("drm"), &[gpu("0000:03:00.0", 1)])
+            .unwrap(),
+        Spec {
+            cdi_version: "0.3.0".into(),
+            kind: "example.com/gpu".into(),
+            devices: vec![cdi::Device {
+                name: "mine".into(),
+                container_edits: ContainerEdits {
+                    env: vec!["MINE=1".into()],
+                    ..Default::default()
+                },
+                ..Default::default()
+            }],
+            ..Default::default()
+        }
+    );
+    // The built-in set alone.
+    assert_eq!(builtin().names(), ["drm"]);
+    assert_eq!(
+        format!("{:?}", builtin()),
+        "Templates { sources: {\"drm\": \"builtin:templates/drm.json.hbs\"} }"
+    );
+}
+
+#[test]
+fn missing_template() {
+    let g = generator("nothere");
+    assert_eq!(
+        builtin()
+            .render(&g, &[gpu("0000:03:00.0", 1)])
+            .unwrap_err()
+            .to_string(),
+        "generator \"test\": no template named \"nothere\" (known: drm)"
+    );
+    let (_dir, t) = user_templates(&[("zz.json.hbs", "{}"), ("aa.json.hbs", "{}")]);
+    assert_eq!(
+        t.unwrap()
+            .render(&g, &[gpu("0000:03:00.0", 1)])
+            .unwrap_err()
+            .to_string(),
+        "generator \"test\": no template named \"nothere\" (known: aa, drm, zz)"
+    );
+}
+
+#[test]
+fn missing_template_dir_is_an_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("nope");
+    assert_eq!(
+        Templates::load(Some(&missing)).unwrap_err().to_string(),
+        format!("cannot read {}", missing.display())
+    );
+}
+
+// ---------------------------------------------------------------- plan_one
+
+#[test]
+fn plan_sets_the_minimum_version() {
+    let t = builtin();
+    let found = discovery(vec![gpu("0000:03:00.0", 1)]);
+    // Digit names need 0.5.0.
+    let p = plan_one(&loaded(generator("drm")), &t, &found, None).unwrap();
+    let devices = || {
+        let mounts = vec![
+            bind("/dev/dri/by-path/pci-0000:03:00.0-card"),
+            bind("/dev/dri/by-path/pci-0000:03:00.0-render"),
+        ];
+        vec![
+            cdi_device("0", vec![card(1), render_node(129)], mounts.clone()),
+            cdi_device("all", vec![card(1), render_node(129)], mounts),
+        ]
+    };
+    let want = spec("0.5.0", devices());
+    assert_eq!(p.generator, "test");
+    assert_eq!(p.file, "example.com-gpu.yaml");
+    assert_eq!(p.spec.as_ref(), Some(&want));
+    assert_eq!(
+        p.bytes,
+        cdi::codec::to_bytes(&want, cdi::Format::Yaml).unwrap()
+    );
+    assert_eq!(p.names(), ["example.com/gpu=0", "example.com/gpu=all"]);
+
+    // Letter names: the baseline.
+    let g = with_names("drm", &[NameStrategy::Node]);
+    let p = plan_one(&loaded(g), &t, &found, None).unwrap();
+    assert_eq!(p.spec.unwrap().cdi_version, "0.3.0");
+
+    // A format override changes the file and the bytes.
+    let p = plan_one(
+        &loaded(generator("drm")),
+        &t,
+        &found,
+        Some(cdi::Format::Json),
+    )
+    .unwrap();
+    assert_eq!(p.file, "example.com-gpu.json");
+    assert_eq!(
+        p.bytes,
+        cdi::codec::to_bytes(&want, cdi::Format::Json).unwrap()
+    );
+}
+
+#[test]
+fn plan_uses_a_pinned_version() {
+    let t = builtin();
+    let found = discovery(vec![gpu("0000:03:00.0", 1)]);
+    for (pin, want) in [("0.6.0", "0.6.0"), ("v1.1.0", "1.1.0"), ("0.5.0", "0.5.0")] {
+        let mut g = generator("drm");
+        g.cdi_version = Some(pin.into());
+        let p = plan_one(&loaded(g), &t, &found, None).unwrap();
+        assert_eq!(p.spec.unwrap().cdi_version, want);
+    }
+    // Pinned below what the content needs: refused.
+    let mut g = generator("drm");
+    g.cdi_version = Some("0.3.0".into());
+    assert_eq!(
+        plan_one(&loaded(g), &t, &found, None)
+            .unwrap_err()
+            .to_string(),
+        "generator \"test\": the spec for example.com-gpu.yaml is invalid, not writing it: \
+         cdiVersion: is 0.3.0, but the content needs at least 0.5.0 (device name \"0\" starts \
+         with a digit)"
+    );
+}
+
+#[test]
+fn plan_without_selected_devices() {
+    let t = builtin();
+    let mut g = generator("drm");
+    g.select.vendor_ids = vec!["0x8086".into()];
+    // Other backends' devices and unselected ones do not count.
+    let mut other_backend = gpu("0000:05:00.0", 3);
+    other_backend.backend = "nvidia".into();
+    for found in [
+        discovery(vec![]),
+        discovery(vec![gpu("0000:03:00.0", 1), other_backend]),
+    ] {
+        let p = plan_one(&loaded(g.clone()), &t, &found, None).unwrap();
+        assert_eq!(p.generator, "test");
+        assert_eq!(p.file, "example.com-gpu.yaml");
+        assert_eq!(p.spec, None);
+        assert_eq!(p.bytes, b"");
+        assert_eq!(p.names(), Vec::<String>::new());
+    }
+}
+
+#[test]
+fn plan_applies_selection_before_rendering() {
+    let t = builtin();
+    let mut g = generator("drm");
+    g.select.node_roles = vec!["render".into()];
+    g.names = vec![NameStrategy::Index];
+    let found = discovery(vec![amd("0000:03:00.0", 1)]);
+    let p = plan_one(&loaded(g), &t, &found, None).unwrap();
+    assert_eq!(
+        p.spec.unwrap(),
+        spec(
+            "0.5.0",
+            vec![cdi_device(
+                "0",
+                vec![render_node(129)],
+                vec![bind("/dev/dri/by-path/pci-0000:03:00.0-render")]
+            )]
+        )
+    );
+}
+
+#[test]
+fn plan_refuses_an_invalid_result() {
+    let (_dir, t) = user_templates(&[
+        (
+            "empty.json.hbs",
+            "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [{\"name\": \"\", \
+             \"containerEdits\": {\"env\": [\"A=b\"]}}]}",
+        ),
+        (
+            "bad.json.hbs",
+            "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [{\"name\": \"a\"}, \
+             {\"name\": \"a\", \"containerEdits\": {\"env\": [\"noequals\"]}}]}",
+        ),
+    ]);
+    let t = t.unwrap();
+    let found = discovery(vec![gpu("0000:03:00.0", 1)]);
+    let err = plan_one(&loaded(generator("empty")), &t, &found, None).unwrap_err();
+    assert!(
+        matches!(&err, generate::Error::Invalid { problems, .. } if problems.len() == 1),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "generator \"test\": the spec for example.com-gpu.yaml is invalid, not writing it: \
+         devices[0]: name: invalid device name: empty name"
+    );
+    // Every problem is listed.
+    let err = plan_one(&loaded(generator("bad")), &t, &found, None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "generator \"test\": the spec for example.com-gpu.yaml is invalid, not writing it: \
+         device \"a\": containerEdits: must not be empty (a device needs at least \
+         one edit); device \"a\": containerEdits.env[0]: \"noequals\" is not NAME=value; device \
+         \"a\": defined 2 times in this spec (device names must be unique)"
+    );
+}
+
+#[test]
+fn plan_render_error_names_the_definition() {
+    let (dir, t) = user_templates(&[("miss.json.hbs", "{{nope}}")]);
+    let t = t.unwrap();
+    let found = discovery(vec![gpu("0000:03:00.0", 1)]);
+    let err = plan_one(&loaded(generator("miss")), &t, &found, None).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "generator \"test\" (/etc/cdigen/generators.d/test.yaml)"
+    );
+    let generate::Error::Render { source, .. } = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        source.to_string(),
+        format!(
+            "{}: Error rendering \"miss\" line 1, col 1: Failed to access variable in strict \
+             mode Some(\"nope\")",
+            dir.path().join("miss.json.hbs").display()
+        )
+    );
+}
