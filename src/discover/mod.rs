@@ -119,12 +119,24 @@ pub fn discover(root: &HostRoot, only: &[String]) -> Result<Discovery, Error> {
     for name in only {
         backend(name)?;
     }
+    discover_with(BACKENDS, root, only)
+}
+
+/// [`discover`] over a given set of backends.
+///
+/// # Errors
+/// [`Error`] when a backend cannot run.
+pub fn discover_with(
+    backends: &[&dyn Backend],
+    root: &HostRoot,
+    only: &[String],
+) -> Result<Discovery, Error> {
     let mut report = Report::default();
     let mut found: Vec<(u8, Device)> = Vec::new();
     // Precedence is applied across all backends even when only some are
     // asked for, so that `--backend drm` never shows a device that a more
     // specific backend owns.
-    for b in BACKENDS {
+    for b in backends {
         let devices = b.discover(root, &mut report)?;
         found.extend(devices.into_iter().map(|d| (b.precedence(), d)));
     }
@@ -144,4 +156,97 @@ pub fn discover(root: &HostRoot, only: &[String]) -> Result<Discovery, Error> {
         devices,
         warnings: report.warnings,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A backend that reports fixed devices.
+    struct Fake {
+        name: &'static str,
+        precedence: u8,
+        paths: &'static [&'static str],
+    }
+
+    impl Backend for Fake {
+        fn name(&self) -> &'static str {
+            self.name
+        }
+        fn precedence(&self) -> u8 {
+            self.precedence
+        }
+        fn discover(&self, _: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+            report.warn("/sys/x", format!("{} ran", self.name));
+            Ok(self
+                .paths
+                .iter()
+                .map(|p| Device {
+                    backend: self.name.into(),
+                    id: p.rsplit('/').next().unwrap_or_default().into(),
+                    sysfs_path: (*p).into(),
+                    bus: "pci".into(),
+                    pci: None,
+                    driver: None,
+                    numa_node: None,
+                    nodes: Vec::new(),
+                    links: Vec::new(),
+                    attrs: Default::default(),
+                })
+                .collect())
+        }
+    }
+
+    fn ids(d: &Discovery) -> Vec<(String, String)> {
+        d.devices
+            .iter()
+            .map(|x| (x.backend.clone(), x.id.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn more_specific_backend_claims_shared_devices_whatever_the_order() {
+        let generic = Fake {
+            name: "drm",
+            precedence: 10,
+            paths: &["/sys/devices/a/0000:03:00.0", "/sys/devices/b/0000:41:00.0"],
+        };
+        let specific = Fake {
+            name: "nvidia",
+            precedence: 20,
+            paths: &["/sys/devices/b/0000:41:00.0"],
+        };
+        let tmp = tempfile::tempdir().unwrap();
+        let root = HostRoot::open(tmp.path()).unwrap();
+        let want = vec![
+            ("drm".to_string(), "0000:03:00.0".to_string()),
+            ("nvidia".to_string(), "0000:41:00.0".to_string()),
+        ];
+        let a = discover_with(&[&generic, &specific], &root, &[]).unwrap();
+        let b = discover_with(&[&specific, &generic], &root, &[]).unwrap();
+        assert_eq!(ids(&a), want);
+        assert_eq!(ids(&b), want);
+        // Asking for the generic backend alone still leaves the claimed
+        // device to the specific one.
+        let only = discover_with(&[&generic, &specific], &root, &["drm".to_string()]).unwrap();
+        assert_eq!(
+            ids(&only),
+            [("drm".to_string(), "0000:03:00.0".to_string())]
+        );
+        assert_eq!(only.warnings.len(), 2, "every backend ran");
+    }
+
+    #[test]
+    fn registry_names_are_unique_and_known() {
+        let names = backend_names();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(sorted.len(), names.len());
+        assert!(backend("drm").is_ok());
+        assert_eq!(
+            backend("nope").err().map(|e| e.to_string()),
+            Some("unknown backend \"nope\" (known: drm)".to_string())
+        );
+    }
 }
