@@ -116,6 +116,24 @@ pub fn plan_one(
         .iter()
         .filter(|d| d.backend == g.backend)
         .filter_map(|d| g.select.apply(d))
+        .filter_map(|mut d| {
+            // The generator's VFIO mode picks among the nodes the host offers.
+            if let Some(v) = &d.vfio {
+                let host_mode = v.mode.clone();
+                d.nodes.retain(|n| g.vfio_mode.keeps(&n.role, &host_mode));
+                let has_vfio = d.nodes.iter().any(|n| n.role.starts_with("vfio") || n.role == "iommufd");
+                if !has_vfio {
+                    tracing::warn!(
+                        "generator {}: {} offers no VFIO node for mode {:?} (the host uses {host_mode}); leaving it out",
+                        g.name,
+                        d.id,
+                        g.vfio_mode
+                    );
+                    return None;
+                }
+            }
+            Some(d)
+        })
         .collect();
     if selected.is_empty() {
         return Ok(Planned {

@@ -16,6 +16,7 @@
 
 pub mod cdi;
 pub mod cli;
+pub mod devinfo;
 pub mod discover;
 pub mod generate;
 pub mod generator;

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 /// A device found on the host.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Device {
     /// The backend that found it (`drm`).
     pub backend: String,
@@ -39,6 +39,73 @@ pub struct Device {
     /// Backend-specific facts (`compatible`, `devtype`, ...).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub attrs: BTreeMap<String, String>,
+    /// Network facts (SR-IOV VFs, vDPA devices).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub net: Option<NetInfo>,
+    /// VFIO facts (devices bound to a VFIO driver).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vfio: Option<VfioInfo>,
+    /// The vDPA device (vDPA backend), or the one a VF carries (SR-IOV).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vdpa: Option<VdpaInfo>,
+}
+
+/// What a network device (a VF, or the PCI function under a vDPA device) is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NetInfo {
+    /// Its network interfaces (`ens1f0v0`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub netdevs: Vec<String>,
+    /// The PF's PCI address, for a VF.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pf: Option<String>,
+    /// The PF's network interface (the uplink in switchdev mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pf_netdev: Option<String>,
+    /// The VF index (`virtfnN` of the PF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vf_index: Option<u32>,
+    /// The VF's representor netdev (switchdev mode).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub representor: Option<String>,
+    /// RDMA devices (`mlx5_2`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub rdma_devices: Vec<String>,
+    /// `ether` or `infiniband`, from the RDMA port or the PCI class.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub link_type: Option<String>,
+}
+
+/// A device's VFIO attachment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VfioInfo {
+    /// IOMMU group number.
+    pub group: String,
+    /// No-IOMMU mode (group node `/dev/vfio/noiommu-<group>`).
+    pub noiommu: bool,
+    /// Every device of the group (PCI addresses, sorted), itself included.
+    pub group_devices: Vec<String>,
+    /// `legacy` (container + group nodes) or `iommufd` (cdev + `/dev/iommu`).
+    pub mode: String,
+}
+
+/// A vDPA device.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct VdpaInfo {
+    /// Its name on the vdpa bus (`vdpa0`, `vdpa:0000:3b:00.5`).
+    pub name: String,
+    /// `vhost` or `virtio` (device-info spelling); absent when unbound.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// `/dev/vhost-vdpa-N`, or the virtio device's sysfs path.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// PCI address of the function it lives on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pci_address: Option<String>,
+    /// The virtio netdev (`virtio_vdpa`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netdev: Option<String>,
 }
 
 /// PCI identity of a device.

@@ -156,6 +156,9 @@ pub struct Record {
     pub links: BTreeMap<PathBuf, PathBuf>,
     /// Host paths of directories listed.
     pub dirs: std::collections::BTreeSet<PathBuf>,
+    /// Regular files seen in listed directories but not read: a replay
+    /// lists the same names, so they exist there as empty files.
+    pub listed_files: std::collections::BTreeSet<PathBuf>,
     /// `/dev` entries looked up (None: looked up but absent).
     pub dev: BTreeMap<PathBuf, Option<DevEntry>>,
 }
@@ -431,6 +434,33 @@ impl HostRoot {
             }
         }
         names.sort();
+        if self.record.is_some() {
+            // A replay must list the same entries: remember what each is
+            // (links with their targets; files as names only, their
+            // content is recorded when read).
+            for n in &names {
+                let here = real.join(n);
+                let disk = self.disk_path(&here);
+                let Ok(meta) = fs::symlink_metadata(&disk) else {
+                    continue;
+                };
+                if meta.file_type().is_symlink() {
+                    if let Ok(t) = fs::read_link(&disk) {
+                        self.note(|r| {
+                            r.links.insert(here.clone(), t);
+                        });
+                    }
+                } else if meta.is_dir() {
+                    self.note(|r| {
+                        r.dirs.insert(here.clone());
+                    });
+                } else {
+                    self.note(|r| {
+                        r.listed_files.insert(here.clone());
+                    });
+                }
+            }
+        }
         self.note(|r| {
             r.dirs.insert(real.clone());
         });
@@ -486,6 +516,15 @@ impl HostRoot {
             .file_name()
             .and_then(|n| n.to_str())
             .map(str::to_string))
+    }
+
+    /// Whether this root has a `/dev` to look at (a manifest, or a `dev`
+    /// directory). Without one, no statement about missing nodes is made.
+    pub fn has_devfs(&self) -> bool {
+        match &self.devfs {
+            DevFs::Manifest(_) => true,
+            DevFs::Real => self.disk_path(Path::new("/dev")).is_dir(),
+        }
     }
 
     /// Looks up a `/dev` entry without following it: from the manifest, or

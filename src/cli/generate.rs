@@ -56,7 +56,8 @@ pub(crate) fn run(
                     .map(|o| String::from_utf8_lossy(&o).into_owned())
                     .unwrap_or_default();
                 let diff = similar::TextDiff::from_lines(&old, &new);
-                let name = change.path.display().to_string();
+                let shown = change.path.display().to_string();
+                let name = shown.trim_start_matches('/');
                 write!(
                     out,
                     "{}",

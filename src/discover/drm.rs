@@ -197,7 +197,7 @@ fn devname_from_uevent(
 
 /// A relative path of plain components (`dri/card1`): no `..`, no empty or
 /// hidden components, only `[A-Za-z0-9_.:-]`.
-fn is_safe_devname(name: &str) -> bool {
+pub(crate) fn is_safe_devname(name: &str) -> bool {
     !name.is_empty()
         && name.len() <= 255
         && name.split('/').all(|c| {
@@ -242,6 +242,7 @@ fn read_parent(
         nodes: Vec::new(),
         links: Vec::new(),
         attrs: BTreeMap::new(),
+        ..Default::default()
     };
     if bus == "pci" {
         let f = read_function(root, parent, ids, report)?;

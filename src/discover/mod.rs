@@ -14,6 +14,9 @@
 pub mod drm;
 pub mod pci;
 pub mod pciids;
+pub mod sriov;
+pub mod vdpa;
+pub mod vfio;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -82,7 +85,7 @@ pub trait Backend: Sync {
 }
 
 /// Every backend, in the order they run.
-pub static BACKENDS: &[&dyn Backend] = &[&drm::Drm];
+pub static BACKENDS: &[&dyn Backend] = &[&drm::Drm, &vfio::Vfio, &sriov::Sriov, &vdpa::Vdpa];
 
 /// Names of all backends.
 pub fn backend_names() -> Vec<&'static str> {
@@ -192,6 +195,7 @@ mod tests {
                     nodes: Vec::new(),
                     links: Vec::new(),
                     attrs: Default::default(),
+                    ..Default::default()
                 })
                 .collect())
         }
@@ -246,7 +250,7 @@ mod tests {
         assert!(backend("drm").is_ok());
         assert_eq!(
             backend("nope").err().map(|e| e.to_string()),
-            Some("unknown backend \"nope\" (known: drm)".to_string())
+            Some("unknown backend \"nope\" (known: drm, vfio, sriov, vdpa)".to_string())
         );
     }
 }

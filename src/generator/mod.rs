@@ -30,6 +30,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../generators/intel-npu.yaml"),
     ),
     ("drm.yaml", include_str!("../../generators/drm.yaml")),
+    ("vfio.yaml", include_str!("../../generators/vfio.yaml")),
+    ("sriov.yaml", include_str!("../../generators/sriov.yaml")),
+    ("vdpa.yaml", include_str!("../../generators/vdpa.yaml")),
 ];
 
 /// Where users put their own definitions.
@@ -72,6 +75,47 @@ pub struct Generator {
     /// Pin `cdiVersion` (default: the minimum the content needs).
     #[serde(default)]
     pub cdi_version: Option<String>,
+    /// Which VFIO nodes devices get (VFIO devices and VFs on vfio-pci).
+    #[serde(default)]
+    pub vfio_mode: VfioMode,
+    /// Also write an NPWG device-info file (v1.1.0) for every device, with
+    /// the kind as resource name and the device's identity as device ID.
+    #[serde(default)]
+    pub device_info: bool,
+}
+
+/// Which VFIO nodes to give a device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VfioMode {
+    /// What the host offers: legacy when the group node exists, else
+    /// iommufd.
+    #[default]
+    Auto,
+    /// `/dev/vfio/vfio` and the group node.
+    Legacy,
+    /// `/dev/iommu` and the device cdev `/dev/vfio/devices/vfioX`.
+    Iommufd,
+    /// Every VFIO node the host has; the application picks.
+    Both,
+}
+
+impl VfioMode {
+    /// Whether a node of `role` is kept for a device whose host mode is
+    /// `host_mode` (`legacy` or `iommufd`).
+    pub fn keeps(self, role: &str, host_mode: &str) -> bool {
+        let legacy = matches!(role, "vfio-container" | "vfio-group");
+        let iommufd = matches!(role, "vfio-cdev" | "iommufd");
+        if !legacy && !iommufd {
+            return true;
+        }
+        match self {
+            VfioMode::Both => true,
+            VfioMode::Legacy => legacy,
+            VfioMode::Iommufd => iommufd,
+            VfioMode::Auto => (legacy && host_mode == "legacy") || (iommufd && host_mode == "iommufd"),
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -94,6 +138,9 @@ pub enum NameStrategy {
     Node,
     /// One extra device named `all` with every selected device's edits.
     All,
+    /// One device per IOMMU group, named by the group number (VFIO): the
+    /// honest unit when a group holds several devices.
+    Group,
 }
 
 impl NameStrategy {
@@ -104,6 +151,7 @@ impl NameStrategy {
             NameStrategy::Pci => "pci",
             NameStrategy::Node => "node",
             NameStrategy::All => "all",
+            NameStrategy::Group => "group",
         }
     }
 }

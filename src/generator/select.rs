@@ -8,7 +8,25 @@ use crate::model::{Device, Node};
 use crate::sysfs::parse_hex_id;
 
 /// Node roles the backends produce.
-pub const NODE_ROLES: [&str; 4] = ["primary", "render", "accel", "kfd"];
+pub const NODE_ROLES: [&str; 13] = [
+    "primary",
+    "render",
+    "accel",
+    "kfd",
+    "vfio-container",
+    "vfio-group",
+    "vfio-cdev",
+    "iommufd",
+    "rdma-verbs",
+    "rdma-mad",
+    "rdma-cm",
+    "vhost-net",
+    "tun",
+];
+
+/// Roles that never make a device selected on their own: shared nodes
+/// (ROCm's kfd, RDMA's rdma_cm, vhost-net and tun).
+const SHARED_ROLES: [&str; 4] = ["kfd", "rdma-cm", "vhost-net", "tun"];
 
 /// Selectors; an empty list means "any".
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -27,10 +45,29 @@ pub struct Select {
     /// Buses to take (`pci`, `platform`).
     #[serde(default)]
     pub buses: Vec<String>,
-    /// Node roles to keep (`primary`, `render`, `accel`, `kfd`); a device
-    /// with none of them is not taken. The seed's `want_device_nodes`.
+    /// Node roles to keep (see [`NODE_ROLES`]); the seed's
+    /// `want_device_nodes`. A device whose only wanted nodes are shared
+    /// ones (kfd, rdma-cm, vhost-net, tun) is not taken, unless the
+    /// backend has no nodes to offer for it at all (a netdev-only VF).
     #[serde(default)]
     pub node_roles: Vec<String>,
+    /// PCI device IDs to take (`"0x101e"`), as the SR-IOV device plugin's
+    /// `devices`.
+    #[serde(default)]
+    pub device_ids: Vec<String>,
+    /// PCI addresses to take (`0000:3b:00.2`).
+    #[serde(default)]
+    pub pci_addresses: Vec<String>,
+    /// PF netdev names (`ens1f0np0`), for VFs: the SR-IOV device plugin's
+    /// `pfNames` (without its `#range` suffix).
+    #[serde(default)]
+    pub pf_names: Vec<String>,
+    /// PF PCI addresses, for VFs: the SR-IOV device plugin's `rootDevices`.
+    #[serde(default)]
+    pub pf_addresses: Vec<String>,
+    /// Link types (`ether`, `infiniband`), for network devices.
+    #[serde(default)]
+    pub link_types: Vec<String>,
 }
 
 /// Checks selector values; returns the field and the message.
@@ -46,6 +83,35 @@ pub(crate) fn check(s: &Select) -> Result<(), (String, String)> {
                     format!("{v:?} is not a PCI vendor ID like \"0x1002\""),
                 ));
             }
+        }
+    }
+    for (i, v) in s.device_ids.iter().enumerate() {
+        if parse_hex_id(v, 4).is_none() {
+            return Err((
+                format!("device_ids[{i}]"),
+                format!("{v:?} is not a PCI device ID like \"0x101e\""),
+            ));
+        }
+    }
+    for (field, list) in [
+        ("pci_addresses", &s.pci_addresses),
+        ("pf_addresses", &s.pf_addresses),
+    ] {
+        for (i, v) in list.iter().enumerate() {
+            if v.parse::<crate::sysfs::PciAddress>().map(|a| a.to_string()).as_deref() != Ok(v.as_str()) {
+                return Err((
+                    format!("{field}[{i}]"),
+                    format!("{v:?} is not a PCI address like \"0000:3b:00.2\" (lowercase)"),
+                ));
+            }
+        }
+    }
+    for (i, v) in s.link_types.iter().enumerate() {
+        if !matches!(v.as_str(), "ether" | "infiniband") {
+            return Err((
+                format!("link_types[{i}]"),
+                format!("{v:?} is not a link type (expected ether or infiniband)"),
+            ));
         }
     }
     for (i, r) in s.node_roles.iter().enumerate() {
@@ -90,14 +156,53 @@ impl Select {
         if !self.buses.is_empty() && !self.buses.contains(&d.bus) {
             return None;
         }
+        let device_id = d.pci.as_ref().map(|p| p.device_id.as_str());
+        if !self.device_ids.is_empty()
+            && !device_id.is_some_and(|v| self.device_ids.iter().any(|w| same_id(w, v)))
+        {
+            return None;
+        }
+        let address = d.pci.as_ref().map(|p| p.address.as_str());
+        if !self.pci_addresses.is_empty()
+            && !address.is_some_and(|a| self.pci_addresses.iter().any(|w| w == a))
+        {
+            return None;
+        }
+        let net = d.net.as_ref();
+        if !self.pf_names.is_empty()
+            && !net
+                .and_then(|n| n.pf_netdev.as_ref())
+                .is_some_and(|p| self.pf_names.contains(p))
+        {
+            return None;
+        }
+        if !self.pf_addresses.is_empty()
+            && !net
+                .and_then(|n| n.pf.as_ref())
+                .is_some_and(|p| self.pf_addresses.contains(p))
+        {
+            return None;
+        }
+        if !self.link_types.is_empty()
+            && !net
+                .and_then(|n| n.link_type.as_ref())
+                .is_some_and(|l| self.link_types.contains(l))
+        {
+            return None;
+        }
         let nodes: Vec<Node> = d
             .nodes
             .iter()
             .filter(|n| self.node_roles.is_empty() || self.node_roles.contains(&n.role))
             .cloned()
             .collect();
-        // A device selected only for a shared node (kfd) is not a match.
-        if !nodes.iter().any(|n| n.role != "kfd") {
+        // A device selected only for a shared node (kfd) is not a match;
+        // a device without any own node (a netdev-only VF) still is.
+        let own = |n: &Node| !SHARED_ROLES.contains(&n.role.as_str());
+        if d.nodes.iter().any(own) && !nodes.iter().any(own) {
+            return None;
+        }
+        if d.nodes.is_empty() && d.net.is_none() && d.vdpa.is_none() {
             return None;
         }
         let links = d

@@ -100,6 +100,7 @@ fn pci_gpu(addr: &str, vendor: &str, driver: &str, card: u32) -> Device {
             },
         ],
         attrs: BTreeMap::new(),
+        ..Default::default()
     }
 }
 
@@ -137,6 +138,7 @@ fn platform(name: &str, card: u32) -> Device {
             node: format!("/dev/dri/card{card}"),
         }],
         attrs: BTreeMap::new(),
+        ..Default::default()
     }
 }
 
@@ -269,6 +271,7 @@ fn full_definition() {
                 drivers: strings(&["nouveau"]),
                 buses: strings(&["pci"]),
                 node_roles: strings(&["render", "accel"]),
+                ..Default::default()
             },
             names: vec![NameStrategy::Pci, NameStrategy::Node, NameStrategy::All],
             template: "custom".into(),
@@ -282,6 +285,8 @@ fn full_definition() {
             },
             links: LinkMode::None,
             cdi_version: Some("v0.6.0".into()),
+            vfio_mode: VfioMode::Auto,
+            device_info: false,
         }
     );
 }
@@ -411,7 +416,7 @@ fn bad_name() {
 fn unknown_backend() {
     assert_eq!(
         err_replacing("backend", "backend: nvidia"),
-        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"nvidia\" (known: drm)"
+        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"nvidia\" (known: drm, vfio, sriov, vdpa)"
     );
 }
 

@@ -23,7 +23,12 @@ use crate::model::{Device, Link};
 use crate::sysfs::PciAddress;
 
 /// The shipped templates: (name, content).
-pub const BUILTIN: &[(&str, &str)] = &[("drm", include_str!("../../templates/drm.json.hbs"))];
+pub const BUILTIN: &[(&str, &str)] = &[
+    ("drm", include_str!("../../templates/drm.json.hbs")),
+    ("sriov", include_str!("../../templates/sriov.json.hbs")),
+    ("vdpa", include_str!("../../templates/vdpa.json.hbs")),
+    ("vfio", include_str!("../../templates/vfio.json.hbs")),
+];
 
 /// File suffix of templates in a directory.
 pub const SUFFIX: &str = ".json.hbs";
@@ -242,6 +247,9 @@ pub struct TemplateContext<'a> {
     pub kind: &'a str,
     /// The generator's name.
     pub generator: &'a str,
+    /// The kind as an environment variable suffix: `nvidia.com/mlx_rdma`
+    /// → `NVIDIA_COM_MLX_RDMA` (the SR-IOV device plugin's convention).
+    pub resource_env: String,
     /// The CDI devices to emit.
     pub devices: Vec<CdiDevice<'a>>,
 }
@@ -257,6 +265,35 @@ pub struct CdiDevice<'a> {
     pub nodes: Vec<DeviceNode>,
     /// `/dev` links to bring into the container (empty with `links: none`).
     pub links: Vec<Link>,
+    /// The members' identities, comma-joined (`0000:3b:00.2`, `vdpa0`).
+    pub ids: String,
+    /// The members' PCI addresses, comma-joined (empty when none has one).
+    pub pci_addresses: String,
+    /// IOMMU groups of the members that hold more than one device: the
+    /// group node gives access to all of them.
+    pub shared_groups: Vec<SharedGroup>,
+}
+
+/// An IOMMU group with several devices.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SharedGroup {
+    /// Group number.
+    pub group: String,
+    /// Its devices, comma-joined.
+    pub devices: String,
+}
+
+/// `nvidia.com/mlx_rdma` → `NVIDIA_COM_MLX_RDMA`.
+pub fn env_suffix(kind: &str) -> String {
+    kind.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 /// Orders device identities: PCI addresses by value (they are hex, so
@@ -312,17 +349,58 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
                 }
             }
         }
+        let ids = members
+            .iter()
+            .map(|d| d.id.as_str())
+            .collect::<Vec<_>>()
+            .join(",");
+        let pci_addresses = members
+            .iter()
+            .filter_map(|d| {
+                d.pci
+                    .as_ref()
+                    .map(|p| p.address.as_str())
+                    .or_else(|| d.vdpa.as_ref().and_then(|v| v.pci_address.as_deref()))
+            })
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut shared_groups: Vec<SharedGroup> = Vec::new();
+        for v in members.iter().filter_map(|d| d.vfio.as_ref()) {
+            if v.group_devices.len() > 1 && !shared_groups.iter().any(|g| g.group == v.group) {
+                shared_groups.push(SharedGroup {
+                    group: v.group.clone(),
+                    devices: v.group_devices.join(","),
+                });
+            }
+        }
         CdiDevice {
             name,
             members,
             nodes,
             links,
+            ids,
+            pci_addresses,
+            shared_groups,
         }
     };
     let mut out = Vec::new();
     for strategy in &generator.names {
         match strategy {
             NameStrategy::All => {}
+            NameStrategy::Group => {
+                let mut groups: Vec<(u64, String, Vec<&Device>)> = Vec::new();
+                for d in &sorted {
+                    let Some(v) = &d.vfio else { continue };
+                    match groups.iter_mut().find(|(_, g, _)| *g == v.group) {
+                        Some((_, _, m)) => m.push(*d),
+                        None => groups.push((v.group.parse().unwrap_or(u64::MAX), v.group.clone(), vec![*d])),
+                    }
+                }
+                groups.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+                for (_, g, members) in groups {
+                    out.push(entry(g, members));
+                }
+            }
             NameStrategy::Index => {
                 for (i, d) in sorted.iter().enumerate() {
                     out.push(entry(i.to_string(), vec![*d]));
@@ -351,6 +429,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
     TemplateContext {
         kind: &generator.kind,
         generator: &generator.name,
+        resource_env: env_suffix(&generator.kind),
         devices: out,
     }
 }

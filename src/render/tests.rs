@@ -107,6 +107,7 @@ fn gpu(addr: &str, card: u32) -> Device {
             ),
         ],
         attrs: BTreeMap::new(),
+        ..Default::default()
     }
 }
 
@@ -136,6 +137,7 @@ fn platform(name: &str, card: u32) -> Device {
         )],
         links: Vec::new(),
         attrs: BTreeMap::new(),
+        ..Default::default()
     }
 }
 
@@ -156,6 +158,7 @@ fn hostile(bad: &str) -> Device {
             &format!("/dev/dri/{bad}"),
         )],
         attrs: BTreeMap::new(),
+        ..Default::default()
     }
 }
 

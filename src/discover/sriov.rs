@@ -1,0 +1,271 @@
+//! SR-IOV backend: the virtual functions (VFs) of PCI physical functions.
+//!
+//! A PF has `sriov_totalvfs`; its VFs are the targets of its `virtfnN`
+//! links (N is the VF index), and each VF links back with `physfn`. Every
+//! PCI function with a `physfn` is a VF here, so a VF whose PF vanished or
+//! whose `virtfn` link dangles is seen and reported instead of silently
+//! missed.
+//!
+//! Per VF: its netdevs (`<vf>/net/*`); its RDMA devices
+//! (`<vf>/infiniband/*`) with their char nodes (`infiniband_verbs/uverbsN`,
+//! `infiniband_mad/umadN`, `issmN`, all under the VF) and the shared
+//! `/dev/infiniband/rdma_cm`; the PF's netdev and, in switchdev mode, the
+//! VF's representor, found among the PF's netdevs by `phys_port_name`
+//! (`p0` is the uplink, `pf0vf<N>` the representor of VF N; the PF's `net/`
+//! lists both, so the first entry is not the PF netdev there); `/dev/vhost-net`
+//! and `/dev/net/tun` as optional nodes (only when both exist, as the
+//! SR-IOV device plugin does); VFIO nodes when the VF is on vfio-pci; and a
+//! vDPA device it carries.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use super::pci::read_function;
+use super::pciids::PciIds;
+use super::vfio::{class_node, is_vfio_driver, require_host_node, vfio_nodes};
+use super::{Backend, Error, Report};
+use crate::model::{Device, NetInfo, Node};
+use crate::root::{HostRoot, sys_path};
+use crate::sysfs::node_number;
+
+/// The SR-IOV backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Sriov;
+
+impl Backend for Sriov {
+    fn name(&self) -> &'static str {
+        "sriov"
+    }
+
+    fn precedence(&self) -> u8 {
+        30
+    }
+
+    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let root_err = |source| Error::Root {
+            backend: "sriov",
+            source,
+        };
+        let bus = sys_path("bus/pci/devices");
+        let names = root.list_dir_opt(&bus).map_err(root_err)?;
+        let vfs: Vec<String> = names
+            .iter()
+            .filter(|n| root.link_name(&bus.join(n).join("physfn")).ok().flatten().is_some())
+            .cloned()
+            .collect();
+        // PFs with virtfn links that lead nowhere.
+        for n in &names {
+            let dir = bus.join(n);
+            for l in virtfn_links(root, &dir) {
+                if let Err(e) = root.resolve(&dir.join(&l)) {
+                    report.warn(
+                        dir.join(&l),
+                        format!("{e}; VF {l} of {n} is listed but its device is missing"),
+                    );
+                }
+            }
+        }
+        if vfs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = PciIds::load(root);
+        let vdpa_by_parent = super::vdpa::by_parent(root);
+        let extra = shared_nodes(root, report);
+        let mut devices = Vec::new();
+        for name in vfs {
+            let entry = bus.join(&name);
+            if let Some(d) = read_vf(root, &entry, ids.as_ref(), &vdpa_by_parent, &extra, report) {
+                devices.push(d);
+            }
+        }
+        Ok(devices)
+    }
+}
+
+/// `virtfnN` links of a PCI function, in VF index order.
+fn virtfn_links(root: &HostRoot, dir: &Path) -> Vec<String> {
+    let mut v: Vec<(u32, String)> = root
+        .list_dir_opt(dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|n| node_number(&n, "virtfn").map(|i| (i, n)))
+        .collect();
+    v.sort();
+    v.into_iter().map(|(_, n)| n).collect()
+}
+
+/// Nodes every VF may use: rdma_cm, vhost-net and tun.
+struct Shared {
+    rdma_cm: Option<Node>,
+    vhost_net: Vec<Node>,
+}
+
+fn shared_nodes(root: &HostRoot, report: &mut Report) -> Shared {
+    let misc = |name: &str, role: &str, devname: &str, report: &mut Report| {
+        class_node(
+            root,
+            &sys_path(&format!("class/misc/{name}")),
+            role,
+            name,
+            devname,
+            report,
+        )
+        .and_then(|n| require_host_node(root, n, report))
+    };
+    let rdma_cm = misc("rdma_cm", "rdma-cm", "infiniband/rdma_cm", report);
+    let vhost = misc("vhost-net", "vhost-net", "vhost-net", report);
+    let tun = misc("tun", "tun", "net/tun", report);
+    let vhost_net = match (vhost, tun) {
+        (Some(v), Some(t)) => vec![v, t],
+        _ => Vec::new(),
+    };
+    Shared { rdma_cm, vhost_net }
+}
+
+fn read_vf(
+    root: &HostRoot,
+    entry: &Path,
+    ids: Option<&PciIds>,
+    vdpa_by_parent: &BTreeMap<PathBuf, crate::model::VdpaInfo>,
+    shared: &Shared,
+    report: &mut Report,
+) -> Option<Device> {
+    let name = entry.file_name()?.to_str()?.to_string();
+    let dir = match root.resolve(entry) {
+        Ok(d) => d,
+        Err(e) => {
+            report.warn(entry, format!("{e}; skipping"));
+            return None;
+        }
+    };
+    let pf_dir = match root.resolve(&dir.join("physfn")) {
+        Ok(p) => p,
+        Err(e) => {
+            report.warn(
+                dir.join("physfn"),
+                format!("{e}; the PF of VF {name} is gone, skipping the VF"),
+            );
+            return None;
+        }
+    };
+    let pf = pf_dir.file_name()?.to_str()?.to_string();
+    let f = read_function(root, &dir, ids, report)?;
+    let vf_index = virtfn_links(root, &pf_dir).into_iter().find_map(|l| {
+        let target = root.link_name(&pf_dir.join(&l)).ok().flatten()?;
+        (target == name).then(|| node_number(&l, "virtfn")).flatten()
+    });
+    if vf_index.is_none() {
+        report.warn(
+            &pf_dir,
+            format!("PF {pf} has no virtfn link to {name}; its VF index is unknown"),
+        );
+    }
+    let (pf_netdev, representor) = pf_netdevs(root, &pf_dir, vf_index);
+    let netdevs = root.list_dir_opt(&dir.join("net")).unwrap_or_default();
+    let rdma_devices: Vec<String> = root
+        .list_dir_opt(&dir.join("infiniband"))
+        .unwrap_or_default();
+    let mut nodes = Vec::new();
+    let mut vfio = None;
+    if f.driver.as_deref().is_some_and(is_vfio_driver) {
+        let (info, n) = vfio_nodes(root, &dir, &f.info.address, report)?;
+        vfio = Some(info);
+        nodes.extend(n);
+    }
+    if !rdma_devices.is_empty() {
+        for (glue, prefixes) in [
+            ("infiniband_verbs", &["uverbs"][..]),
+            ("infiniband_mad", &["umad", "issm"][..]),
+        ] {
+            for n in root.list_dir_opt(&dir.join(glue)).unwrap_or_default() {
+                if !prefixes.iter().any(|p| node_number(&n, p).is_some()) {
+                    continue;
+                }
+                let role = if n.starts_with("uverbs") { "rdma-verbs" } else { "rdma-mad" };
+                if let Some(node) = class_node(
+                    root,
+                    &dir.join(glue).join(&n),
+                    role,
+                    &n,
+                    &format!("infiniband/{n}"),
+                    report,
+                )
+                .and_then(|node| require_host_node(root, node, report))
+                {
+                    nodes.push(node);
+                }
+            }
+        }
+        nodes.extend(shared.rdma_cm.clone());
+    }
+    nodes.extend(shared.vhost_net.iter().cloned());
+    let link_type = rdma_devices
+        .first()
+        .and_then(|r| {
+            root.read_attr_opt(&dir.join("infiniband").join(r).join("ports/1/link_layer"))
+                .ok()
+                .flatten()
+        })
+        .map(|l| if l == "InfiniBand" { "infiniband" } else { "ether" }.to_string())
+        .or_else(|| match f.info.class.get(..6) {
+            Some("0x0207") => Some("infiniband".to_string()),
+            Some("0x0200") => Some("ether".to_string()),
+            _ => None,
+        });
+    let mut vdpa = vdpa_by_parent.get(&dir).cloned();
+    if let Some(v) = &mut vdpa {
+        v.pci_address = Some(f.info.address.clone());
+    }
+    Some(Device {
+        backend: "sriov".into(),
+        id: f.info.address.clone(),
+        sysfs_path: dir.display().to_string(),
+        bus: "pci".into(),
+        driver: f.driver,
+        numa_node: f.numa_node,
+        pci: Some(f.info),
+        nodes,
+        net: Some(NetInfo {
+            netdevs,
+            pf: Some(pf),
+            pf_netdev,
+            vf_index,
+            representor,
+            rdma_devices,
+            link_type,
+        }),
+        vfio,
+        vdpa,
+        ..Default::default()
+    })
+}
+
+/// The PF's netdev and the representor of VF `index`, from the PF's
+/// `net/` entries and their `phys_port_name`: in switchdev mode the uplink
+/// is `p<N>` and representors are `pf<M>vf<index>`; without readable port
+/// names (legacy mode) the PF's netdev is its first entry and there is no
+/// representor.
+pub fn pf_netdevs(root: &HostRoot, pf_dir: &Path, index: Option<u32>) -> (Option<String>, Option<String>) {
+    let netdevs = root.list_dir_opt(&pf_dir.join("net")).unwrap_or_default();
+    let mut uplink = None;
+    let mut representor = None;
+    for n in &netdevs {
+        let Some(port) = root
+            .read_attr_opt(&pf_dir.join("net").join(n).join("phys_port_name"))
+            .ok()
+            .flatten()
+        else {
+            continue;
+        };
+        if node_number(&port, "p").is_some() && uplink.is_none() {
+            uplink = Some(n.clone());
+        } else if let (Some(i), Some((_, vf))) = (index, port.split_once("vf")) {
+            let pf_part_ok = port.starts_with("pf") || port.starts_with('c');
+            if pf_part_ok && vf.parse::<u32>().ok() == Some(i) {
+                representor = Some(n.clone());
+            }
+        }
+    }
+    let pf_netdev = uplink.or_else(|| netdevs.first().cloned());
+    (pf_netdev, representor)
+}

@@ -1,0 +1,312 @@
+//! VFIO backend: PCI devices bound to `vfio-pci` (or a `*-vfio-pci`
+//! variant such as `mlx5-vfio-pci`), and the VFIO nodes any such device
+//! needs (shared with the SR-IOV backend, whose VFs may be on vfio-pci).
+//!
+//! Two ways to reach a device, both reported as nodes with their role:
+//! - legacy: the container node `/dev/vfio/vfio` (misc 10:196,
+//!   `/sys/class/misc/vfio/dev`) plus the group node `/dev/vfio/<group>`,
+//!   or `/dev/vfio/noiommu-<group>` when the group's `name` reads
+//!   `vfio-noiommu`. Its numbers come from `/sys/class/vfio/<entry>/dev`:
+//!   the minor is an allocation index, not the group number.
+//! - iommufd: `/dev/iommu` (misc, dynamic minor, `/sys/class/misc/iommu/dev`)
+//!   plus the device's cdev `/dev/vfio/devices/vfioX`, from
+//!   `<pci>/vfio-dev/vfioX/dev`.
+//!
+//! The mode a host offers is chosen per device: legacy when its group node
+//! exists, else iommufd when its cdev does ([`VfioInfo::mode`]); generators
+//! can override it. When the host's `/dev` can be read, a node listed in
+//! sysfs but missing from `/dev` is reported and not used.
+//!
+//! A group with several devices is all-or-nothing: the group node opens
+//! every device in it. [`VfioInfo::group_devices`] lists them so that specs
+//! and users can see it.
+
+use std::path::{Path, PathBuf};
+
+use super::pci::{link, read_function};
+use super::pciids::PciIds;
+use super::{Backend, Error, Report};
+use crate::model::{Device, Node, VfioInfo};
+use crate::root::{DevKind, HostRoot, dev_path, parse_majmin, sys_path};
+use crate::sysfs::{node_number, parse_uevent};
+
+/// The VFIO backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Vfio;
+
+/// Whether a driver name is a VFIO PCI driver.
+pub fn is_vfio_driver(driver: &str) -> bool {
+    driver == "vfio-pci" || driver.ends_with("-vfio-pci")
+}
+
+impl Backend for Vfio {
+    fn name(&self) -> &'static str {
+        "vfio"
+    }
+
+    fn precedence(&self) -> u8 {
+        20
+    }
+
+    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let root_err = |source| Error::Root {
+            backend: "vfio",
+            source,
+        };
+        let bus = sys_path("bus/pci/devices");
+        let names = root.list_dir_opt(&bus).map_err(root_err)?;
+        let mut ids: Option<PciIds> = None;
+        let mut devices = Vec::new();
+        for name in names {
+            let entry = bus.join(&name);
+            let Some(driver) = link(root, &entry.join("driver"), report) else {
+                continue;
+            };
+            if !is_vfio_driver(&driver) {
+                continue;
+            }
+            let dir = match root.resolve(&entry) {
+                Ok(d) => d,
+                Err(e) => {
+                    report.warn(&entry, format!("{e}; skipping"));
+                    continue;
+                }
+            };
+            if ids.is_none() {
+                ids = PciIds::load(root).or_else(|| Some(PciIds::default()));
+            }
+            let Some(f) = read_function(root, &dir, ids.as_ref(), report) else {
+                continue;
+            };
+            let Some((vfio, nodes)) = vfio_nodes(root, &dir, &f.info.address, report) else {
+                continue;
+            };
+            devices.push(Device {
+                backend: "vfio".into(),
+                id: f.info.address.clone(),
+                sysfs_path: dir.display().to_string(),
+                bus: "pci".into(),
+                driver: f.driver,
+                numa_node: f.numa_node,
+                pci: Some(f.info),
+                nodes,
+                vfio: Some(vfio),
+                ..Default::default()
+            });
+        }
+        Ok(devices)
+    }
+}
+
+/// Reads a numbered class device (`dev` + optional `DEVNAME`) into a node.
+pub(crate) fn class_node(
+    root: &HostRoot,
+    entry: &Path,
+    role: &str,
+    name: &str,
+    default_devname: &str,
+    report: &mut Report,
+) -> Option<Node> {
+    let dev_file = entry.join("dev");
+    let value = match root.read_attr_opt(&dev_file) {
+        Ok(Some(v)) => v,
+        Ok(None) => return None,
+        Err(e) => {
+            report.warn(&dev_file, format!("{e}; skipping {name}"));
+            return None;
+        }
+    };
+    let Some((major, minor)) = parse_majmin(&value) else {
+        report.warn(&dev_file, format!("{value:?} is not MAJOR:MINOR; skipping {name}"));
+        return None;
+    };
+    let devname = root
+        .read_attr_opt(&entry.join("uevent"))
+        .ok()
+        .flatten()
+        .and_then(|u| {
+            parse_uevent(&u)
+                .into_iter()
+                .find(|(k, _)| *k == "DEVNAME")
+                .map(|(_, v)| v.to_string())
+        })
+        .filter(|d| super::drm::is_safe_devname(d))
+        .unwrap_or_else(|| default_devname.to_string());
+    Some(Node {
+        role: role.to_string(),
+        name: name.to_string(),
+        path: dev_path(&devname).display().to_string(),
+        node_type: "c".into(),
+        major,
+        minor,
+        host: None,
+    })
+}
+
+/// Checks a node against the host's `/dev`: keeps it (with mode and owner)
+/// when it is there as a character device or when `/dev` cannot be read;
+/// drops it with a warning when `/dev` is readable and the node is missing
+/// or something else.
+pub(crate) fn require_host_node(root: &HostRoot, mut node: Node, report: &mut Report) -> Option<Node> {
+    let path = PathBuf::from(&node.path);
+    match root.dev_entry(&path) {
+        Ok(Some(e)) if e.kind == DevKind::Char => {
+            if (e.major, e.minor) != (node.major, node.minor) {
+                report.warn(
+                    &path,
+                    format!(
+                        "host node is {}:{} but sysfs says {}:{} (stale node?); trusting sysfs",
+                        e.major, e.minor, node.major, node.minor
+                    ),
+                );
+            }
+            node.host = Some(crate::model::HostNode {
+                mode: e.mode,
+                uid: e.uid,
+                gid: e.gid,
+            });
+            Some(node)
+        }
+        Ok(Some(e)) => {
+            report.warn(
+                &path,
+                format!("not a character device (a {:?}); not using it", e.kind),
+            );
+            None
+        }
+        Ok(None) if root.has_devfs() => {
+            report.warn(
+                &path,
+                format!(
+                    "listed in sysfs ({}:{}) but missing from /dev; not using it",
+                    node.major, node.minor
+                ),
+            );
+            None
+        }
+        Ok(None) => Some(node),
+        Err(e) => {
+            report.warn(&path, format!("{e}; not using it"));
+            None
+        }
+    }
+}
+
+/// The VFIO facts and nodes of the PCI function at real path `dir`.
+/// `None` (with a warning) when it has no IOMMU group or no usable node.
+pub fn vfio_nodes(
+    root: &HostRoot,
+    dir: &Path,
+    address: &str,
+    report: &mut Report,
+) -> Option<(VfioInfo, Vec<Node>)> {
+    let Some(group) = link(root, &dir.join("iommu_group"), report) else {
+        report.warn(
+            dir.join("iommu_group"),
+            format!("{address} is bound to a VFIO driver but has no IOMMU group; skipping it"),
+        );
+        return None;
+    };
+    let group_dir = sys_path(&format!("kernel/iommu_groups/{group}"));
+    let noiommu = root
+        .read_attr_opt(&group_dir.join("name"))
+        .ok()
+        .flatten()
+        .is_some_and(|n| n == "vfio-noiommu");
+    let mut group_devices = root
+        .list_dir_opt(&group_dir.join("devices"))
+        .unwrap_or_default();
+    if !group_devices.iter().any(|d| d == address) {
+        group_devices.push(address.to_string());
+    }
+    group_devices.sort();
+
+    let mut nodes = Vec::new();
+    // Legacy: container + group node.
+    let entry_name = if noiommu {
+        format!("noiommu-{group}")
+    } else {
+        group.clone()
+    };
+    let group_node = class_node(
+        root,
+        &sys_path(&format!("class/vfio/{entry_name}")),
+        "vfio-group",
+        &entry_name,
+        &format!("vfio/{entry_name}"),
+        report,
+    )
+    .and_then(|n| require_host_node(root, n, report));
+    let container = class_node(
+        root,
+        &sys_path("class/misc/vfio"),
+        "vfio-container",
+        "vfio",
+        "vfio/vfio",
+        report,
+    )
+    .and_then(|n| require_host_node(root, n, report));
+    // iommufd: cdev + /dev/iommu.
+    let cdev = root
+        .list_dir_opt(&dir.join("vfio-dev"))
+        .unwrap_or_default()
+        .into_iter()
+        .find(|n| node_number(n, "vfio").is_some())
+        .and_then(|n| {
+            class_node(
+                root,
+                &dir.join("vfio-dev").join(&n),
+                "vfio-cdev",
+                &n,
+                &format!("vfio/devices/{n}"),
+                report,
+            )
+        })
+        .and_then(|n| require_host_node(root, n, report));
+    let iommufd = if cdev.is_some() {
+        class_node(root, &sys_path("class/misc/iommu"), "iommufd", "iommu", "iommu", report)
+            .and_then(|n| require_host_node(root, n, report))
+    } else {
+        None
+    };
+    let legacy_ok = group_node.is_some() && container.is_some();
+    let iommufd_ok = cdev.is_some() && iommufd.is_some();
+    let mode = if legacy_ok {
+        "legacy"
+    } else if iommufd_ok {
+        "iommufd"
+    } else {
+        report.warn(
+            dir,
+            format!(
+                "{address}: neither the VFIO group node (legacy) nor the device cdev with /dev/iommu \
+                 (iommufd) is available; skipping it"
+            ),
+        );
+        return None;
+    };
+    if legacy_ok {
+        nodes.extend(container);
+        nodes.extend(group_node);
+    }
+    if iommufd_ok {
+        nodes.extend(iommufd);
+        nodes.extend(cdev);
+    }
+    if group_devices.len() > 1 {
+        tracing::info!(
+            "{address}: IOMMU group {group} has {} devices ({}): a container given one gets the group",
+            group_devices.len(),
+            group_devices.join(", ")
+        );
+    }
+    Some((
+        VfioInfo {
+            group,
+            noiommu,
+            group_devices,
+            mode: mode.to_string(),
+        },
+        nodes,
+    ))
+}
