@@ -14,6 +14,7 @@ use serde::Serialize;
 
 use crate::cdi::dirs::{Input, scan};
 use crate::cdi::{self, Format, Spec, Version};
+use crate::devinfo;
 use crate::discover::Discovery;
 use crate::generator::{Generator, Loaded};
 use crate::render::Templates;
@@ -42,6 +43,16 @@ pub enum Error {
         file: String,
         /// Every problem.
         problems: Vec<String>,
+    },
+    /// A device-info file would be invalid or cannot be named.
+    #[error("generator {generator:?}: device-info for {device}: {message}")]
+    DeviceInfo {
+        /// The generator.
+        generator: String,
+        /// The device.
+        device: String,
+        /// What is wrong.
+        message: String,
     },
     /// Serializing failed.
     #[error("generator {generator:?}")]
@@ -81,6 +92,8 @@ pub struct Planned {
     pub spec: Option<Spec>,
     /// The bytes to write.
     pub bytes: Vec<u8>,
+    /// Device-info files (name, bytes), when the generator writes them.
+    pub devinfo: Vec<(String, Vec<u8>)>,
 }
 
 impl Planned {
@@ -135,12 +148,18 @@ pub fn plan_one(
             Some(d)
         })
         .collect();
+    let devinfo = if g.device_info {
+        device_infos(g, &selected)?
+    } else {
+        Vec::new()
+    };
     if selected.is_empty() {
         return Ok(Planned {
             generator: g.name.clone(),
             file,
             spec: None,
             bytes: Vec::new(),
+            devinfo,
         });
     }
     let mut spec = templates
@@ -173,7 +192,159 @@ pub fn plan_one(
         file,
         spec: Some(spec),
         bytes,
+        devinfo,
     })
+}
+
+/// The device-info description of one selected device, following the
+/// NPWG spec v1.1.0: a device carrying a vDPA device is `vdpa`, a PCI
+/// function `pci`, with every optional key the host reveals. Devices with
+/// neither (none today) get no file.
+pub fn device_info(d: &crate::model::Device) -> Option<devinfo::DeviceInfo> {
+    let net = d.net.as_ref();
+    let pf = net.and_then(|n| n.pf.clone());
+    let representor = net.and_then(|n| n.representor.clone());
+    if let Some(v) = d.vdpa.as_ref().filter(|v| v.driver.is_some()) {
+        return Some(devinfo::DeviceInfo {
+            device_type: devinfo::DeviceType::Vdpa,
+            version: devinfo::VERSION.into(),
+            pci: None,
+            vdpa: Some(devinfo::Vdpa {
+                parent_device: Some(v.name.clone()),
+                driver: match v.driver.as_deref() {
+                    Some("vhost") => Some(devinfo::VdpaDriver::Vhost),
+                    Some("virtio") => Some(devinfo::VdpaDriver::Virtio),
+                    _ => None,
+                },
+                path: v.path.clone(),
+                pci_address: v.pci_address.clone(),
+                pf_pci_address: pf,
+                representor_device: representor,
+            }),
+            vhost_user: None,
+            memif: None,
+        });
+    }
+    let p = d.pci.as_ref()?;
+    let rdma = net
+        .map(|n| n.rdma_devices.join(","))
+        .filter(|r| !r.is_empty());
+    let vhost_net = d
+        .nodes
+        .iter()
+        .find(|n| n.role == "vhost-net")
+        .map(|n| n.path.clone());
+    Some(devinfo::DeviceInfo {
+        device_type: devinfo::DeviceType::Pci,
+        version: devinfo::VERSION.into(),
+        pci: Some(devinfo::Pci {
+            pci_address: Some(p.address.clone()),
+            vhost_net,
+            rdma_device: rdma,
+            pf_pci_address: pf,
+            representor_device: representor,
+        }),
+        vdpa: None,
+        vhost_user: None,
+        memif: None,
+    })
+}
+
+/// Device-info files of a generator: its selected devices, then its static
+/// entries (vhost-user, memif), each validated and named
+/// `<kind>-<id>-device.json`.
+fn device_infos(
+    g: &Generator,
+    selected: &[crate::model::Device],
+) -> Result<Vec<(String, Vec<u8>)>, Error> {
+    let mut entries: Vec<(String, devinfo::DeviceInfo)> = selected
+        .iter()
+        .filter_map(|d| device_info(d).map(|i| (d.id.clone(), i)))
+        .collect();
+    entries.extend(
+        g.static_devices
+            .iter()
+            .map(|s| (s.id.clone(), s.device_info.clone())),
+    );
+    let mut out = Vec::new();
+    for (id, info) in entries {
+        let fail = |message: String| Error::DeviceInfo {
+            generator: g.name.clone(),
+            device: id.clone(),
+            message,
+        };
+        let problems = devinfo::validate(&info);
+        if !problems.is_empty() {
+            return Err(fail(
+                problems
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            ));
+        }
+        let name = devinfo::checked_file_name(&g.kind, &id).map_err(|e| fail(e.to_string()))?;
+        out.push((name, devinfo::to_bytes(&info)));
+    }
+    out.sort();
+    Ok(out)
+}
+
+/// Writes the planned device-info files into `dir` (the device plugin
+/// directory) and removes this generators' stale ones. A file that exists
+/// and was not written by cdigen is left alone and reported.
+///
+/// # Errors
+/// [`write::Error`] when the directory cannot be opened or locked.
+pub fn apply_devinfo(
+    dir: &Path,
+    plans: &[Planned],
+    generators: &[&str],
+) -> Result<(Vec<Change>, Vec<Error>), write::Error> {
+    let mut managed = ManagedDir::open(dir)?;
+    let mut changes = Vec::new();
+    let mut errors = Vec::new();
+    for p in plans
+        .iter()
+        .filter(|p| generators.contains(&p.generator.as_str()))
+    {
+        let mut keep = BTreeSet::new();
+        for (name, bytes) in &p.devinfo {
+            keep.insert(name.clone());
+            match managed.write(name, bytes, &p.generator) {
+                Ok(outcome) => changes.push(Change {
+                    path: dir.join(name),
+                    generator: p.generator.clone(),
+                    action: match outcome {
+                        Outcome::Created => Action::Created,
+                        Outcome::Updated => Action::Updated,
+                        Outcome::Unchanged => Action::Unchanged,
+                    },
+                    devices: 1,
+                }),
+                Err(e) => errors.push(e.into()),
+            }
+        }
+        match managed.remove_stale(&p.generator, &keep) {
+            Ok(pruned) => {
+                for (names, action) in [
+                    (pruned.removed, Action::Removed),
+                    (pruned.left_alone, Action::LeftAlone),
+                ] {
+                    for n in names {
+                        changes.push(Change {
+                            path: dir.join(n),
+                            generator: p.generator.clone(),
+                            action,
+                            devices: 0,
+                        });
+                    }
+                }
+            }
+            Err(e) => errors.push(e.into()),
+        }
+    }
+    Ok((changes, errors))
 }
 
 /// What happened (or would happen) to one file.

@@ -79,7 +79,10 @@ pub fn write(record: &Record, out: &Path) -> Result<Summary, Error> {
         let p = under(out, dir);
         fs::create_dir_all(&p).map_err(io(&p))?;
     }
-    for host in record.listed_files.difference(&record.files.keys().cloned().collect()) {
+    for host in record
+        .listed_files
+        .difference(&record.files.keys().cloned().collect())
+    {
         let p = under(out, host);
         if let Some(parent) = p.parent() {
             fs::create_dir_all(parent).map_err(io(parent))?;

@@ -52,6 +52,10 @@ fn cdigen(args: &[&str]) -> (i32, String, String) {
         .env_remove("CDIGEN_GENERATORS")
         .env_remove("CDIGEN_TEMPLATES")
         .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .env(
+            "CDIGEN_DEVINFO_DIR",
+            "/nonexistent-cdigen-devinfo-dir-set-per-test",
+        )
         .output()
         .unwrap();
     (
@@ -97,14 +101,24 @@ fn golden(path: &Path, actual: &str, failures: &mut Vec<String>) {
     }
 }
 
+/// Runs generate with specs in `out` and device-info files in
+/// `out/../devinfo`.
 fn generate_into(root: &Path, out: &Path) -> (i32, String, String) {
+    let devinfo = out.with_file_name("devinfo");
     cdigen(&[
         "generate",
         "--root",
         root.to_str().unwrap(),
         "--output-dir",
         out.to_str().unwrap(),
+        "--devinfo-dir",
+        devinfo.to_str().unwrap(),
     ])
+}
+
+/// Device-info files (`*-device.json`) of a directory, by name.
+fn devinfo_in(dir: &Path) -> BTreeMap<String, String> {
+    specs_in(dir)
 }
 
 #[test]
@@ -147,8 +161,32 @@ fn every_machine_matches_its_goldens() {
                 }
             }
         }
-        // The stdout of a first run: one "created" line per spec.
-        let stdout = stdout.replace(out_dir.to_str().unwrap(), "OUT");
+        // device-info files
+        let got_info = devinfo_in(&tmp.path().join("devinfo"));
+        let want_info_dir = expected.join("devinfo");
+        if bless() {
+            let _ = fs::remove_dir_all(&want_info_dir);
+            if !got_info.is_empty() {
+                fs::create_dir_all(&want_info_dir).unwrap();
+            }
+        }
+        for (name, text) in &got_info {
+            golden(&want_info_dir.join(name), text, &mut failures);
+        }
+        if !bless() {
+            for name in devinfo_in(&want_info_dir).keys() {
+                if !got_info.contains_key(name) {
+                    failures.push(format!(
+                        "{m}: expected device-info {name}, but generate did not write it"
+                    ));
+                }
+            }
+        }
+
+        // The stdout of a first run: one "created" line per file.
+        let stdout = stdout
+            .replace(tmp.path().join("devinfo").to_str().unwrap(), "DEVINFO")
+            .replace(out_dir.to_str().unwrap(), "OUT");
         golden(&expected.join("generate.txt"), &stdout, &mut failures);
 
         // a second run changes nothing
@@ -194,8 +232,8 @@ fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
             snap.to_str().unwrap(),
         ]);
         assert_eq!(code, 0, "{m}: {out}{err}");
-        let a = tmp.path().join("a");
-        let b = tmp.path().join("b");
+        let a = tmp.path().join("a/cdi");
+        let b = tmp.path().join("b/cdi");
         assert_eq!(generate_into(&root, &a).0, 0, "{m}");
         assert_eq!(generate_into(&snap, &b).0, 0, "{m}");
         assert_eq!(

@@ -46,6 +46,8 @@ fn cdigen(cwd: &Path, args: &[&str]) -> (i32, String, String) {
         .env_remove("CDIGEN_TEMPLATES")
         .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
         .env("NO_COLOR", "1")
+        // Never the host's device-info directory.
+        .env("CDIGEN_DEVINFO_DIR", cwd.join("devinfo"))
         .output()
         .unwrap();
     (
@@ -144,6 +146,8 @@ fn template_with_missing_variable_writes_nothing() {
             "generate",
             "--root",
             "root",
+            "--backend",
+            "drm",
             "--templates",
             "tpl",
             "--output-dir",
@@ -170,7 +174,15 @@ fn unreadable_dev_file_skips_that_node_with_a_warning() {
     fs::create_dir(&dev).unwrap(); // reading it fails with EISDIR, even as root
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "created: cdi/amd.com-gpu.yaml (2 devices)\n");
@@ -191,7 +203,15 @@ fn malformed_dev_value_is_skipped() {
     fs::write(root.join(AMD).join("drm/renderD128/dev"), "226:x\n").unwrap();
     let (code, _, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(code, 0);
     assert!(
@@ -210,7 +230,15 @@ fn symlink_escaping_the_root_is_an_error_for_that_device_only() {
     std::os::unix::fs::symlink("../../../../../../../../../../../../../etc", &link).unwrap();
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert!(err.contains("points outside the root"), "{err}");
@@ -282,7 +310,15 @@ fn foreign_file_defining_the_same_device_is_refused() {
     fs::write(cdi.join("amd.json"), foreign).unwrap();
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(out, "");
     assert_eq!(
@@ -302,7 +338,15 @@ fn foreign_file_with_our_name_is_never_overwritten() {
     fs::write(cdi.join("amd.com-gpu.yaml"), "# mine\n").unwrap();
     let (code, _, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(
         err,
@@ -320,7 +364,15 @@ fn stale_spec_is_removed_when_the_device_goes_away() {
     let (tmp, root) = machine("example");
     let (code, out, _) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(code, 0);
     assert_eq!(out, "created: cdi/amd.com-gpu.yaml (2 devices)\n");
@@ -330,7 +382,15 @@ fn stale_spec_is_removed_when_the_device_goes_away() {
     }
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--output-dir",
+            "cdi",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "removed: cdi/amd.com-gpu.yaml (0 devices)\n");
@@ -441,7 +501,10 @@ fn unknown_backend_and_generator_are_usage_errors() {
         tmp.path(),
         &["discover", "--root", "root", "--backend", "gpu"],
     );
-    assert_eq!(err, "cdigen: unknown backend \"gpu\" (known: drm)\n");
+    assert_eq!(
+        err,
+        "cdigen: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, static)\n"
+    );
     assert_eq!(code, 2);
     let (code, _, err) = cdigen(
         tmp.path(),
@@ -457,7 +520,7 @@ fn unknown_backend_and_generator_are_usage_errors() {
     );
     assert_eq!(
         err,
-        "cdigen: unknown generator \"nope\" (known: amd-gpu, drm, intel-gpu, intel-npu)\n"
+        "cdigen: unknown generator \"nope\" (known: amd-gpu, drm, intel-gpu, intel-npu, sriov, vdpa, vfio)\n"
     );
     assert_eq!(code, 2);
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use super::{EXIT_FINDINGS, EXIT_OK, GenerateArgs};
-use crate::generate::{Action, Planned, apply, plan_one, preview};
+use crate::generate::{Action, Planned, apply, apply_devinfo, plan_one, preview};
 use crate::write::ManagedDir;
 use crate::write::Outcome;
 
@@ -37,7 +37,26 @@ pub(crate) fn run(
         return write_single(target, &plans, args, out, failed);
     }
 
+    let devinfo_generators: Vec<&str> = generators
+        .iter()
+        .filter(|g| g.generator.device_info)
+        .map(|g| g.generator.name.as_str())
+        .collect();
     if args.dry_run {
+        for p in plans
+            .iter()
+            .filter(|p| devinfo_generators.contains(&p.generator.as_str()))
+        {
+            for (name, bytes) in &p.devinfo {
+                let path = args.devinfo_dir.join(name);
+                let action = match std::fs::read(&path) {
+                    Ok(old) if old == *bytes => "unchanged",
+                    Ok(_) => "updated",
+                    Err(_) => "created",
+                };
+                writeln!(out, "would be {action}: {}", path.display())?;
+            }
+        }
         for (change, old) in preview(&args.output_dir, &plans) {
             writeln!(
                 out,
@@ -70,24 +89,37 @@ pub(crate) fn run(
         return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
     }
 
-    if !args.output_dir.exists() && plans.iter().all(|p| p.spec.is_none()) {
-        // Nothing to write and nothing stale: do not even create the directory.
-        return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
+    // Nothing to write and nothing stale: do not even create the directory.
+    if args.output_dir.exists() || plans.iter().any(|p| p.spec.is_some()) {
+        let (changes, errors) = apply(&args.output_dir, &plans)
+            .with_context(|| format!("cannot write to {}", args.output_dir.display()))?;
+        for c in &changes {
+            writeln!(
+                out,
+                "{}: {} ({} devices)",
+                c.action.as_str(),
+                c.path.display(),
+                c.devices
+            )?;
+        }
+        for e in errors {
+            writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+            failed = true;
+        }
     }
-    let (changes, errors) = apply(&args.output_dir, &plans)
-        .with_context(|| format!("cannot write to {}", args.output_dir.display()))?;
-    for c in &changes {
-        writeln!(
-            out,
-            "{}: {} ({} devices)",
-            c.action.as_str(),
-            c.path.display(),
-            c.devices
-        )?;
-    }
-    for e in errors {
-        writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
-        failed = true;
+    let has_devinfo = plans
+        .iter()
+        .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
+    if has_devinfo || (!devinfo_generators.is_empty() && args.devinfo_dir.exists()) {
+        let (changes, errors) = apply_devinfo(&args.devinfo_dir, &plans, &devinfo_generators)
+            .with_context(|| format!("cannot write to {}", args.devinfo_dir.display()))?;
+        for c in &changes {
+            writeln!(out, "{}: {}", c.action.as_str(), c.path.display())?;
+        }
+        for e in errors {
+            writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+            failed = true;
+        }
     }
     if plans.iter().all(|p| p.spec.is_none()) && !failed {
         tracing::info!("no device matched any generator");

@@ -139,7 +139,11 @@ pub struct GenerateArgs {
     /// regeneration at boot or on hotplug.
     #[arg(long, value_name = "DIR", default_value = crate::cdi::DYNAMIC_DIR)]
     pub output_dir: PathBuf,
-    /// Write the one selected generator's spec to FILE instead (- for stdout).
+    /// Directory for NPWG device-info files of generators that write them.
+    #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
+    pub devinfo_dir: PathBuf,
+    /// Write the one selected generator's spec to FILE instead (- for stdout); no device-info
+    /// files are written then.
     #[arg(long, value_name = "FILE", conflicts_with = "output_dir")]
     pub output: Option<PathBuf>,
     /// Spec format, overriding the generators' (default: each generator's, YAML for the built-in
@@ -237,8 +241,10 @@ pub fn init_logging(cli: &Cli) {
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
+    use std::io::IsTerminal as _;
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(io::stderr().is_terminal())
         .with_writer(io::stderr)
         .with_target(false)
         .without_time()

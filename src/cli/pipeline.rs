@@ -19,6 +19,9 @@ pub(crate) fn discover(source: &SourceArgs) -> anyhow::Result<(HostRoot, Discove
     let root = HostRoot::open(&source.root)
         .with_context(|| format!("cannot use {} as the root", source.root.display()))?;
     let found = discover::discover(&root, &source.backends)?;
+    for w in &found.warnings {
+        tracing::warn!("{}: {}", w.path.display(), w.message);
+    }
     Ok((root, found))
 }
 

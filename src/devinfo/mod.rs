@@ -118,11 +118,7 @@ impl fmt::Display for DeviceType {
 #[serde(deny_unknown_fields)]
 pub struct Pci {
     /// `pci-address`: the device's address, `dddd:bb:dd.f`.
-    #[serde(
-        rename = "pci-address",
-        default,
-        skip_serializing_if = "is_absent"
-    )]
+    #[serde(rename = "pci-address", default, skip_serializing_if = "is_absent")]
     pub pci_address: Option<String>,
     /// `vhost-net`: path of the vhost-net character device (DPDK's
     /// exceptional path).
@@ -132,11 +128,7 @@ pub struct Pci {
     #[serde(rename = "rdma-device", default, skip_serializing_if = "is_absent")]
     pub rdma_device: Option<String>,
     /// `pf-pci-address`: the physical function's address, `dddd:bb:dd.f`.
-    #[serde(
-        rename = "pf-pci-address",
-        default,
-        skip_serializing_if = "is_absent"
-    )]
+    #[serde(rename = "pf-pci-address", default, skip_serializing_if = "is_absent")]
     pub pf_pci_address: Option<String>,
     /// `representor-device`: the VF representor's interface name.
     #[serde(
@@ -153,11 +145,7 @@ pub struct Pci {
 #[serde(deny_unknown_fields)]
 pub struct Vdpa {
     /// `parent-device`: the name under `/sys/bus/vdpa/devices` (`vdpa0`).
-    #[serde(
-        rename = "parent-device",
-        default,
-        skip_serializing_if = "is_absent"
-    )]
+    #[serde(rename = "parent-device", default, skip_serializing_if = "is_absent")]
     pub parent_device: Option<String>,
     /// `driver`: the vDPA bus driver in use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -166,18 +154,10 @@ pub struct Vdpa {
     #[serde(default, skip_serializing_if = "is_absent")]
     pub path: Option<String>,
     /// `pci-address`: the backing PCI function's address, `dddd:bb:dd.f`.
-    #[serde(
-        rename = "pci-address",
-        default,
-        skip_serializing_if = "is_absent"
-    )]
+    #[serde(rename = "pci-address", default, skip_serializing_if = "is_absent")]
     pub pci_address: Option<String>,
     /// `pf-pci-address`: the physical function's address, `dddd:bb:dd.f`.
-    #[serde(
-        rename = "pf-pci-address",
-        default,
-        skip_serializing_if = "is_absent"
-    )]
+    #[serde(rename = "pf-pci-address", default, skip_serializing_if = "is_absent")]
     pub pf_pci_address: Option<String>,
     /// `representor-device`: the VF representor's interface name.
     #[serde(
@@ -350,7 +330,9 @@ pub fn validate(info: &DeviceInfo) -> Vec<Problem> {
         } else if section != t && is_present {
             c.push(
                 section.as_str(),
-                format!("not allowed when \"type\" is \"{t}\" (only the \"{t}\" section may be present)"),
+                format!(
+                    "not allowed when \"type\" is \"{t}\" (only the \"{t}\" section may be present)"
+                ),
             );
         }
     }
@@ -404,16 +386,16 @@ fn check_version(c: &mut Collector, version: &str) {
     if version.is_empty() {
         c.push(
             "version",
-            format!("missing or empty (expected a MAJOR.MINOR.PATCH version such as \"{VERSION}\")"),
+            format!(
+                "missing or empty (expected a MAJOR.MINOR.PATCH version such as \"{VERSION}\")"
+            ),
         );
         return;
     }
     let mut parts = 0;
     let well_formed = version.split('.').all(|n| {
         parts += 1;
-        !n.is_empty()
-            && n.bytes().all(|b| b.is_ascii_digit())
-            && (n == "0" || !n.starts_with('0'))
+        !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()) && (n == "0" || !n.starts_with('0'))
     });
     if !well_formed || parts != 3 {
         c.push(
@@ -861,7 +843,9 @@ fn check_name_part(part: NamePart, value: &str) -> Result<(), FileNameError> {
         return fail(if seg.is_empty() {
             "has an empty \"/\"-separated segment (a leading, trailing or doubled \"/\")".into()
         } else {
-            format!("has a {seg:?} segment (\".\" and \"..\" are not allowed, alone or between \"/\")")
+            format!(
+                "has a {seg:?} segment (\".\" and \"..\" are not allowed, alone or between \"/\")"
+            )
         });
     }
     Ok(())

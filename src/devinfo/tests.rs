@@ -434,7 +434,10 @@ fn every_fix_is_needed() {
             let mut some = fixes.to_vec();
             some.remove(skip);
             let text = fix(original, &some);
-            assert!(parse(text.as_bytes()).is_err(), "without fix {skip}: {text}");
+            assert!(
+                parse(text.as_bytes()).is_err(),
+                "without fix {skip}: {text}"
+            );
         }
     }
     for skip in 0..NETWORK_STATUS_FIXES.len() {
@@ -542,15 +545,17 @@ fn strict_parsing() {
     );
     assert_eq!(parse_err(&[0xff, b'{']), "not UTF-8 text");
     assert_eq!(
-        parse_err(br#"{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.2"},"extra":1}"#),
+        parse_err(
+            br#"{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.2"},"extra":1}"#
+        ),
         "invalid device information JSON: unknown field `extra`, expected one of `type`, \
-         `version`, `pci`, `vdpa`, `vhost-user`, `memif` at line 1 column 77"
+         `version`, `pci`, `vdpa`, `vhost-user`, `memif` at line 1 column 76"
     );
     assert_eq!(
         parse_err(br#"{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:00.2","pciAddress":"x"}}"#),
         "invalid device information JSON: unknown field `pciAddress`, expected one of \
          `pci-address`, `vhost-net`, `rdma-device`, `pf-pci-address`, `representor-device` \
-         at line 1 column 82"
+         at line 1 column 80"
     );
     assert_eq!(
         parse_err(br#"{"type":"memif","version":"1.1.0","memif":{"role":"master","mode":"punt"}}"#),
@@ -565,7 +570,7 @@ fn strict_parsing() {
     assert_eq!(
         parse_err(br#"{"type":"vdpa","version":"1.1.0","vdpa":{"driver":"vhost_vdpa"}}"#),
         "invalid device information JSON: unknown variant `vhost_vdpa`, expected `vhost` or \
-         `virtio` at line 1 column 63"
+         `virtio` at line 1 column 62"
     );
     assert_eq!(
         parse_err(br#"{"type":"vhost-user","version":"1.1.0","vhost-user":{"mode":"Client"}}"#),
@@ -609,7 +614,9 @@ fn version_must_be_major_minor_patch() {
         problems(&info),
         ["version: missing or empty (expected a MAJOR.MINOR.PATCH version such as \"1.1.0\")"]
     );
-    for bad in ["1.1", "1.1.0.0", "v1.1.0", "1.01.0", "1..0", "1.1.0 ", "1.1.x", "1.1.-0"] {
+    for bad in [
+        "1.1", "1.1.0.0", "v1.1.0", "1.01.0", "1..0", "1.1.0 ", "1.1.x", "1.1.-0",
+    ] {
         info.version = bad.into();
         assert_eq!(
             problems(&info),
@@ -636,7 +643,9 @@ fn the_section_must_match_the_type() {
     info.memif = memif().memif;
     assert_eq!(
         problems(&info),
-        ["memif: not allowed when \"type\" is \"vhost-user\" (only the \"vhost-user\" section may be present)"]
+        [
+            "memif: not allowed when \"type\" is \"vhost-user\" (only the \"vhost-user\" section may be present)"
+        ]
     );
     let mut info = memif();
     info.memif = None;
@@ -757,21 +766,27 @@ fn pci_addresses_must_be_canonical() {
     }
     assert_eq!(
         problems(&pci("0000:3B:00.2")),
-        ["pci.pci-address: \"0000:3B:00.2\" is not in canonical form (expected \
-          \"0000:3b:00.2\": lowercase dddd:bb:dd.f)"]
+        [
+            "pci.pci-address: \"0000:3B:00.2\" is not in canonical form (expected \
+          \"0000:3b:00.2\": lowercase dddd:bb:dd.f)"
+        ]
     );
     assert_eq!(
         problems(&pci("00000000:3b:00.2")),
-        ["pci.pci-address: \"00000000:3b:00.2\" is not in canonical form (expected \
-          \"0000:3b:00.2\": lowercase dddd:bb:dd.f)"]
+        [
+            "pci.pci-address: \"00000000:3b:00.2\" is not in canonical form (expected \
+          \"0000:3b:00.2\": lowercase dddd:bb:dd.f)"
+        ]
     );
 
     let mut info = pci("0000:3b:00.2");
     info.pci.as_mut().unwrap().pf_pci_address = Some("0000:3B:00.0".into());
     assert_eq!(
         problems(&info),
-        ["pci.pf-pci-address: \"0000:3B:00.0\" is not in canonical form (expected \
-          \"0000:3b:00.0\": lowercase dddd:bb:dd.f)"]
+        [
+            "pci.pf-pci-address: \"0000:3B:00.0\" is not in canonical form (expected \
+          \"0000:3b:00.0\": lowercase dddd:bb:dd.f)"
+        ]
     );
     let mut info = vdpa();
     info.vdpa.as_mut().unwrap().pci_address = Some("3b:00.5".into());
@@ -793,49 +808,63 @@ fn paths_must_be_absolute_without_nul_or_newline() {
     info.pci.as_mut().unwrap().vhost_net = Some("dev/vhost-net".into());
     assert_eq!(
         problems(&info),
-        ["pci.vhost-net: \"dev/vhost-net\" is not an absolute path (expected a path starting \
-          with \"/\")"]
+        [
+            "pci.vhost-net: \"dev/vhost-net\" is not an absolute path (expected a path starting \
+          with \"/\")"
+        ]
     );
     info.pci.as_mut().unwrap().vhost_net = Some("/dev/vhost\0net".into());
     assert_eq!(
         problems(&info),
-        ["pci.vhost-net: \"/dev/vhost\\0net\" contains '\\0' (a path must not contain a NUL \
-          byte or a newline)"]
+        [
+            "pci.vhost-net: \"/dev/vhost\\0net\" contains '\\0' (a path must not contain a NUL \
+          byte or a newline)"
+        ]
     );
 
     let mut info = vdpa();
     info.vdpa.as_mut().unwrap().path = Some("/dev/vhost-vdpa-0\n".into());
     assert_eq!(
         problems(&info),
-        ["vdpa.path: \"/dev/vhost-vdpa-0\\n\" contains '\\n' (a path must not contain a NUL \
-          byte or a newline)"]
+        [
+            "vdpa.path: \"/dev/vhost-vdpa-0\\n\" contains '\\n' (a path must not contain a NUL \
+          byte or a newline)"
+        ]
     );
     info.vdpa.as_mut().unwrap().path = Some("vhost-vdpa-0".into());
     assert_eq!(
         problems(&info),
-        ["vdpa.path: \"vhost-vdpa-0\" is not an absolute path (expected a path starting with \
-          \"/\")"]
+        [
+            "vdpa.path: \"vhost-vdpa-0\" is not an absolute path (expected a path starting with \
+          \"/\")"
+        ]
     );
 
     let mut info = vhost_user();
     info.vhost_user.as_mut().unwrap().path = Some("vhost.sock".into());
     assert_eq!(
         problems(&info),
-        ["vhost-user.path: \"vhost.sock\" is not an absolute path (expected a path starting \
-          with \"/\")"]
+        [
+            "vhost-user.path: \"vhost.sock\" is not an absolute path (expected a path starting \
+          with \"/\")"
+        ]
     );
     let mut info = memif();
     info.memif.as_mut().unwrap().path = Some("/run/memif\n.sock".into());
     assert_eq!(
         problems(&info),
-        ["memif.path: \"/run/memif\\n.sock\" contains '\\n' (a path must not contain a NUL \
-          byte or a newline)"]
+        [
+            "memif.path: \"/run/memif\\n.sock\" contains '\\n' (a path must not contain a NUL \
+          byte or a newline)"
+        ]
     );
     info.memif.as_mut().unwrap().path = Some(String::new());
     assert_eq!(
         problems(&info),
-        ["memif.path: empty (required; expected an absolute socket path such as \
-          \"/run/memif/memif1.sock\")"]
+        [
+            "memif.path: empty (required; expected an absolute socket path such as \
+          \"/run/memif/memif1.sock\")"
+        ]
     );
 }
 
@@ -911,7 +940,7 @@ fn representor_device_is_an_interface_name() {
         ),
         (
             "eth\u{a0}0",
-            "\"eth\u{a0}0\" contains '\u{a0}', not allowed in an interface name",
+            "\"eth\\u{a0}0\" contains '\\u{a0}', not allowed in an interface name",
         ),
     ];
     for (bad, message) in cases {
@@ -954,8 +983,10 @@ fn parent_device_is_a_vdpa_device_name() {
     info.vdpa.as_mut().unwrap().parent_device = Some("..".into());
     assert_eq!(
         problems(&info),
-        ["vdpa.parent-device: \"..\" is not a device name (expected a name under \
-          /sys/bus/vdpa/devices, such as \"vdpa0\")"]
+        [
+            "vdpa.parent-device: \"..\" is not a device name (expected a name under \
+          /sys/bus/vdpa/devices, such as \"vdpa0\")"
+        ]
     );
 }
 
@@ -1027,23 +1058,62 @@ fn file_names_rejected() {
         err("nvidia.com//mlx", id),
         format!("resource name \"nvidia.com//mlx\": {segment}")
     );
-    assert_eq!(err("/mlx", id), format!("resource name \"/mlx\": {segment}"));
+    assert_eq!(
+        err("/mlx", id),
+        format!("resource name \"/mlx\": {segment}")
+    );
     assert_eq!(err(res, "pci/"), format!("device ID \"pci/\": {segment}"));
     let dots = "(\".\" and \"..\" are not allowed, alone or between \"/\")";
-    assert_eq!(err(res, ".."), format!("device ID \"..\": has a \"..\" segment {dots}"));
-    assert_eq!(err(res, "."), format!("device ID \".\": has a \".\" segment {dots}"));
+    assert_eq!(
+        err(res, ".."),
+        format!("device ID \"..\": has a \"..\" segment {dots}")
+    );
+    assert_eq!(
+        err(res, "."),
+        format!("device ID \".\": has a \".\" segment {dots}")
+    );
     assert_eq!(
         err("nvidia.com/../etc", id),
         format!("resource name \"nvidia.com/../etc\": has a \"..\" segment {dots}")
     );
     let chars = "(expected only A-Z a-z 0-9 . _ : - and /, which becomes -)";
     for (r, d, part, value, ch) in [
-        (res, "0000:3b:00.2\0", "device ID", "\"0000:3b:00.2\\0\"", "'\\0'"),
-        (res, "0000:3b:00.2\n", "device ID", "\"0000:3b:00.2\\n\"", "'\\n'"),
+        (
+            res,
+            "0000:3b:00.2\0",
+            "device ID",
+            "\"0000:3b:00.2\\0\"",
+            "'\\0'",
+        ),
+        (
+            res,
+            "0000:3b:00.2\n",
+            "device ID",
+            "\"0000:3b:00.2\\n\"",
+            "'\\n'",
+        ),
         (res, "a b", "device ID", "\"a b\"", "' '"),
-        ("nvidia.com/mlx rdma", id, "resource name", "\"nvidia.com/mlx rdma\"", "' '"),
-        ("nvidia.com\\mlx", id, "resource name", "\"nvidia.com\\\\mlx\"", "'\\\\'"),
-        ("nvidiä.com/mlx", id, "resource name", "\"nvidiä.com/mlx\"", "'ä'"),
+        (
+            "nvidia.com/mlx rdma",
+            id,
+            "resource name",
+            "\"nvidia.com/mlx rdma\"",
+            "' '",
+        ),
+        (
+            "nvidia.com\\mlx",
+            id,
+            "resource name",
+            "\"nvidia.com\\\\mlx\"",
+            "'\\\\'",
+        ),
+        (
+            "nvidiä.com/mlx",
+            id,
+            "resource name",
+            "\"nvidiä.com/mlx\"",
+            "'ä'",
+        ),
     ] {
         assert_eq!(
             err(r, d),

@@ -45,12 +45,12 @@ pub struct Report {
 impl Report {
     /// Records a warning.
     pub fn warn(&mut self, path: impl Into<PathBuf>, message: impl Into<String>) {
-        let w = Warning {
+        // Not logged here: callers decide (a backend may probe quietly);
+        // the CLI logs what a discovery run returns.
+        self.warnings.push(Warning {
             path: path.into(),
             message: message.into(),
-        };
-        tracing::warn!("{}: {}", w.path.display(), w.message);
-        self.warnings.push(w);
+        });
     }
 }
 
@@ -85,7 +85,28 @@ pub trait Backend: Sync {
 }
 
 /// Every backend, in the order they run.
-pub static BACKENDS: &[&dyn Backend] = &[&drm::Drm, &vfio::Vfio, &sriov::Sriov, &vdpa::Vdpa];
+pub static BACKENDS: &[&dyn Backend] =
+    &[&drm::Drm, &vfio::Vfio, &sriov::Sriov, &vdpa::Vdpa, &Static];
+
+/// The backend of generators that only describe configured, non-hardware
+/// devices (vhost-user and memif sockets, in `static_devices`): it
+/// discovers nothing.
+#[derive(Debug, Clone, Copy)]
+pub struct Static;
+
+impl Backend for Static {
+    fn name(&self) -> &'static str {
+        "static"
+    }
+
+    fn precedence(&self) -> u8 {
+        0
+    }
+
+    fn discover(&self, _: &HostRoot, _: &mut Report) -> Result<Vec<Device>, Error> {
+        Ok(Vec::new())
+    }
+}
 
 /// Names of all backends.
 pub fn backend_names() -> Vec<&'static str> {
@@ -250,7 +271,7 @@ mod tests {
         assert!(backend("drm").is_ok());
         assert_eq!(
             backend("nope").err().map(|e| e.to_string()),
-            Some("unknown backend \"nope\" (known: drm, vfio, sriov, vdpa)".to_string())
+            Some("unknown backend \"nope\" (known: drm, vfio, sriov, vdpa, static)".to_string())
         );
     }
 }

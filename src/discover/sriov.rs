@@ -50,7 +50,12 @@ impl Backend for Sriov {
         let names = root.list_dir_opt(&bus).map_err(root_err)?;
         let vfs: Vec<String> = names
             .iter()
-            .filter(|n| root.link_name(&bus.join(n).join("physfn")).ok().flatten().is_some())
+            .filter(|n| {
+                root.link_name(&bus.join(n).join("physfn"))
+                    .ok()
+                    .flatten()
+                    .is_some()
+            })
             .cloned()
             .collect();
         // PFs with virtfn links that lead nowhere.
@@ -126,7 +131,7 @@ fn read_vf(
     root: &HostRoot,
     entry: &Path,
     ids: Option<&PciIds>,
-    vdpa_by_parent: &BTreeMap<PathBuf, crate::model::VdpaInfo>,
+    vdpa_by_parent: &BTreeMap<PathBuf, (crate::model::VdpaInfo, Option<Node>)>,
     shared: &Shared,
     report: &mut Report,
 ) -> Option<Device> {
@@ -152,7 +157,9 @@ fn read_vf(
     let f = read_function(root, &dir, ids, report)?;
     let vf_index = virtfn_links(root, &pf_dir).into_iter().find_map(|l| {
         let target = root.link_name(&pf_dir.join(&l)).ok().flatten()?;
-        (target == name).then(|| node_number(&l, "virtfn")).flatten()
+        (target == name)
+            .then(|| node_number(&l, "virtfn"))
+            .flatten()
     });
     if vf_index.is_none() {
         report.warn(
@@ -181,7 +188,11 @@ fn read_vf(
                 if !prefixes.iter().any(|p| node_number(&n, p).is_some()) {
                     continue;
                 }
-                let role = if n.starts_with("uverbs") { "rdma-verbs" } else { "rdma-mad" };
+                let role = if n.starts_with("uverbs") {
+                    "rdma-verbs"
+                } else {
+                    "rdma-mad"
+                };
                 if let Some(node) = class_node(
                     root,
                     &dir.join(glue).join(&n),
@@ -206,15 +217,25 @@ fn read_vf(
                 .ok()
                 .flatten()
         })
-        .map(|l| if l == "InfiniBand" { "infiniband" } else { "ether" }.to_string())
+        .map(|l| {
+            if l == "InfiniBand" {
+                "infiniband"
+            } else {
+                "ether"
+            }
+            .to_string()
+        })
         .or_else(|| match f.info.class.get(..6) {
             Some("0x0207") => Some("infiniband".to_string()),
             Some("0x0200") => Some("ether".to_string()),
             _ => None,
         });
-    let mut vdpa = vdpa_by_parent.get(&dir).cloned();
-    if let Some(v) = &mut vdpa {
+    let mut vdpa = None;
+    if let Some((v, node)) = vdpa_by_parent.get(&dir) {
+        let mut v = v.clone();
         v.pci_address = Some(f.info.address.clone());
+        vdpa = Some(v);
+        nodes.extend(node.clone());
     }
     Some(Device {
         backend: "sriov".into(),
@@ -245,7 +266,11 @@ fn read_vf(
 /// is `p<N>` and representors are `pf<M>vf<index>`; without readable port
 /// names (legacy mode) the PF's netdev is its first entry and there is no
 /// representor.
-pub fn pf_netdevs(root: &HostRoot, pf_dir: &Path, index: Option<u32>) -> (Option<String>, Option<String>) {
+pub fn pf_netdevs(
+    root: &HostRoot,
+    pf_dir: &Path,
+    index: Option<u32>,
+) -> (Option<String>, Option<String>) {
     let netdevs = root.list_dir_opt(&pf_dir.join("net")).unwrap_or_default();
     let mut uplink = None;
     let mut representor = None;

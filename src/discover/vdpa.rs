@@ -73,7 +73,9 @@ fn read_one(root: &HostRoot, name: &str, report: &mut Report) -> Option<Found> {
                 }
                 None => report.warn(
                     &real,
-                    format!("vDPA device {name} is bound to vhost_vdpa but has no vhost-vdpa-N child"),
+                    format!(
+                        "vDPA device {name} is bound to vhost_vdpa but has no vhost-vdpa-N child"
+                    ),
                 ),
             }
         }
@@ -88,7 +90,11 @@ fn read_one(root: &HostRoot, name: &str, report: &mut Report) -> Option<Found> {
             });
             match virtio {
                 Some(v) => {
-                    info.path = Some(sys_path(&format!("bus/virtio/devices/{v}")).display().to_string());
+                    info.path = Some(
+                        sys_path(&format!("bus/virtio/devices/{v}"))
+                            .display()
+                            .to_string(),
+                    );
                     let dir = if root.exists(&real.join(&v)) {
                         real.join(&v)
                     } else {
@@ -102,7 +108,9 @@ fn read_one(root: &HostRoot, name: &str, report: &mut Report) -> Option<Found> {
                 }
                 None => report.warn(
                     &real,
-                    format!("vDPA device {name} is bound to virtio_vdpa but no virtio device was found"),
+                    format!(
+                        "vDPA device {name} is bound to virtio_vdpa but no virtio device was found"
+                    ),
                 ),
             }
         }
@@ -121,7 +129,7 @@ fn read_one(root: &HostRoot, name: &str, report: &mut Report) -> Option<Found> {
 /// vDPA devices keyed by the real path of their parent (for the SR-IOV
 /// backend: the VF that carries them). Devices without a usable driver are
 /// left out.
-pub(crate) fn by_parent(root: &HostRoot) -> BTreeMap<PathBuf, VdpaInfo> {
+pub(crate) fn by_parent(root: &HostRoot) -> BTreeMap<PathBuf, (VdpaInfo, Option<Node>)> {
     let mut quiet = Report::default();
     let mut out = BTreeMap::new();
     for name in root
@@ -129,12 +137,12 @@ pub(crate) fn by_parent(root: &HostRoot) -> BTreeMap<PathBuf, VdpaInfo> {
         .unwrap_or_default()
     {
         // Problems are reported once, by the vDPA backend itself.
-        if let Some(f) = read_one(root, &name, &mut quiet) {
-            if f.info.driver.is_some() && f.info.path.is_some() {
-                if let Some(parent) = f.real.parent() {
-                    out.insert(parent.to_path_buf(), f.info);
-                }
-            }
+        if let Some(f) = read_one(root, &name, &mut quiet)
+            && f.info.driver.is_some()
+            && f.info.path.is_some()
+            && let Some(parent) = f.real.parent()
+        {
+            out.insert(parent.to_path_buf(), (f.info, f.node));
         }
     }
     out
@@ -168,11 +176,14 @@ impl Backend for Vdpa {
             let net = f.info.pci_address.as_ref().map(|_| {
                 let pf_dir = root.resolve(&parent.join("physfn")).ok();
                 let vf_index = pf_dir.as_ref().and_then(|pf| {
-                    root.list_dir_opt(pf).unwrap_or_default().into_iter().find_map(|l| {
-                        let i = node_number(&l, "virtfn")?;
-                        let t = root.link_name(&pf.join(&l)).ok().flatten()?;
-                        (Some(t.as_str()) == f.info.pci_address.as_deref()).then_some(i)
-                    })
+                    root.list_dir_opt(pf)
+                        .unwrap_or_default()
+                        .into_iter()
+                        .find_map(|l| {
+                            let i = node_number(&l, "virtfn")?;
+                            let t = root.link_name(&pf.join(&l)).ok().flatten()?;
+                            (Some(t.as_str()) == f.info.pci_address.as_deref()).then_some(i)
+                        })
                 });
                 let (pf_netdev, representor) = pf_dir
                     .as_ref()

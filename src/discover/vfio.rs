@@ -117,7 +117,10 @@ pub(crate) fn class_node(
         }
     };
     let Some((major, minor)) = parse_majmin(&value) else {
-        report.warn(&dev_file, format!("{value:?} is not MAJOR:MINOR; skipping {name}"));
+        report.warn(
+            &dev_file,
+            format!("{value:?} is not MAJOR:MINOR; skipping {name}"),
+        );
         return None;
     };
     let devname = root
@@ -147,7 +150,11 @@ pub(crate) fn class_node(
 /// when it is there as a character device or when `/dev` cannot be read;
 /// drops it with a warning when `/dev` is readable and the node is missing
 /// or something else.
-pub(crate) fn require_host_node(root: &HostRoot, mut node: Node, report: &mut Report) -> Option<Node> {
+pub(crate) fn require_host_node(
+    root: &HostRoot,
+    mut node: Node,
+    report: &mut Report,
+) -> Option<Node> {
     let path = PathBuf::from(&node.path);
     match root.dev_entry(&path) {
         Ok(Some(e)) if e.kind == DevKind::Char => {
@@ -264,8 +271,15 @@ pub fn vfio_nodes(
         })
         .and_then(|n| require_host_node(root, n, report));
     let iommufd = if cdev.is_some() {
-        class_node(root, &sys_path("class/misc/iommu"), "iommufd", "iommu", "iommu", report)
-            .and_then(|n| require_host_node(root, n, report))
+        class_node(
+            root,
+            &sys_path("class/misc/iommu"),
+            "iommufd",
+            "iommu",
+            "iommu",
+            report,
+        )
+        .and_then(|n| require_host_node(root, n, report))
     } else {
         None
     };

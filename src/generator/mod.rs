@@ -82,6 +82,21 @@ pub struct Generator {
     /// the kind as resource name and the device's identity as device ID.
     #[serde(default)]
     pub device_info: bool,
+    /// Device-info entries that are not hardware (vhost-user and memif
+    /// sockets): written as given when `device_info` is on.
+    #[serde(default)]
+    pub static_devices: Vec<StaticDevice>,
+}
+
+/// A device-info entry from configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StaticDevice {
+    /// The device ID in the file name (`vhostuser0`).
+    pub id: String,
+    /// The device-info content, as in the NPWG spec (`type`, `version`,
+    /// and the section of that type).
+    pub device_info: crate::devinfo::DeviceInfo,
 }
 
 /// Which VFIO nodes to give a device.
@@ -113,7 +128,9 @@ impl VfioMode {
             VfioMode::Both => true,
             VfioMode::Legacy => legacy,
             VfioMode::Iommufd => iommufd,
-            VfioMode::Auto => (legacy && host_mode == "legacy") || (iommufd && host_mode == "iommufd"),
+            VfioMode::Auto => {
+                (legacy && host_mode == "legacy") || (iommufd && host_mode == "iommufd")
+            }
         }
     }
 }
@@ -366,6 +383,24 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
                 Version::EARLIEST,
                 Version::CURRENT
             ),
+        ));
+    }
+    for (i, sd) in g.static_devices.iter().enumerate() {
+        if let Err(e) = crate::devinfo::checked_file_name(&g.kind, &sd.id) {
+            return Err(invalid(&format!("static_devices[{i}].id"), e.to_string()));
+        }
+        let problems = crate::devinfo::validate(&sd.device_info);
+        if let Some(p) = problems.first() {
+            return Err(invalid(
+                &format!("static_devices[{i}].device_info.{}", p.location),
+                p.message.clone(),
+            ));
+        }
+    }
+    if !g.static_devices.is_empty() && !g.device_info {
+        return Err(invalid(
+            "static_devices",
+            "only written as device-info files: set device_info: true".into(),
         ));
     }
     select::check(&g.select)

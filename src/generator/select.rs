@@ -8,7 +8,7 @@ use crate::model::{Device, Node};
 use crate::sysfs::parse_hex_id;
 
 /// Node roles the backends produce.
-pub const NODE_ROLES: [&str; 13] = [
+pub const NODE_ROLES: [&str; 14] = [
     "primary",
     "render",
     "accel",
@@ -22,6 +22,7 @@ pub const NODE_ROLES: [&str; 13] = [
     "rdma-cm",
     "vhost-net",
     "tun",
+    "vhost-vdpa",
 ];
 
 /// Roles that never make a device selected on their own: shared nodes
@@ -98,7 +99,11 @@ pub(crate) fn check(s: &Select) -> Result<(), (String, String)> {
         ("pf_addresses", &s.pf_addresses),
     ] {
         for (i, v) in list.iter().enumerate() {
-            if v.parse::<crate::sysfs::PciAddress>().map(|a| a.to_string()).as_deref() != Ok(v.as_str()) {
+            if v.parse::<crate::sysfs::PciAddress>()
+                .map(|a| a.to_string())
+                .as_deref()
+                != Ok(v.as_str())
+            {
                 return Err((
                     format!("{field}[{i}]"),
                     format!("{v:?} is not a PCI address like \"0000:3b:00.2\" (lowercase)"),
@@ -199,10 +204,11 @@ impl Select {
         // A device selected only for a shared node (kfd) is not a match;
         // a device without any own node (a netdev-only VF) still is.
         let own = |n: &Node| !SHARED_ROLES.contains(&n.role.as_str());
-        if d.nodes.iter().any(own) && !nodes.iter().any(own) {
-            return None;
-        }
-        if d.nodes.is_empty() && d.net.is_none() && d.vdpa.is_none() {
+        if d.nodes.iter().any(own) {
+            if !nodes.iter().any(own) {
+                return None;
+            }
+        } else if d.net.is_none() && d.vdpa.is_none() {
             return None;
         }
         let links = d

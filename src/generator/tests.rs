@@ -173,13 +173,24 @@ fn builtins_parse_and_check() {
             g.template
         );
         assert!(g.enabled, "{file}");
-        assert_eq!(g.backend, "drm", "{file}");
+        assert!(crate::discover::backend(&g.backend).is_ok(), "{file}");
         // The file is named after the generator.
         assert_eq!(format!("{}.yaml", g.name), *file);
     }
     assert_eq!(
         names,
-        BTreeSet::from(["amd-gpu", "drm", "intel-gpu", "intel-npu"].map(String::from))
+        BTreeSet::from(
+            [
+                "amd-gpu",
+                "drm",
+                "intel-gpu",
+                "intel-npu",
+                "sriov",
+                "vdpa",
+                "vfio"
+            ]
+            .map(String::from)
+        )
     );
 }
 
@@ -212,6 +223,9 @@ fn builtin_amd_gpu_is_exactly_as_written() {
             },
             links: LinkMode::Mount,
             cdi_version: None,
+            vfio_mode: VfioMode::Auto,
+            device_info: false,
+            static_devices: vec![],
         }
     );
     assert_eq!(g.file_name(g.output.format), "amd.com-gpu.yaml");
@@ -234,6 +248,9 @@ fn defaults_of_a_minimal_definition() {
             device_nodes: NodeSettings::default(),
             links: LinkMode::Mount,
             cdi_version: None,
+            vfio_mode: VfioMode::Auto,
+            device_info: false,
+            static_devices: vec![],
         }
     );
 }
@@ -287,6 +304,7 @@ fn full_definition() {
             cdi_version: Some("v0.6.0".into()),
             vfio_mode: VfioMode::Auto,
             device_info: false,
+            static_devices: vec![],
         }
     );
 }
@@ -299,12 +317,13 @@ fn unknown_key_names_file_line_and_expected_keys() {
         err_with("vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of name, \
          description, enabled, backend, kind, select, names, template, output, device_nodes, \
-         links, cdi_version at line 5, column 1"
+         links, cdi_version, vfio_mode, device_info, static_devices at line 5, column 1"
     );
     assert_eq!(
         err_with("select:\n  vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of \
-         vendor_ids, exclude_vendor_ids, drivers, buses, node_roles at line 6, column 3"
+         vendor_ids, exclude_vendor_ids, drivers, buses, node_roles, device_ids, pci_addresses, \
+         pf_names, pf_addresses, link_types at line 6, column 3"
     );
     assert_eq!(
         err_with("device_nodes:\n  mode: 0666\n"),
@@ -360,7 +379,7 @@ fn bad_enum_values() {
     assert_eq!(
         err_with("names: [first]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `first`, expected one of index, \
-         pci, node, all at line 5, column 9"
+         pci, node, all, group at line 5, column 9"
     );
     assert_eq!(
         err_with("output:\n  format: toml\n"),
@@ -416,7 +435,7 @@ fn bad_name() {
 fn unknown_backend() {
     assert_eq!(
         err_replacing("backend", "backend: nvidia"),
-        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"nvidia\" (known: drm, vfio, sriov, vdpa)"
+        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"nvidia\" (known: drm, vfio, sriov, vdpa, static)"
     );
 }
 
@@ -500,7 +519,7 @@ fn bad_node_role() {
     assert_eq!(
         err_with("select:\n  node_roles: [render, card]\n"),
         "/etc/cdigen/generators.d/test.yaml: select.node_roles[1]: \"card\" is not a node role \
-         (expected one of primary, render, accel, kfd)"
+         (expected one of primary, render, accel, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa)"
     );
 }
 
@@ -583,10 +602,18 @@ fn summary(loaded: &[Loaded]) -> Vec<(String, String)> {
 }
 
 fn builtin_summary() -> Vec<(String, String)> {
-    ["amd-gpu", "drm", "intel-gpu", "intel-npu"]
-        .iter()
-        .map(|n| (n.to_string(), format!("builtin:generators/{n}.yaml")))
-        .collect()
+    [
+        "amd-gpu",
+        "drm",
+        "intel-gpu",
+        "intel-npu",
+        "sriov",
+        "vdpa",
+        "vfio",
+    ]
+    .iter()
+    .map(|n| (n.to_string(), format!("builtin:generators/{n}.yaml")))
+    .collect()
 }
 
 #[test]
@@ -646,6 +673,9 @@ fn load_user_replaces_adds_and_keeps_disabled() {
                 "builtin:generators/intel-gpu.yaml".into()
             ),
             ("intel-npu".into(), show(&off)),
+            ("sriov".into(), "builtin:generators/sriov.yaml".into()),
+            ("vdpa".into(), "builtin:generators/vdpa.yaml".into()),
+            ("vfio".into(), "builtin:generators/vfio.yaml".into()),
         ]
     );
     let by = |n: &str| {
@@ -720,7 +750,7 @@ fn load_broken_file_is_its_error() {
         load(&[dir.to_path_buf()]).unwrap_err().to_string(),
         format!(
             "{}: unknown field `vendorids`, expected one of name, description, enabled, backend, \
-             kind, select, names, template, output, device_nodes, links, cdi_version at line 5, \
+             kind, select, names, template, output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices at line 5, \
              column 1",
             bad.display()
         )

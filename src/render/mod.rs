@@ -393,7 +393,11 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
                     let Some(v) = &d.vfio else { continue };
                     match groups.iter_mut().find(|(_, g, _)| *g == v.group) {
                         Some((_, _, m)) => m.push(*d),
-                        None => groups.push((v.group.parse().unwrap_or(u64::MAX), v.group.clone(), vec![*d])),
+                        None => groups.push((
+                            v.group.parse().unwrap_or(u64::MAX),
+                            v.group.clone(),
+                            vec![*d],
+                        )),
                     }
                 }
                 groups.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));

@@ -1420,11 +1420,28 @@ fn recording_captures_files_links_dirs_and_dev_lookups() {
                 real_b.join("driver"),
                 p("../../../../../../bus/pci/drivers/amdgpu")
             ),
+            // Listing a directory records its links too, for a replay.
+            (
+                p("/sys/class/drm/card2"),
+                p(
+                    "../../devices/pci0000:00/0000:00:01.2/0000:04:00.0/0000:05:00.0/0000:06:00.0/drm/card2"
+                )
+            ),
+            (
+                p("/sys/class/drm/renderD128"),
+                p("../../devices/pci0000:00/0000:00:01.1/0000:03:00.0/drm/renderD128")
+            ),
         ])
     );
     assert_eq!(
         rec.dirs,
-        BTreeSet::from([p("/sys/class/drm"), real_a.join("drm")])
+        BTreeSet::from([
+            p("/sys/class/drm"),
+            real_a.join("drm"),
+            // Directories seen while listing `drm/`.
+            real_a.join("drm/card1"),
+            real_a.join("drm/renderD128"),
+        ])
     );
     assert_eq!(
         rec.dev,
@@ -1469,7 +1486,11 @@ fn recording_real_devfs_lookups() {
             .map(|e| e.kind),
         Some(DevKind::Other)
     );
-    assert_eq!(rec.dirs, BTreeSet::from([p("/dev/dri")]));
+    // The listed directory, and the directory seen in it.
+    assert_eq!(
+        rec.dirs,
+        BTreeSet::from([p("/dev/dri"), p("/dev/dri/by-path")])
+    );
     assert!(rec.files.is_empty());
 }
 

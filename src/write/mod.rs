@@ -74,7 +74,7 @@ pub enum Error {
     },
     /// A file name that is not a plain name.
     #[error(
-        "invalid file name {name:?}: expected a plain name of A-Z a-z 0-9 . _ - not starting with '.'"
+        "invalid file name {name:?}: expected a plain name of A-Z a-z 0-9 . _ - : not starting with '.'"
     )]
     BadName {
         /// The name.
@@ -409,7 +409,7 @@ fn check_name(name: &str) -> Result<(), Error> {
         && !name.starts_with('.')
         && name
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-'));
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
     if ok {
         Ok(())
     } else {

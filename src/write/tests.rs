@@ -608,7 +608,7 @@ fn bad_names_are_refused_with_a_message() {
         assert_eq!(
             err.to_string(),
             format!(
-                "invalid file name {name:?}: expected a plain name of A-Z a-z 0-9 . _ - not starting with '.'"
+                "invalid file name {name:?}: expected a plain name of A-Z a-z 0-9 . _ - : not starting with '.'"
             )
         );
     }
