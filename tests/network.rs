@@ -1,0 +1,430 @@
+//! VFIO, SR-IOV and vDPA end to end on copies of fixture machines, changed
+//! to exercise edge cases: a VF whose PF vanished, a `virtfn` link to a
+//! missing device, a group node missing from `/dev`, a device-info file
+//! another tool wrote, configured vhost-user and memif entries.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+const PF: &str = "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0";
+const VF0: &str = "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2";
+
+fn machine(name: &str) -> (TempDir, PathBuf) {
+    let tmp = TempDir::new().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("root");
+    let dst = tmp.path().join("root");
+    assert!(
+        StdCommand::new("cp")
+            .arg("-a")
+            .arg(&src)
+            .arg(&dst)
+            .status()
+            .unwrap()
+            .success()
+    );
+    (tmp, dst)
+}
+
+fn cdigen(cwd: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("cdigen")
+        .unwrap()
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("CDIGEN_ROOT")
+        .env_remove("CDIGEN_TEMPLATES")
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .env("CDIGEN_DEVINFO_DIR", "devinfo")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|e| {
+            e.map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn relink(path: &Path, target: &str) {
+    fs::remove_file(path).unwrap();
+    std::os::unix::fs::symlink(target, path).unwrap();
+}
+
+#[test]
+fn vf_whose_pf_vanished_is_reported_and_skipped() {
+    let (tmp, root) = machine("example");
+    relink(&root.join(VF0).join("physfn"), "../0000:3b:00.7");
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "list",
+            "--discovered",
+            "--root",
+            "root",
+            "--backend",
+            "sriov",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("the PF of VF 0000:3b:00.2 is gone, skipping the VF"),
+        "{err}"
+    );
+    assert_eq!(
+        out,
+        "cdigen.io/vf=0000:3b:00.3\ncdigen.io/vf=0000:3b:00.4\ncdigen.io/vf=0000:3b:00.5\n"
+    );
+}
+
+#[test]
+fn virtfn_link_to_a_missing_device_is_reported() {
+    let (tmp, root) = machine("example");
+    std::os::unix::fs::symlink("../0000:3b:01.7", root.join(PF).join("virtfn7")).unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["discover", "--root", "root", "--backend", "sriov"],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("/sys/bus/pci/devices/0000:3b:00.0/virtfn7: ")
+            && err.contains("VF virtfn7 of 0000:3b:00.0 is listed but its device is missing"),
+        "{err}"
+    );
+    // The four real VFs are still there.
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("sriov")).count(),
+        4,
+        "{out}"
+    );
+}
+
+#[test]
+fn group_node_missing_from_dev_falls_back_to_iommufd() {
+    let (tmp, root) = machine("example");
+    let manifest = root.join("dev.manifest");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let without: String = text
+        .lines()
+        .filter(|l| !l.starts_with("/dev/vfio/50 "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(text, without, "the fixture has /dev/vfio/50");
+    fs::write(&manifest, without).unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generator",
+            "vfio",
+            "--output",
+            "-",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("/dev/vfio/50: listed in sysfs (242:1) but missing from /dev; not using it"),
+        "{err}"
+    );
+    let spec: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let nvme = &spec["devices"][0];
+    assert_eq!(nvme["name"], "0000:81:00.0");
+    let paths: Vec<&str> = nvme["containerEdits"]["deviceNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, ["/dev/iommu", "/dev/vfio/devices/vfio1"]);
+}
+
+#[test]
+fn forcing_a_mode_the_host_lacks_leaves_the_device_out() {
+    let (tmp, _root) = machine("iommufd-host");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(
+        gens.join("legacy.yaml"),
+        "name: legacy\nbackend: vfio\nkind: example.com/vfio\ntemplate: vfio\nvfio_mode: legacy\nnames: [pci]\n",
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--generator",
+            "legacy",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "");
+    assert!(
+        err.contains("generator legacy: 0000:c2:00.0 offers no VFIO node for mode Legacy (the host uses iommufd); leaving it out"),
+        "{err}"
+    );
+    assert!(!tmp.path().join("cdi").exists());
+}
+
+#[test]
+fn both_modes_when_asked() {
+    let (tmp, _root) = machine("vfio-gpu");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(
+        gens.join("both.yaml"),
+        "name: both\nbackend: vfio\nkind: example.com/vfio\ntemplate: vfio\nvfio_mode: both\nnames: [group]\n",
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--generator",
+            "both",
+            "--output",
+            "-",
+            "--format",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let spec: serde_json::Value = serde_json::from_str(&out).unwrap();
+    // One device for the whole group, honest about what it opens.
+    assert_eq!(spec["devices"].as_array().unwrap().len(), 1);
+    let d = &spec["devices"][0];
+    assert_eq!(d["name"], "32");
+    assert_eq!(
+        d["containerEdits"]["env"],
+        serde_json::json!([
+            "PCI_RESOURCE_EXAMPLE_COM_VFIO=0000:65:00.0,0000:65:00.1",
+            "VFIO_GROUP_32_DEVICES=0000:65:00.0,0000:65:00.1"
+        ])
+    );
+    let paths: Vec<&str> = d["containerEdits"]["deviceNodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        paths,
+        [
+            "/dev/vfio/vfio",
+            "/dev/vfio/32",
+            "/dev/iommu",
+            "/dev/vfio/devices/vfio0",
+            "/dev/vfio/devices/vfio1"
+        ]
+    );
+}
+
+#[test]
+fn foreign_device_info_file_is_left_alone_and_reported() {
+    let (tmp, _root) = machine("example");
+    let info = tmp.path().join("devinfo");
+    fs::create_dir(&info).unwrap();
+    let foreign = info.join("cdigen.io-vf-0000:3b:00.2-device.json");
+    fs::write(
+        &foreign,
+        "{\"type\":\"pci\",\"version\":\"1.1.0\",\"pci\":{\"pci-address\":\"0000:3b:00.2\"}}",
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "sriov",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(
+        err,
+        "cdigen: refusing to overwrite devinfo/cdigen.io-vf-0000:3b:00.2-device.json: not written by cdigen, or changed since (remove it or move it away first)\n"
+    );
+    assert_eq!(
+        fs::read_to_string(&foreign).unwrap(),
+        "{\"type\":\"pci\",\"version\":\"1.1.0\",\"pci\":{\"pci-address\":\"0000:3b:00.2\"}}"
+    );
+    // The others were written.
+    assert_eq!(
+        names(&info),
+        [
+            "cdigen.io-vf-0000:3b:00.2-device.json",
+            "cdigen.io-vf-0000:3b:00.3-device.json",
+            "cdigen.io-vf-0000:3b:00.4-device.json",
+            "cdigen.io-vf-0000:3b:00.5-device.json",
+        ]
+    );
+    assert!(
+        out.contains("created: cdi/cdigen.io-vf.yaml (4 devices)\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn device_info_files_go_away_with_their_devices() {
+    let (tmp, root) = machine("sriov-legacy");
+    let run = || {
+        cdigen(
+            tmp.path(),
+            &["generate", "--root", "root", "--output-dir", "cdi"],
+        )
+    };
+    let (code, _, err) = run();
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(names(&tmp.path().join("devinfo")).len(), 4);
+    // Disable SR-IOV on the PF: the VFs disappear.
+    for n in [
+        "0000:17:01.0",
+        "0000:17:01.1",
+        "0000:17:01.2",
+        "0000:17:01.3",
+    ] {
+        fs::remove_file(root.join("sys/bus/pci/devices").join(n)).unwrap();
+    }
+    let (code, out, err) = run();
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("removed: cdi/cdigen.io-vf.yaml (0 devices)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("removed: devinfo/cdigen.io-vf-0000:17:01.0-device.json\n"),
+        "{out}"
+    );
+    assert_eq!(names(&tmp.path().join("devinfo")), Vec::<String>::new());
+}
+
+#[test]
+fn configured_vhost_user_and_memif_entries() {
+    let (tmp, _root) = machine("empty");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(
+        gens.join("sockets.yaml"),
+        r#"name: sockets
+backend: static
+kind: example.com/userspace
+template: drm
+device_info: true
+static_devices:
+  - id: vhost0
+    device_info:
+      type: vhost-user
+      version: "1.1.0"
+      vhost-user: {mode: server, path: /var/run/vhost0.sock}
+  - id: memif0
+    device_info:
+      type: memif
+      version: "1.1.0"
+      memif: {role: master, path: /var/run/memif0.sock, mode: ethernet}
+"#,
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "created: devinfo/example.com-userspace-memif0-device.json\n\
+         created: devinfo/example.com-userspace-vhost0-device.json\n"
+    );
+    assert_eq!(
+        fs::read_to_string(
+            tmp.path()
+                .join("devinfo/example.com-userspace-vhost0-device.json")
+        )
+        .unwrap(),
+        r#"{"type":"vhost-user","version":"1.1.0","vhost-user":{"mode":"server","path":"/var/run/vhost0.sock"}}"#
+    );
+    assert_eq!(
+        fs::read_to_string(
+            tmp.path()
+                .join("devinfo/example.com-userspace-memif0-device.json")
+        )
+        .unwrap(),
+        r#"{"type":"memif","version":"1.1.0","memif":{"role":"master","path":"/var/run/memif0.sock","mode":"ethernet"}}"#
+    );
+}
+
+#[test]
+fn invalid_configured_entry_names_the_field() {
+    let (tmp, _root) = machine("empty");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(
+        gens.join("bad.yaml"),
+        "name: bad\nbackend: static\nkind: example.com/xx\ntemplate: drm\ndevice_info: true\nstatic_devices:\n  - id: v0\n    device_info:\n      type: vhost-user\n      version: \"1.1.0\"\n      vhost-user: {mode: server, path: relative.sock}\n",
+    )
+    .unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("cdigen: gens/bad.yaml: static_devices[0].device_info."),
+        "{err}"
+    );
+    assert!(err.contains("relative.sock"), "{err}");
+}
