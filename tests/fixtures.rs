@@ -171,6 +171,14 @@ fn every_machine_matches_its_goldens() {
             }
         }
         for (name, text) in &got_info {
+            // Every file is a valid device-info document by the typed model.
+            let info = cdigen::devinfo::parse(text.as_bytes())
+                .unwrap_or_else(|e| panic!("{m}: {name}: {e}"));
+            assert_eq!(
+                cdigen::devinfo::validate(&info),
+                vec![],
+                "{m}: {name} is not a valid device-info file"
+            );
             golden(&want_info_dir.join(name), text, &mut failures);
         }
         if !bless() {
