@@ -315,34 +315,13 @@ pub fn apply_devinfo(
                 Ok(outcome) => changes.push(Change {
                     path: dir.join(name),
                     generator: p.generator.clone(),
-                    action: match outcome {
-                        Outcome::Created => Action::Created,
-                        Outcome::Updated => Action::Updated,
-                        Outcome::Unchanged => Action::Unchanged,
-                    },
+                    action: outcome.into(),
                     devices: 1,
                 }),
                 Err(e) => errors.push(e.into()),
             }
         }
-        match managed.remove_stale(&p.generator, &keep) {
-            Ok(pruned) => {
-                for (names, action) in [
-                    (pruned.removed, Action::Removed),
-                    (pruned.left_alone, Action::LeftAlone),
-                ] {
-                    for n in names {
-                        changes.push(Change {
-                            path: dir.join(n),
-                            generator: p.generator.clone(),
-                            action,
-                            devices: 0,
-                        });
-                    }
-                }
-            }
-            Err(e) => errors.push(e.into()),
-        }
+        prune(&mut managed, &p.generator, &keep, &mut changes, &mut errors);
     }
     Ok((changes, errors))
 }
@@ -448,11 +427,7 @@ pub fn apply(dir: &Path, plans: &[Planned]) -> Result<(Vec<Change>, Vec<Error>),
                     changes.push(Change {
                         path: dir.join(&p.file),
                         generator: p.generator.clone(),
-                        action: match outcome {
-                            Outcome::Created => Action::Created,
-                            Outcome::Updated => Action::Updated,
-                            Outcome::Unchanged => Action::Unchanged,
-                        },
+                        action: outcome.into(),
                         devices: p.spec.as_ref().map_or(0, |s| s.devices.len()),
                     });
                 }
@@ -462,26 +437,47 @@ pub fn apply(dir: &Path, plans: &[Planned]) -> Result<(Vec<Change>, Vec<Error>),
                 }
             }
         }
-        match managed.remove_stale(&p.generator, &keep) {
-            Ok(pruned) => {
-                for (names, action) in [
-                    (pruned.removed, Action::Removed),
-                    (pruned.left_alone, Action::LeftAlone),
-                ] {
-                    for n in names {
-                        changes.push(Change {
-                            path: dir.join(n),
-                            generator: p.generator.clone(),
-                            action,
-                            devices: 0,
-                        });
-                    }
-                }
-            }
-            Err(e) => errors.push(e.into()),
-        }
+        prune(&mut managed, &p.generator, &keep, &mut changes, &mut errors);
     }
     Ok((changes, errors))
+}
+
+impl From<Outcome> for Action {
+    fn from(o: Outcome) -> Self {
+        match o {
+            Outcome::Created => Action::Created,
+            Outcome::Updated => Action::Updated,
+            Outcome::Unchanged => Action::Unchanged,
+        }
+    }
+}
+
+/// Removes `owner`'s files not in `keep` and records what happened.
+fn prune(
+    managed: &mut ManagedDir,
+    owner: &str,
+    keep: &BTreeSet<String>,
+    changes: &mut Vec<Change>,
+    errors: &mut Vec<Error>,
+) {
+    match managed.remove_stale(owner, keep) {
+        Ok(pruned) => {
+            for (names, action) in [
+                (pruned.removed, Action::Removed),
+                (pruned.left_alone, Action::LeftAlone),
+            ] {
+                for n in names {
+                    changes.push(Change {
+                        path: managed.path().join(n),
+                        generator: owner.to_string(),
+                        action,
+                        devices: 0,
+                    });
+                }
+            }
+        }
+        Err(e) => errors.push(e.into()),
+    }
 }
 
 /// What [`apply`] would do, without writing: compares the planned bytes

@@ -9,53 +9,15 @@
     clippy::panic
 )]
 
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command as StdCommand;
+#[path = "support/machine.rs"]
+mod support;
 
-use assert_cmd::Command;
-use tempfile::TempDir;
+use std::fs;
+use std::path::Path;
+
+use support::{cdigen, machine};
 
 const AMD: &str = "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/0000:02:00.0/0000:03:00.0";
-
-/// A copy of a fixture machine's root in a tempdir: (tempdir, root path).
-fn machine(name: &str) -> (TempDir, PathBuf) {
-    let tmp = TempDir::new().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name)
-        .join("root");
-    let dst = tmp.path().join("root");
-    let ok = StdCommand::new("cp")
-        .arg("-a")
-        .arg(&src)
-        .arg(&dst)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "cp -a {}", src.display());
-    (tmp, dst)
-}
-
-fn cdigen(cwd: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("cdigen")
-        .unwrap()
-        .current_dir(cwd)
-        .args(args)
-        .env_remove("CDIGEN_ROOT")
-        .env_remove("CDIGEN_TEMPLATES")
-        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-        .env("NO_COLOR", "1")
-        // Never the host's device-info directory.
-        .env("CDIGEN_DEVINFO_DIR", cwd.join("devinfo"))
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
 
 fn names_in(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)

@@ -10,64 +10,16 @@
     clippy::panic
 )]
 
-use std::fs;
-use std::path::{Path, PathBuf};
-use std::process::Command as StdCommand;
+#[path = "support/machine.rs"]
+mod support;
 
-use assert_cmd::Command;
-use tempfile::TempDir;
+use std::fs;
+use std::path::Path;
+
+use support::{cdigen, machine};
 
 const PF: &str = "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0";
 const VF0: &str = "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2";
-
-fn machine(name: &str) -> (TempDir, PathBuf) {
-    let tmp = TempDir::new().unwrap();
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name)
-        .join("root");
-    let dst = tmp.path().join("root");
-    assert!(
-        StdCommand::new("cp")
-            .arg("-a")
-            .arg(&src)
-            .arg(&dst)
-            .status()
-            .unwrap()
-            .success()
-    );
-    (tmp, dst)
-}
-
-fn cdigen(cwd: &Path, args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("cdigen")
-        .unwrap()
-        .current_dir(cwd)
-        .args(args)
-        .env_remove("CDIGEN_ROOT")
-        .env_remove("CDIGEN_TEMPLATES")
-        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-        .env("CDIGEN_DEVINFO_DIR", "devinfo")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut v: Vec<String> = fs::read_dir(dir)
-        .map(|e| {
-            e.map(|e| e.unwrap().file_name().into_string().unwrap())
-                .filter(|n| !n.starts_with('.'))
-                .collect()
-        })
-        .unwrap_or_default();
-    v.sort();
-    v
-}
 
 fn relink(path: &Path, target: &str) {
     fs::remove_file(path).unwrap();
@@ -289,7 +241,7 @@ fn foreign_device_info_file_is_left_alone_and_reported() {
     );
     // The others were written.
     assert_eq!(
-        names(&info),
+        support::visible_names(&info),
         [
             "cdigen.io-vf-0000:3b:00.2-device.json",
             "cdigen.io-vf-0000:3b:00.3-device.json",
@@ -314,7 +266,7 @@ fn device_info_files_go_away_with_their_devices() {
     };
     let (code, _, err) = run();
     assert_eq!(code, 0, "{err}");
-    assert_eq!(names(&tmp.path().join("devinfo")).len(), 4);
+    assert_eq!(support::visible_names(&tmp.path().join("devinfo")).len(), 4);
     // Disable SR-IOV on the PF: the VFs disappear.
     for n in [
         "0000:17:01.0",
@@ -334,7 +286,10 @@ fn device_info_files_go_away_with_their_devices() {
         out.contains("removed: devinfo/cdigen.io-vf-0000:17:01.0-device.json\n"),
         "{out}"
     );
-    assert_eq!(names(&tmp.path().join("devinfo")), Vec::<String>::new());
+    assert_eq!(
+        support::visible_names(&tmp.path().join("devinfo")),
+        Vec::<String>::new()
+    );
 }
 
 #[test]

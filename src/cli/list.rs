@@ -11,17 +11,7 @@ pub(crate) fn run(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     if args.discovered {
         return discovered(args, out, err);
     }
-    let inputs: Vec<Input> = if args.spec_dirs.is_empty() {
-        super::default_inputs()
-    } else {
-        args.spec_dirs
-            .iter()
-            .map(|p| Input {
-                path: p.clone(),
-                explicit: true,
-            })
-            .collect()
-    };
+    let inputs: Vec<Input> = super::inputs(&args.spec_dirs);
     let result = scan(&inputs);
     for e in &result.input_errors {
         writeln!(err, "cdigen: {e}")?;

@@ -288,6 +288,21 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
     }
 }
 
+/// Scan inputs: the paths the user named, or the default spec directories
+/// (missing defaults are skipped, as runtimes skip them).
+fn inputs(paths: &[PathBuf]) -> Vec<crate::cdi::dirs::Input> {
+    if paths.is_empty() {
+        return default_inputs();
+    }
+    paths
+        .iter()
+        .map(|p| crate::cdi::dirs::Input {
+            path: p.clone(),
+            explicit: true,
+        })
+        .collect()
+}
+
 /// The default spec directories as scan inputs (missing ones are skipped).
 fn default_inputs() -> Vec<crate::cdi::dirs::Input> {
     crate::cdi::DEFAULT_SPEC_DIRS

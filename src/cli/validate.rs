@@ -7,17 +7,7 @@ use super::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, ValidateArgs, ValidateFormat};
 use crate::cdi::dirs::{Input, Severity, scan};
 
 pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let inputs: Vec<Input> = if args.paths.is_empty() {
-        super::default_inputs()
-    } else {
-        args.paths
-            .iter()
-            .map(|p| Input {
-                path: p.clone(),
-                explicit: true,
-            })
-            .collect()
-    };
+    let inputs: Vec<Input> = super::inputs(&args.paths);
     let result = scan(&inputs);
     // An input that cannot be read is an environment error, like elsewhere.
     let code = if !result.input_errors.is_empty() {

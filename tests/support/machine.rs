@@ -1,0 +1,67 @@
+//! Shared by the end-to-end tests: copies of fixture machines to change,
+//! and running the real binary without touching the host's configuration
+//! or device-info directory.
+
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command as StdCommand;
+
+use assert_cmd::Command;
+use tempfile::TempDir;
+
+/// A copy of a fixture machine's root in a tempdir: (tempdir, root path).
+pub fn machine(name: &str) -> (TempDir, PathBuf) {
+    let tmp = TempDir::new().unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("root");
+    let dst = tmp.path().join("root");
+    let ok = StdCommand::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {}", src.display());
+    (tmp, dst)
+}
+
+/// Runs `cdigen` in `cwd`: (exit code, stdout, stderr). User generator
+/// definitions are off and device-info files go to `cwd/devinfo` unless
+/// the arguments say otherwise.
+pub fn cdigen(cwd: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("cdigen")
+        .unwrap()
+        .current_dir(cwd)
+        .args(args)
+        .env_remove("CDIGEN_ROOT")
+        .env_remove("CDIGEN_TEMPLATES")
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        // Never the host's device-info directory.
+        .env("CDIGEN_DEVINFO_DIR", "devinfo")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// Names in a directory that do not start with `.`, sorted.
+pub fn visible_names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|e| {
+            e.map(|e| e.unwrap().file_name().into_string().unwrap())
+                .filter(|n| !n.starts_with('.'))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
