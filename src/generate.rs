@@ -1,5 +1,5 @@
 //! The `generate` pipeline end to end: discovered devices → selected per
-//! generator → rendered → validated → serialized ([`plan`]), then written
+//! generator → rendered → validated → serialized ([`plan_one`]), then written
 //! through the safe writer ([`apply`]).
 //!
 //! Nothing invalid is ever written: a spec that fails validation is an

@@ -4,7 +4,7 @@
 //! Field order is the order Go writes, so serialized output is stable.
 //! Every struct rejects unknown fields (the reference library parses
 //! strictly, and a runtime fails to load a file with a field it does not
-//! know). Maps reject duplicate keys (see [`strict_map`]).
+//! know). Maps reject duplicate keys (a strict map deserializer).
 //!
 //! Removed fields (`intelRdt.enableCMT` and `intelRdt.enableMBM`, gone in
 //! 1.1.0) are not modelled: a v1.1.0 runtime rejects them, so we do too.

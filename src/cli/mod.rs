@@ -117,7 +117,7 @@ pub struct DefinitionArgs {
     /// [default: /etc/cdigen/generators.d, when it exists].
     #[arg(long, value_name = "DIR", env = "CDIGEN_GENERATORS")]
     pub generators: Option<PathBuf>,
-    /// Directory of templates (<name>.json.hbs) that add to or replace the built-in ones
+    /// Directory of templates (NAME.json.hbs) that add to or replace the built-in ones
     /// [default: /etc/cdigen/templates, when it exists].
     #[arg(long, value_name = "DIR", env = "CDIGEN_TEMPLATES")]
     pub templates: Option<PathBuf>,
