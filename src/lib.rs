@@ -8,9 +8,19 @@
 //! root → discovery → device model → render → validate → write
 //! ```
 //!
-//! - [`cdi`]: the CDI spec model, names, versions, validation, encoding,
-//!   and the runtime's view of spec directories (used by `validate`/`list`).
-//! - [`write`]: the safe writer (atomic, idempotent, ownership-checked).
+//! - [`root`]: the host as seen through `--root`; the only reader of
+//!   sysfs, procfs and `/dev`. [`sysfs`] has the pure value parsers.
+//! - [`discover`]: one backend per device family behind one trait (DRM,
+//!   VFIO, SR-IOV, vDPA), producing the [`model`].
+//! - [`generator`]: the declarative generator definitions and device
+//!   selection; [`render`]: the handlebars templates.
+//! - [`cdi`]: the CDI spec model, names, versions, validation, encoding, and
+//!   the runtime's view of spec directories (used by `validate`/`list`);
+//!   [`devinfo`]: the NPWG device-info model.
+//! - [`generate`]: the pipeline from discovered devices to files, through
+//!   [`mod@write`], the safe writer (atomic, idempotent, ownership-checked).
+//! - [`snapshot`]: records what discovery read into a fixture tree;
+//!   [`ldcache`]: the glibc linker cache reader for driver files.
 //! - [`cli`]: the command-line interface; `src/main.rs` is a thin shell
 //!   over it.
 
@@ -20,6 +30,7 @@ pub mod devinfo;
 pub mod discover;
 pub mod generate;
 pub mod generator;
+pub mod ldcache;
 pub mod model;
 pub mod render;
 pub mod root;
