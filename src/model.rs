@@ -48,6 +48,42 @@ pub struct Device {
     /// The vDPA device (vDPA backend), or the one a VF carries (SR-IOV).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vdpa: Option<VdpaInfo>,
+    /// NVIDIA GPU or MIG device facts.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nvidia: Option<NvidiaInfo>,
+}
+
+/// An NVIDIA GPU, or a MIG device of one.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct NvidiaInfo {
+    /// Product name (`NVIDIA A100 80GB PCIe`).
+    pub model: String,
+    /// The GPU's UUID (`GPU-...`); for a MIG device, its parent's.
+    pub gpu_uuid: String,
+    /// The GPU's device minor (N of `/dev/nvidiaN`).
+    pub minor: u32,
+    /// The driver version (`570.86.15`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_version: Option<String>,
+    /// Whether the GPU has MIG devices configured.
+    pub mig_enabled: bool,
+    /// For a MIG device: where it sits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mig: Option<MigInfo>,
+}
+
+/// A MIG device: a compute instance of a GPU instance.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MigInfo {
+    /// The parent GPU's PCI address.
+    pub parent: String,
+    /// GPU instance ID (hardware placement, not 0..n).
+    pub gi: u32,
+    /// Compute instance ID.
+    pub ci: u32,
+    /// The MIG device's UUID (`MIG-...`), only known from NVML.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
 }
 
 /// What a network device (a VF, or the PCI function under a vDPA device) is.

@@ -12,6 +12,7 @@
 //! more specific backend always wins, whatever the order they run in.
 
 pub mod drm;
+pub mod nvidia;
 pub mod pci;
 pub mod pciids;
 pub mod sriov;
@@ -85,8 +86,14 @@ pub trait Backend: Sync {
 }
 
 /// Every backend, in the order they run.
-pub static BACKENDS: &[&dyn Backend] =
-    &[&drm::Drm, &vfio::Vfio, &sriov::Sriov, &vdpa::Vdpa, &Static];
+pub static BACKENDS: &[&dyn Backend] = &[
+    &drm::Drm,
+    &vfio::Vfio,
+    &sriov::Sriov,
+    &vdpa::Vdpa,
+    &nvidia::Nvidia,
+    &Static,
+];
 
 /// The backend of generators that only describe configured, non-hardware
 /// devices (vhost-user and memif sockets, in `static_devices`): it
@@ -271,7 +278,10 @@ mod tests {
         assert!(backend("drm").is_ok());
         assert_eq!(
             backend("nope").err().map(|e| e.to_string()),
-            Some("unknown backend \"nope\" (known: drm, vfio, sriov, vdpa, static)".to_string())
+            Some(
+                "unknown backend \"nope\" (known: drm, vfio, sriov, vdpa, nvidia, static)"
+                    .to_string()
+            )
         );
     }
 }

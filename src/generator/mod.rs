@@ -33,6 +33,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("vfio.yaml", include_str!("../../generators/vfio.yaml")),
     ("sriov.yaml", include_str!("../../generators/sriov.yaml")),
     ("vdpa.yaml", include_str!("../../generators/vdpa.yaml")),
+    ("nvidia.yaml", include_str!("../../generators/nvidia.yaml")),
 ];
 
 /// Where users put their own definitions.
@@ -158,6 +159,9 @@ pub enum NameStrategy {
     /// One device per IOMMU group, named by the group number (VFIO): the
     /// honest unit when a group holds several devices.
     Group,
+    /// The device's UUID (`GPU-...`; `MIG-...` when known), as
+    /// `nvidia-ctk --device-name-strategy=uuid` names them.
+    Uuid,
 }
 
 impl NameStrategy {
@@ -169,6 +173,7 @@ impl NameStrategy {
             NameStrategy::Node => "node",
             NameStrategy::All => "all",
             NameStrategy::Group => "group",
+            NameStrategy::Uuid => "uuid",
         }
     }
 }

@@ -8,7 +8,7 @@ use crate::model::{Device, Node};
 use crate::sysfs::parse_hex_id;
 
 /// Node roles the backends produce.
-pub const NODE_ROLES: [&str; 14] = [
+pub const NODE_ROLES: [&str; 20] = [
     "primary",
     "render",
     "accel",
@@ -23,11 +23,26 @@ pub const NODE_ROLES: [&str; 14] = [
     "vhost-net",
     "tun",
     "vhost-vdpa",
+    "nvidia-gpu",
+    "nvidia-cap",
+    "nvidia-control",
+    "nvidia-modeset",
+    "nvidia-uvm",
+    "nvidia-uvm-tools",
 ];
 
 /// Roles that never make a device selected on their own: shared nodes
 /// (ROCm's kfd, RDMA's rdma_cm, vhost-net and tun).
-const SHARED_ROLES: [&str; 4] = ["kfd", "rdma-cm", "vhost-net", "tun"];
+const SHARED_ROLES: [&str; 8] = [
+    "kfd",
+    "rdma-cm",
+    "vhost-net",
+    "tun",
+    "nvidia-control",
+    "nvidia-modeset",
+    "nvidia-uvm",
+    "nvidia-uvm-tools",
+];
 
 /// Selectors; an empty list means "any".
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

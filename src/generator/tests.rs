@@ -185,6 +185,7 @@ fn builtins_parse_and_check() {
                 "drm",
                 "intel-gpu",
                 "intel-npu",
+                "nvidia",
                 "sriov",
                 "vdpa",
                 "vfio"
@@ -379,7 +380,7 @@ fn bad_enum_values() {
     assert_eq!(
         err_with("names: [first]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `first`, expected one of index, \
-         pci, node, all, group at line 5, column 9"
+         pci, node, all, group, uuid at line 5, column 9"
     );
     assert_eq!(
         err_with("output:\n  format: toml\n"),
@@ -434,8 +435,8 @@ fn bad_name() {
 #[test]
 fn unknown_backend() {
     assert_eq!(
-        err_replacing("backend", "backend: nvidia"),
-        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"nvidia\" (known: drm, vfio, sriov, vdpa, static)"
+        err_replacing("backend", "backend: gpu"),
+        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, nvidia, static)"
     );
 }
 
@@ -519,7 +520,7 @@ fn bad_node_role() {
     assert_eq!(
         err_with("select:\n  node_roles: [render, card]\n"),
         "/etc/cdigen/generators.d/test.yaml: select.node_roles[1]: \"card\" is not a node role \
-         (expected one of primary, render, accel, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa)"
+         (expected one of primary, render, accel, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools)"
     );
 }
 
@@ -607,6 +608,7 @@ fn builtin_summary() -> Vec<(String, String)> {
         "drm",
         "intel-gpu",
         "intel-npu",
+        "nvidia",
         "sriov",
         "vdpa",
         "vfio",
@@ -673,6 +675,7 @@ fn load_user_replaces_adds_and_keeps_disabled() {
                 "builtin:generators/intel-gpu.yaml".into()
             ),
             ("intel-npu".into(), show(&off)),
+            ("nvidia".into(), "builtin:generators/nvidia.yaml".into()),
             ("sriov".into(), "builtin:generators/sriov.yaml".into()),
             ("vdpa".into(), "builtin:generators/vdpa.yaml".into()),
             ("vfio".into(), "builtin:generators/vfio.yaml".into()),

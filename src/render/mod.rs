@@ -25,10 +25,14 @@ use crate::sysfs::PciAddress;
 /// The shipped templates: (name, content).
 pub const BUILTIN: &[(&str, &str)] = &[
     ("drm", include_str!("../../templates/drm.json.hbs")),
+    ("nvidia", include_str!("../../templates/nvidia.json.hbs")),
     ("sriov", include_str!("../../templates/sriov.json.hbs")),
     ("vdpa", include_str!("../../templates/vdpa.json.hbs")),
     ("vfio", include_str!("../../templates/vfio.json.hbs")),
 ];
+
+/// Node roles every device of a spec needs, offered as `common_nodes`.
+pub const COMMON_ROLES: [&str; 4] = crate::discover::nvidia::CONTROL_ROLES;
 
 /// File suffix of templates in a directory.
 pub const SUFFIX: &str = ".json.hbs";
@@ -247,6 +251,9 @@ pub struct TemplateContext<'a> {
     pub kind: &'a str,
     /// The generator's name.
     pub generator: &'a str,
+    /// Nodes every device of this spec needs (NVIDIA's control nodes):
+    /// templates may put them in the spec-level edits.
+    pub common_nodes: Vec<DeviceNode>,
     /// The kind as an environment variable suffix: `nvidia.com/mlx_rdma`
     /// → `NVIDIA_COM_MLX_RDMA` (the SR-IOV device plugin's convention).
     pub resource_env: String,
@@ -263,6 +270,8 @@ pub struct CdiDevice<'a> {
     pub members: Vec<&'a Device>,
     /// CDI device nodes, as the generator's settings want them.
     pub nodes: Vec<DeviceNode>,
+    /// `nodes` without the common ones (see `common_nodes`).
+    pub own_nodes: Vec<DeviceNode>,
     /// `/dev` links to bring into the container (empty with `links: none`).
     pub links: Vec<Link>,
     /// The members' identities, comma-joined (`0000:3b:00.2`, `vdpa0`).
@@ -315,31 +324,54 @@ fn identity_cmp(a: &str, b: &str) -> Ordering {
 pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateContext<'a> {
     let mut sorted: Vec<&Device> = devices.iter().collect();
     sorted.sort_by(|a, b| identity_cmp(&a.id, &b.id));
+    let to_cdi = |n: &crate::model::Node| {
+        let mut node = DeviceNode {
+            path: n.path.clone(),
+            ..Default::default()
+        };
+        if generator.device_nodes.numbers {
+            node.node_type = n.node_type.clone();
+            node.major = i64::from(n.major);
+            node.minor = i64::from(n.minor);
+        }
+        if generator.device_nodes.owner
+            && let Some(h) = n.host
+        {
+            node.file_mode = Some(h.mode);
+            node.uid = Some(h.uid);
+            node.gid = Some(h.gid);
+        }
+        node
+    };
+    let is_common = |n: &crate::model::Node| COMMON_ROLES.contains(&n.role.as_str());
+    let mut common_nodes: Vec<DeviceNode> = Vec::new();
+    for n in sorted
+        .iter()
+        .flat_map(|d| d.nodes.iter())
+        .filter(|n| is_common(n))
+    {
+        if !common_nodes.iter().any(|x| x.path == n.path) {
+            common_nodes.push(to_cdi(n));
+        }
+    }
     let entry = |name: String, members: Vec<&'a Device>| {
+        let mut own_nodes: Vec<DeviceNode> = Vec::new();
+        for n in members
+            .iter()
+            .flat_map(|d| d.nodes.iter())
+            .filter(|n| !is_common(n))
+        {
+            if !own_nodes.iter().any(|x| x.path == n.path) {
+                own_nodes.push(to_cdi(n));
+            }
+        }
         let mut nodes: Vec<DeviceNode> = Vec::new();
         let mut links: Vec<Link> = Vec::new();
         for d in &members {
             for n in &d.nodes {
-                if nodes.iter().any(|x| x.path == n.path) {
-                    continue;
+                if !nodes.iter().any(|x| x.path == n.path) {
+                    nodes.push(to_cdi(n));
                 }
-                let mut node = DeviceNode {
-                    path: n.path.clone(),
-                    ..Default::default()
-                };
-                if generator.device_nodes.numbers {
-                    node.node_type = n.node_type.clone();
-                    node.major = i64::from(n.major);
-                    node.minor = i64::from(n.minor);
-                }
-                if generator.device_nodes.owner
-                    && let Some(h) = n.host
-                {
-                    node.file_mode = Some(h.mode);
-                    node.uid = Some(h.uid);
-                    node.gid = Some(h.gid);
-                }
-                nodes.push(node);
             }
             if generator.links == LinkMode::Mount {
                 for l in &d.links {
@@ -377,6 +409,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             name,
             members,
             nodes,
+            own_nodes,
             links,
             ids,
             pci_addresses,
@@ -406,8 +439,37 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
                 }
             }
             NameStrategy::Index => {
-                for (i, d) in sorted.iter().enumerate() {
-                    out.push(entry(i.to_string(), vec![*d]));
+                // NVIDIA: GPUs by PCI order, MIG devices `<gpu>:<mig>`.
+                let gpus: Vec<&&Device> = sorted
+                    .iter()
+                    .filter(|d| d.nvidia.as_ref().is_none_or(|n| n.mig.is_none()))
+                    .collect();
+                for (i, d) in gpus.iter().enumerate() {
+                    out.push(entry(i.to_string(), vec![**d]));
+                }
+                for (i, gpu) in gpus.iter().enumerate() {
+                    let migs = sorted.iter().filter(|d| {
+                        d.nvidia
+                            .as_ref()
+                            .and_then(|n| n.mig.as_ref())
+                            .is_some_and(|m| m.parent == gpu.id)
+                    });
+                    for (j, m) in migs.enumerate() {
+                        out.push(entry(format!("{i}:{j}"), vec![*m]));
+                    }
+                }
+            }
+            NameStrategy::Uuid => {
+                for d in &sorted {
+                    let Some(n) = &d.nvidia else { continue };
+                    match &n.mig {
+                        None => out.push(entry(n.gpu_uuid.clone(), vec![*d])),
+                        Some(m) => {
+                            if let Some(u) = &m.uuid {
+                                out.push(entry(u.clone(), vec![*d]));
+                            }
+                        }
+                    }
                 }
             }
             NameStrategy::Pci => {
@@ -434,6 +496,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
         kind: &generator.kind,
         generator: &generator.name,
         resource_env: env_suffix(&generator.kind),
+        common_nodes,
         devices: out,
     }
 }

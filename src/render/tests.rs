@@ -974,11 +974,11 @@ fn user_template_replaces_builtin() {
         ("other.hbs", "not a template {{"),
     ]);
     let t = t.unwrap();
-    assert_eq!(t.names(), ["drm", "sriov", "vdpa", "vfio"]);
+    assert_eq!(t.names(), ["drm", "nvidia", "sriov", "vdpa", "vfio"]);
     assert_eq!(
         format!("{t:?}"),
         format!(
-            "Templates {{ sources: {{\"drm\": {:?}, \"sriov\": \"builtin:templates/sriov.json.hbs\", \
+            "Templates {{ sources: {{\"drm\": {:?}, \"nvidia\": \"builtin:templates/nvidia.json.hbs\", \"sriov\": \"builtin:templates/sriov.json.hbs\", \
              \"vdpa\": \"builtin:templates/vdpa.json.hbs\", \"vfio\": \"builtin:templates/vfio.json.hbs\"}} }}",
             dir.path().join("drm.json.hbs")
         )
@@ -1001,10 +1001,14 @@ fn user_template_replaces_builtin() {
         }
     );
     // The built-in set alone.
-    assert_eq!(builtin().names(), ["drm", "sriov", "vdpa", "vfio"]);
+    assert_eq!(
+        builtin().names(),
+        ["drm", "nvidia", "sriov", "vdpa", "vfio"]
+    );
     assert_eq!(
         format!("{:?}", builtin()),
-        "Templates { sources: {\"drm\": \"builtin:templates/drm.json.hbs\", \"sriov\": \
+        "Templates { sources: {\"drm\": \"builtin:templates/drm.json.hbs\", \"nvidia\": \
+         \"builtin:templates/nvidia.json.hbs\", \"sriov\": \
          \"builtin:templates/sriov.json.hbs\", \"vdpa\": \"builtin:templates/vdpa.json.hbs\", \
          \"vfio\": \"builtin:templates/vfio.json.hbs\"} }"
     );
@@ -1018,7 +1022,7 @@ fn missing_template() {
             .render(&g, &[gpu("0000:03:00.0", 1)])
             .unwrap_err()
             .to_string(),
-        "generator \"test\": no template named \"nothere\" (known: drm, sriov, vdpa, vfio)"
+        "generator \"test\": no template named \"nothere\" (known: drm, nvidia, sriov, vdpa, vfio)"
     );
     let (_dir, t) = user_templates(&[("zz.json.hbs", "{}"), ("aa.json.hbs", "{}")]);
     assert_eq!(
@@ -1026,7 +1030,7 @@ fn missing_template() {
             .render(&g, &[gpu("0000:03:00.0", 1)])
             .unwrap_err()
             .to_string(),
-        "generator \"test\": no template named \"nothere\" (known: aa, drm, sriov, vdpa, vfio, zz)"
+        "generator \"test\": no template named \"nothere\" (known: aa, drm, nvidia, sriov, vdpa, vfio, zz)"
     );
 }
 

@@ -1,0 +1,403 @@
+//! NVIDIA backend: GPUs and MIG devices from procfs and sysfs alone (no
+//! NVML needed, so it works early in boot and with a broken library).
+//!
+//! - GPUs: `/proc/driver/nvidia/gpus/<BDF>/information` (model, UUID,
+//!   `Device Minor`, bus location); excluded GPUs are skipped. The PCI
+//!   device under `/sys/bus/pci/devices/<BDF>` gives vendor, NUMA node and
+//!   DRM nodes, and is the key under which this backend claims the GPU from
+//!   the DRM backend.
+//! - Numbers: `/dev/nvidiaN` is major `nvidia` (or `nvidia-frontend` before
+//!   driver 550.40) from `/proc/devices`, minor = `Device Minor`;
+//!   `nvidiactl` 255 and `nvidia-modeset` 254 share that major;
+//!   `nvidia-uvm` and `nvidia-uvm-tools` are minors 0 and 1 of `nvidia-uvm`;
+//!   MIG capability nodes `/dev/nvidia-caps/nvidia-capN` use `nvidia-caps`.
+//! - Control nodes the driver creates lazily (`nvidia-uvm` appears when a
+//!   CUDA program first runs `nvidia-modprobe`): when their module is loaded
+//!   (its major is in `/proc/devices`), they are written with their numbers
+//!   even if the host has not created them, so the container gets them;
+//!   when it is not loaded, they are left out with a warning saying CUDA
+//!   will not work.
+//! - MIG: configured GPU instances are the `gi<G>/` directories under
+//!   `/proc/driver/nvidia/capabilities/gpu<minor>/mig/`, compute instances
+//!   their `ci<C>/` subdirectories; their `access` files give the cap
+//!   minors. A MIG device needs its parent's `/dev/nvidiaN` and both cap
+//!   nodes. The parent GPU stays requestable, as with `nvidia-ctk`.
+//! - Index order is PCI bus order, as `nvidia-smi` numbers GPUs.
+
+pub mod proc;
+
+use std::path::{Path, PathBuf};
+
+use super::pci::read_function;
+use super::pciids::PciIds;
+use super::{Backend, Error, Report};
+use crate::model::{Device, HostNode, MigInfo, Node, NvidiaInfo};
+use crate::root::{DevKind, HostRoot, dev_path, proc_path, sys_path};
+use crate::sysfs::node_number;
+
+/// The NVIDIA backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Nvidia;
+
+/// Roles of the nodes every NVIDIA device needs besides its own.
+pub const CONTROL_ROLES: [&str; 4] = [
+    "nvidia-control",
+    "nvidia-modeset",
+    "nvidia-uvm",
+    "nvidia-uvm-tools",
+];
+
+fn char_node(role: &str, path: PathBuf, major: u32, minor: u32) -> Node {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or_default()
+        .to_string();
+    Node {
+        role: role.to_string(),
+        name,
+        path: path.display().to_string(),
+        node_type: "c".into(),
+        major,
+        minor,
+        host: None,
+    }
+}
+
+/// Looks a node up in `/dev`: mode and owner when it is there; `Err` with
+/// a reason when something else is there.
+fn with_host(root: &HostRoot, mut node: Node) -> Result<Node, String> {
+    match root.dev_entry(Path::new(&node.path)) {
+        Ok(Some(e)) if e.kind == DevKind::Char => {
+            node.host = Some(HostNode {
+                mode: e.mode,
+                uid: e.uid,
+                gid: e.gid,
+            });
+            Ok(node)
+        }
+        Ok(Some(e)) => Err(format!("not a character device (a {:?})", e.kind)),
+        Ok(None) | Err(_) => Ok(node),
+    }
+}
+
+impl Backend for Nvidia {
+    fn name(&self) -> &'static str {
+        "nvidia"
+    }
+
+    fn precedence(&self) -> u8 {
+        40
+    }
+
+    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let gpus_dir = proc_path("driver/nvidia/gpus");
+        let entries = root.list_dir_opt(&gpus_dir).map_err(|source| Error::Root {
+            backend: "nvidia",
+            source,
+        })?;
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let version = root
+            .read_attr_opt(&proc_path("driver/nvidia/version"))
+            .ok()
+            .flatten()
+            .and_then(|t| proc::parse_driver_version(&t));
+        let devices_file = proc_path("devices");
+        let majors = match root.read_attr(&devices_file) {
+            Ok(t) => proc::parse_char_majors(&t),
+            Err(e) => {
+                report.warn(
+                    &devices_file,
+                    format!("{e}; cannot number NVIDIA nodes, skipping NVIDIA GPUs"),
+                );
+                return Ok(Vec::new());
+            }
+        };
+        let Some(major) = proc::nvidia_major(&majors) else {
+            report.warn(
+                &devices_file,
+                "no `nvidia` (or `nvidia-frontend`) character device: the driver is not loaded; skipping NVIDIA GPUs",
+            );
+            return Ok(Vec::new());
+        };
+        let control = control_nodes(root, major, majors.get("nvidia-uvm").copied(), report);
+        let caps_major = majors.get("nvidia-caps").copied();
+        let ids = PciIds::load(root);
+
+        let mut gpus: Vec<Device> = Vec::new();
+        for bdf in entries {
+            let info_path = gpus_dir.join(&bdf).join("information");
+            let info = match root
+                .read_attr(&info_path)
+                .map_err(|e| e.to_string())
+                .and_then(|t| proc::parse_information(&t).map_err(|e| e.to_string()))
+            {
+                Ok(i) => i,
+                Err(e) => {
+                    report.warn(&info_path, format!("{e}; skipping this GPU"));
+                    continue;
+                }
+            };
+            if info.excluded {
+                report.warn(
+                    &info_path,
+                    "GPU excluded by the driver (NVreg_ExcludedGpus); skipping it",
+                );
+                continue;
+            }
+            if info.bus_location != bdf {
+                report.warn(
+                    &info_path,
+                    format!(
+                        "bus location {} differs from the directory name; using {}",
+                        info.bus_location, info.bus_location
+                    ),
+                );
+            }
+            let pci_entry = sys_path(&format!("bus/pci/devices/{}", info.bus_location));
+            let Ok(pci_dir) = root.resolve(&pci_entry) else {
+                report.warn(
+                    &pci_entry,
+                    "the GPU listed in procfs has no PCI device in sysfs; skipping it",
+                );
+                continue;
+            };
+            let Some(f) = read_function(root, &pci_dir, ids.as_ref(), report) else {
+                continue;
+            };
+            let gpu_node = char_node(
+                "nvidia-gpu",
+                dev_path(&format!("nvidia{}", info.minor)),
+                major,
+                info.minor,
+            );
+            let gpu_node = match root.dev_entry(Path::new(&gpu_node.path)) {
+                Ok(None) if root.has_devfs() => {
+                    report.warn(
+                        &gpu_node.path,
+                        format!(
+                            "GPU {} ({}) is in procfs but its node is missing from /dev; writing it with its numbers ({major}:{})",
+                            info.bus_location, info.uuid, info.minor
+                        ),
+                    );
+                    gpu_node
+                }
+                _ => match with_host(root, gpu_node) {
+                    Ok(n) => n,
+                    Err(why) => {
+                        report.warn(
+                            dev_path(&format!("nvidia{}", info.minor)),
+                            format!("{why}; skipping this GPU"),
+                        );
+                        continue;
+                    }
+                },
+            };
+            let mut nodes = vec![gpu_node.clone()];
+            nodes.extend(drm_nodes(root, &pci_dir, report));
+            nodes.extend(control.iter().cloned());
+            let migs = mig_devices(root, info.minor, caps_major, report);
+            let nv = NvidiaInfo {
+                model: info.model.clone(),
+                gpu_uuid: info.uuid.clone(),
+                minor: info.minor,
+                driver_version: version.clone(),
+                mig_enabled: !migs.is_empty(),
+                mig: None,
+            };
+            for (gi, ci, gi_node, ci_node) in migs {
+                let mut mig_nodes = vec![gpu_node.clone(), gi_node, ci_node];
+                mig_nodes.extend(control.iter().cloned());
+                gpus.push(Device {
+                    backend: "nvidia".into(),
+                    id: format!("{}/gi{gi}/ci{ci}", f.info.address),
+                    sysfs_path: format!("{}/mig/gi{gi}/ci{ci}", pci_dir.display()),
+                    bus: "pci".into(),
+                    pci: Some(f.info.clone()),
+                    driver: f.driver.clone(),
+                    numa_node: f.numa_node,
+                    nodes: mig_nodes,
+                    nvidia: Some(NvidiaInfo {
+                        mig: Some(MigInfo {
+                            parent: f.info.address.clone(),
+                            gi,
+                            ci,
+                            uuid: None,
+                        }),
+                        ..nv.clone()
+                    }),
+                    ..Default::default()
+                });
+            }
+            gpus.push(Device {
+                backend: "nvidia".into(),
+                id: f.info.address.clone(),
+                sysfs_path: pci_dir.display().to_string(),
+                bus: "pci".into(),
+                pci: Some(f.info),
+                driver: f.driver,
+                numa_node: f.numa_node,
+                nodes,
+                nvidia: Some(nv),
+                ..Default::default()
+            });
+        }
+        Ok(gpus)
+    }
+}
+
+/// `nvidiactl`, `nvidia-modeset`, `nvidia-uvm`, `nvidia-uvm-tools`.
+fn control_nodes(root: &HostRoot, major: u32, uvm: Option<u32>, report: &mut Report) -> Vec<Node> {
+    let mut out = vec![char_node(
+        "nvidia-control",
+        dev_path("nvidiactl"),
+        major,
+        255,
+    )];
+    // nvidia-modeset is only there with the modeset module; its node
+    // exists on the host when it is loaded.
+    let modeset = char_node("nvidia-modeset", dev_path("nvidia-modeset"), major, 254);
+    if matches!(root.dev_entry(Path::new(&modeset.path)), Ok(Some(_))) || !root.has_devfs() {
+        out.push(modeset);
+    }
+    match uvm {
+        Some(m) => {
+            out.push(char_node("nvidia-uvm", dev_path("nvidia-uvm"), m, 0));
+            out.push(char_node("nvidia-uvm-tools", dev_path("nvidia-uvm-tools"), m, 1));
+        }
+        None => report.warn(
+            proc_path("devices"),
+            "nvidia-uvm is not loaded (no `nvidia-uvm` in /proc/devices): CUDA programs in containers will fail \
+             until it is (run `nvidia-modprobe -u -c=0`, then regenerate); its nodes are left out",
+        ),
+    }
+    out.into_iter()
+        .filter_map(|n| {
+            let path = n.path.clone();
+            match with_host(root, n) {
+                Ok(n) => Some(n),
+                Err(why) => {
+                    report.warn(&path, format!("{why}; leaving it out"));
+                    None
+                }
+            }
+        })
+        .collect()
+}
+
+/// The GPU's DRM card and render nodes (with nvidia-drm loaded).
+fn drm_nodes(root: &HostRoot, pci_dir: &Path, report: &mut Report) -> Vec<Node> {
+    let mut out = Vec::new();
+    for name in root.list_dir_opt(&pci_dir.join("drm")).unwrap_or_default() {
+        let role = if node_number(&name, "card").is_some() {
+            "primary"
+        } else if node_number(&name, "renderD").is_some() {
+            "render"
+        } else {
+            continue;
+        };
+        if let Some(n) = super::vfio::class_node(
+            root,
+            &pci_dir.join("drm").join(&name),
+            role,
+            &name,
+            &format!("dri/{name}"),
+            report,
+        ) {
+            match with_host(root, n) {
+                Ok(n) => out.push(n),
+                Err(why) => report.warn(
+                    dev_path(&format!("dri/{name}")),
+                    format!("{why}; leaving it out"),
+                ),
+            }
+        }
+    }
+    out
+}
+
+/// MIG devices of GPU `minor`: (gi, ci, gi cap node, ci cap node), in
+/// (gi, ci) order.
+fn mig_devices(
+    root: &HostRoot,
+    minor: u32,
+    caps_major: Option<u32>,
+    report: &mut Report,
+) -> Vec<(u32, u32, Node, Node)> {
+    let mig_dir = proc_path(&format!("driver/nvidia/capabilities/gpu{minor}/mig"));
+    let mut gis: Vec<(u32, String)> = root
+        .list_dir_opt(&mig_dir)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|n| node_number(&n, "gi").map(|i| (i, n)))
+        .collect();
+    if gis.is_empty() {
+        return Vec::new();
+    }
+    let Some(caps_major) = caps_major else {
+        report.warn(
+            proc_path("devices"),
+            format!("GPU with minor {minor} has MIG instances but `nvidia-caps` is not in /proc/devices; skipping its MIG devices"),
+        );
+        return Vec::new();
+    };
+    gis.sort();
+    let cap = |path: &Path, report: &mut Report| -> Option<Node> {
+        let text = match root.read_attr(path) {
+            Ok(t) => t,
+            Err(e) => {
+                report.warn(path, format!("{e}; skipping this MIG instance"));
+                return None;
+            }
+        };
+        let Some(c) = proc::parse_capability(&text) else {
+            report.warn(
+                path,
+                "no numeric DeviceFileMinor; skipping this MIG instance",
+            );
+            return None;
+        };
+        let node = char_node(
+            "nvidia-cap",
+            dev_path(&format!("nvidia-caps/nvidia-cap{}", c.minor)),
+            caps_major,
+            c.minor,
+        );
+        with_host(root, node).ok()
+    };
+    let mut out = Vec::new();
+    for (gi, gi_name) in gis {
+        let gi_dir = mig_dir.join(&gi_name);
+        let Some(gi_node) = cap(&gi_dir.join("access"), report) else {
+            continue;
+        };
+        let mut cis: Vec<(u32, String)> = root
+            .list_dir_opt(&gi_dir)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|n| node_number(&n, "ci").map(|i| (i, n)))
+            .collect();
+        cis.sort();
+        for (ci, ci_name) in cis {
+            if let Some(ci_node) = cap(&gi_dir.join(&ci_name).join("access"), report) {
+                if ci_node.minor != proc::mig_minor(minor, gi, Some(ci)) {
+                    report.warn(
+                        gi_dir.join(&ci_name).join("access"),
+                        format!(
+                            "DeviceFileMinor {} differs from the static table's {}; trusting the file",
+                            ci_node.minor,
+                            proc::mig_minor(minor, gi, Some(ci))
+                        ),
+                    );
+                }
+                out.push((gi, ci, gi_node.clone(), ci_node));
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,283 @@
+//! The NVIDIA backend on small trees built in a tempdir, with the procfs
+//! text of a real H100 host (driver 580.159.04).
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+
+use super::*;
+use crate::generator::{Generator, NameStrategy};
+
+const INFO: &str = "Model: \t\t NVIDIA H100 80GB HBM3\nIRQ:   \t\t 41\nGPU UUID: \t GPU-af3e0279-1df1-2cad-1e37-2509bedadba2\nVideo BIOS: \t 96.00.da.00.0c\nBus Type: \t PCIe\nDMA Size: \t 52 bits\nDMA Mask: \t 0xfffffffffffff\nBus Location: \t 0000:00:06.0\nDevice Minor: \t 0\nGPU Firmware: \t 580.159.04\nGPU Excluded:\t No\n";
+const VERSION: &str = "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  580.159.04  Release Build  (nixbld@)  \nGCC version:  gcc version 15.3.0 (GCC) \n";
+const DEVICES: &str = "Character devices:\n  1 mem\n 10 misc\n195 nvidia\n195 nvidiactl\n238 nvidia-uvm\n241 nvidia-caps\n\nBlock devices:\n  7 loop\n";
+
+fn write(root: &Path, rel: &str, text: &str) {
+    let p = root.join(rel);
+    fs::create_dir_all(p.parent().unwrap()).unwrap();
+    fs::write(p, text).unwrap();
+}
+
+/// One H100 at 0000:00:06.0; `mig` adds gi1/ci0 and gi2/ci0; `manifest`
+/// is the dev.manifest text.
+fn h100(mig: bool, manifest: &str) -> tempfile::TempDir {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path();
+    write(r, "proc/driver/nvidia/version", VERSION);
+    write(r, "proc/driver/nvidia/gpus/0000:00:06.0/information", INFO);
+    write(r, "proc/devices", DEVICES);
+    let dev = "sys/devices/pci0000:00/0000:00:06.0";
+    for (a, v) in [
+        ("vendor", "0x10de\n"),
+        ("device", "0x2330\n"),
+        ("class", "0x030200\n"),
+        ("numa_node", "-1\n"),
+    ] {
+        write(r, &format!("{dev}/{a}"), v);
+    }
+    fs::create_dir_all(r.join("sys/bus/pci/drivers/nvidia")).unwrap();
+    fs::create_dir_all(r.join("sys/bus/pci/devices")).unwrap();
+    symlink(
+        "../../../bus/pci/drivers/nvidia",
+        r.join(dev).join("driver"),
+    )
+    .unwrap();
+    symlink("../../../bus/pci", r.join(dev).join("subsystem")).unwrap();
+    symlink(
+        "../../../devices/pci0000:00/0000:00:06.0",
+        r.join("sys/bus/pci/devices/0000:00:06.0"),
+    )
+    .unwrap();
+    let caps = "proc/driver/nvidia/capabilities";
+    write(
+        r,
+        &format!("{caps}/mig/config"),
+        "DeviceFileMinor: 1\nDeviceFileMode: 256\n",
+    );
+    fs::create_dir_all(r.join(caps).join("gpu0/mig")).unwrap();
+    if mig {
+        for (gi, ci, gm, cm) in [(1, 0, 12, 13), (2, 0, 21, 22)] {
+            write(
+                r,
+                &format!("{caps}/gpu0/mig/gi{gi}/access"),
+                &format!("DeviceFileMinor: {gm}\nDeviceFileMode: 292\n"),
+            );
+            write(
+                r,
+                &format!("{caps}/gpu0/mig/gi{gi}/ci{ci}/access"),
+                &format!("DeviceFileMinor: {cm}\nDeviceFileMode: 292\n"),
+            );
+        }
+    }
+    write(r, "dev.manifest", manifest);
+    tmp
+}
+
+const FULL_DEV: &str = "/dev/nvidia0 c 195:0 0666 0 0\n/dev/nvidiactl c 195:255 0666 0 0\n/dev/nvidia-uvm c 238:0 0666 0 0\n/dev/nvidia-uvm-tools c 238:1 0666 0 0\n";
+
+fn run(tmp: &tempfile::TempDir) -> (Vec<Device>, Vec<String>) {
+    let root = HostRoot::open(tmp.path()).unwrap();
+    let mut report = Report::default();
+    let devices = Nvidia.discover(&root, &mut report).unwrap();
+    let warnings = report
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {}", w.path.display(), w.message))
+        .collect();
+    (devices, warnings)
+}
+
+fn node_list(d: &Device) -> Vec<String> {
+    d.nodes
+        .iter()
+        .map(|n| format!("{} {}:{} {}", n.path, n.major, n.minor, n.role))
+        .collect()
+}
+
+#[test]
+fn a_real_h100_without_mig() {
+    let (devices, warnings) = run(&h100(false, FULL_DEV));
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(devices.len(), 1);
+    let d = &devices[0];
+    assert_eq!(d.id, "0000:00:06.0");
+    assert_eq!(d.sysfs_path, "/sys/devices/pci0000:00/0000:00:06.0");
+    assert_eq!(
+        node_list(d),
+        [
+            "/dev/nvidia0 195:0 nvidia-gpu",
+            "/dev/nvidiactl 195:255 nvidia-control",
+            "/dev/nvidia-uvm 238:0 nvidia-uvm",
+            "/dev/nvidia-uvm-tools 238:1 nvidia-uvm-tools",
+        ],
+        "no nvidia-modeset: the host has none"
+    );
+    let nv = d.nvidia.as_ref().unwrap();
+    assert_eq!(nv.gpu_uuid, "GPU-af3e0279-1df1-2cad-1e37-2509bedadba2");
+    assert_eq!(nv.driver_version.as_deref(), Some("580.159.04"));
+    assert!(!nv.mig_enabled);
+}
+
+#[test]
+fn mig_devices_and_their_names() {
+    let dev =
+        format!("{FULL_DEV}/dev/nvidia-caps d\n/dev/nvidia-caps/nvidia-cap12 c 241:12 0444 0 0\n");
+    let (devices, warnings) = run(&h100(true, &dev));
+    assert_eq!(warnings, Vec::<String>::new());
+    let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [
+            "0000:00:06.0/gi1/ci0",
+            "0000:00:06.0/gi2/ci0",
+            "0000:00:06.0"
+        ]
+    );
+    assert_eq!(
+        node_list(&devices[0])[..3],
+        [
+            "/dev/nvidia0 195:0 nvidia-gpu".to_string(),
+            "/dev/nvidia-caps/nvidia-cap12 241:12 nvidia-cap".into(),
+            "/dev/nvidia-caps/nvidia-cap13 241:13 nvidia-cap".into(),
+        ]
+    );
+    // Names as nvidia-ctk gives them.
+    let g: Generator = crate::generator::parse(
+        Path::new("builtin:generators/nvidia.yaml"),
+        include_str!("../../../generators/nvidia.yaml"),
+    )
+    .unwrap();
+    assert_eq!(
+        g.names,
+        [NameStrategy::Index, NameStrategy::Uuid, NameStrategy::All]
+    );
+    let ctx = crate::render::context(&g, &devices);
+    let names: Vec<&str> = ctx.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "0",
+            "0:0",
+            "0:1",
+            "GPU-af3e0279-1df1-2cad-1e37-2509bedadba2",
+            "all"
+        ]
+    );
+    let common: Vec<&str> = ctx.common_nodes.iter().map(|n| n.path.as_str()).collect();
+    assert_eq!(
+        common,
+        ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools"]
+    );
+    let spec = crate::render::Templates::load(None)
+        .unwrap()
+        .render(&g, &devices)
+        .unwrap();
+    assert_eq!(spec.devices.len(), 5);
+    assert_eq!(spec.container_edits.device_nodes.len(), 3);
+    assert_eq!(
+        spec.devices[1]
+            .container_edits
+            .device_nodes
+            .iter()
+            .map(|n| n.path.as_str())
+            .collect::<Vec<_>>(),
+        [
+            "/dev/nvidia0",
+            "/dev/nvidia-caps/nvidia-cap12",
+            "/dev/nvidia-caps/nvidia-cap13"
+        ]
+    );
+}
+
+#[test]
+fn uvm_not_loaded_is_said_and_left_out() {
+    let tmp = h100(false, FULL_DEV);
+    write(
+        tmp.path(),
+        "proc/devices",
+        "Character devices:\n195 nvidia\n241 nvidia-caps\n",
+    );
+    let (devices, warnings) = run(&tmp);
+    assert_eq!(
+        warnings,
+        [
+            "/proc/devices: nvidia-uvm is not loaded (no `nvidia-uvm` in /proc/devices): CUDA programs in \
+          containers will fail until it is (run `nvidia-modprobe -u -c=0`, then regenerate); its nodes are left out"
+        ]
+    );
+    assert_eq!(
+        node_list(&devices[0]),
+        [
+            "/dev/nvidia0 195:0 nvidia-gpu",
+            "/dev/nvidiactl 195:255 nvidia-control"
+        ]
+    );
+}
+
+#[test]
+fn uvm_loaded_but_not_created_is_written_with_its_numbers() {
+    let (devices, warnings) = run(&h100(
+        false,
+        "/dev/nvidia0 c 195:0 0666 0 0\n/dev/nvidiactl c 195:255 0666 0 0\n",
+    ));
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(
+        node_list(&devices[0])[2..],
+        [
+            "/dev/nvidia-uvm 238:0 nvidia-uvm".to_string(),
+            "/dev/nvidia-uvm-tools 238:1 nvidia-uvm-tools".into()
+        ]
+    );
+}
+
+#[test]
+fn old_driver_naming_and_missing_gpu_node() {
+    let tmp = h100(false, "/dev/nvidiactl c 195:255 0666 0 0\n");
+    write(
+        tmp.path(),
+        "proc/devices",
+        "Character devices:\n195 nvidia-frontend\n511 nvidia-uvm\n",
+    );
+    let (devices, warnings) = run(&tmp);
+    assert_eq!(
+        warnings,
+        [
+            "/dev/nvidia0: GPU 0000:00:06.0 (GPU-af3e0279-1df1-2cad-1e37-2509bedadba2) is in procfs but its node is \
+          missing from /dev; writing it with its numbers (195:0)"
+        ]
+    );
+    assert_eq!(node_list(&devices[0])[0], "/dev/nvidia0 195:0 nvidia-gpu");
+    assert_eq!(
+        node_list(&devices[0])[2],
+        "/dev/nvidia-uvm 511:0 nvidia-uvm"
+    );
+}
+
+#[test]
+fn no_driver_and_bad_information() {
+    let tmp = h100(false, FULL_DEV);
+    write(tmp.path(), "proc/devices", "Character devices:\n  1 mem\n");
+    let (devices, warnings) = run(&tmp);
+    assert!(devices.is_empty());
+    assert_eq!(
+        warnings,
+        [
+            "/proc/devices: no `nvidia` (or `nvidia-frontend`) character device: the driver is not loaded; skipping NVIDIA GPUs"
+        ]
+    );
+    let tmp = h100(false, FULL_DEV);
+    write(
+        tmp.path(),
+        "proc/driver/nvidia/gpus/0000:00:06.0/information",
+        &INFO.replace("Device Minor: \t 0", "Device Minor: \t x"),
+    );
+    let (devices, warnings) = run(&tmp);
+    assert!(devices.is_empty());
+    assert_eq!(
+        warnings,
+        [
+            "/proc/driver/nvidia/gpus/0000:00:06.0/information: \"Device Minor\" is \"x\", expected a number \
+          from 0 to 254; skipping this GPU"
+        ]
+    );
+}
