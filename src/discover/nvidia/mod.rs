@@ -24,6 +24,7 @@
 //!   nodes. The parent GPU stays requestable, as with `nvidia-ctk`.
 //! - Index order is PCI bus order, as `nvidia-smi` numbers GPUs.
 
+pub mod nvml;
 pub mod proc;
 
 use std::path::{Path, PathBuf};
@@ -243,6 +244,11 @@ impl Backend for Nvidia {
                 nvidia: Some(nv),
                 ..Default::default()
             });
+        }
+        // NVML describes this host: ask it only when the root is the host.
+        #[cfg(feature = "nvml")]
+        if root.base() == Path::new("/") && !gpus.is_empty() {
+            nvml::enrich(&mut gpus, &nvml::Library, report);
         }
         Ok(gpus)
     }

@@ -281,3 +281,137 @@ fn no_driver_and_bad_information() {
         ]
     );
 }
+
+/// A test double for NVML.
+struct Fake(Result<Vec<nvml::NvmlGpu>, String>);
+
+impl nvml::GpuSource for Fake {
+    fn gpus(&self) -> Result<Vec<nvml::NvmlGpu>, String> {
+        self.0.clone()
+    }
+}
+
+fn enrich_with(devices: &mut [Device], fake: Fake) -> Vec<String> {
+    let mut report = Report::default();
+    nvml::enrich(devices, &fake, &mut report);
+    report.warnings.iter().map(|w| w.message.clone()).collect()
+}
+
+#[test]
+fn nvml_adds_mig_uuids_and_cross_checks() {
+    let dev = format!("{FULL_DEV}/dev/nvidia-caps d\n");
+    let (mut devices, _) = run(&h100(true, &dev));
+    let gpu = |mig: &[&str]| nvml::NvmlGpu {
+        uuid: "GPU-af3e0279-1df1-2cad-1e37-2509bedadba2".into(),
+        bus_id: nvml::normalize_bus_id("00000000:00:06.0").unwrap(),
+        minor: Some(0),
+        mig_uuids: mig.iter().map(|s| s.to_string()).collect(),
+    };
+    let warnings = enrich_with(&mut devices, Fake(Ok(vec![gpu(&["MIG-aaa", "MIG-bbb"])])));
+    assert_eq!(warnings, Vec::<String>::new());
+    let uuids: Vec<Option<&str>> = devices
+        .iter()
+        .map(|d| {
+            d.nvidia
+                .as_ref()
+                .unwrap()
+                .mig
+                .as_ref()
+                .and_then(|m| m.uuid.as_deref())
+        })
+        .collect();
+    assert_eq!(uuids, [Some("MIG-aaa"), Some("MIG-bbb"), None]);
+    // uuid names now include the MIG UUIDs.
+    let g: Generator = crate::generator::parse(
+        Path::new("nvidia.yaml"),
+        "name: n\nbackend: nvidia\nkind: nvidia.com/gpu\ntemplate: nvidia\nnames: [uuid]\n",
+    )
+    .unwrap();
+    let names: Vec<String> = crate::render::context(&g, &devices)
+        .devices
+        .iter()
+        .map(|d| d.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "GPU-af3e0279-1df1-2cad-1e37-2509bedadba2",
+            "MIG-aaa",
+            "MIG-bbb"
+        ]
+    );
+
+    // Disagreements are said; procfs stands.
+    let (mut devices, _) = run(&h100(true, &dev));
+    let mut other = gpu(&["MIG-aaa"]);
+    other.uuid = "GPU-other".into();
+    other.minor = Some(3);
+    let warnings = enrich_with(
+        &mut devices,
+        Fake(Ok(vec![other.clone(), {
+            let mut x = other;
+            x.bus_id = "0000:00:07.0".into();
+            x
+        }])),
+    );
+    assert_eq!(
+        warnings,
+        [
+            "NVML sees 2 GPUs, procfs 1",
+            "GPU 0000:00:06.0: NVML says UUID GPU-other, procfs GPU-af3e0279-1df1-2cad-1e37-2509bedadba2",
+            "GPU 0000:00:06.0: NVML says minor 3, procfs 0",
+            "GPU 0000:00:06.0: NVML sees 1 MIG devices, procfs 2; MIG UUIDs left out",
+        ]
+    );
+    assert!(devices.iter().all(|d| {
+        d.nvidia
+            .as_ref()
+            .unwrap()
+            .mig
+            .as_ref()
+            .is_none_or(|m| m.uuid.is_none())
+    }));
+}
+
+#[test]
+fn nvml_missing_is_not_a_warning() {
+    let (mut devices, _) = run(&h100(false, FULL_DEV));
+    let before = devices.clone();
+    let warnings = enrich_with(
+        &mut devices,
+        Fake(Err(
+            "libnvidia-ml.so.1: cannot open shared object file".into()
+        )),
+    );
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(devices, before);
+}
+
+#[test]
+fn bus_ids_normalize() {
+    assert_eq!(
+        nvml::normalize_bus_id("00000000:41:00.0").as_deref(),
+        Some("0000:41:00.0")
+    );
+    assert_eq!(
+        nvml::normalize_bus_id("0000:41:00.0").as_deref(),
+        Some("0000:41:00.0")
+    );
+    assert_eq!(
+        nvml::normalize_bus_id("00000000:AB:00.0").as_deref(),
+        Some("0000:ab:00.0")
+    );
+    assert_eq!(nvml::normalize_bus_id("garbage"), None);
+}
+
+#[cfg(feature = "nvml")]
+#[test]
+fn the_real_library_fails_softly_without_a_driver() {
+    // On machines without libnvidia-ml this is an error string, never a
+    // panic; on a GPU host it lists the GPUs.
+    use nvml::GpuSource as _;
+    match nvml::Library.gpus() {
+        Ok(gpus) => assert!(gpus.iter().all(|g| g.uuid.starts_with("GPU-"))),
+        Err(e) => assert!(!e.is_empty()),
+    }
+}
