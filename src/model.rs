@@ -51,6 +51,21 @@ pub struct Device {
     /// NVIDIA GPU or MIG device facts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvidia: Option<NvidiaInfo>,
+    /// Host files the device needs in the container (driver libraries,
+    /// utilities, firmware, sockets).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub mounts: Vec<MountSpec>,
+}
+
+/// A bind mount of a host file into the container.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct MountSpec {
+    /// Source on the host.
+    pub host_path: String,
+    /// Destination in the container.
+    pub container_path: String,
+    /// Mount options (`ro`, `nosuid`, `nodev`, `bind`).
+    pub options: Vec<String>,
 }
 
 /// An NVIDIA GPU, or a MIG device of one.

@@ -175,6 +175,9 @@ pub struct HostRoot {
     base: PathBuf,
     devfs: DevFs,
     record: Option<Mutex<Record>>,
+    /// Where the NVIDIA driver's user-space files are (a host path; `/` by
+    /// default, `/run/nvidia/driver` with the GPU operator, say).
+    driver_root: PathBuf,
     /// Symlink lookups by host path (None: exists, not a link). Make a new
     /// root for each discovery run so that changes are seen.
     links: Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
@@ -216,8 +219,20 @@ impl HostRoot {
             base: base.to_path_buf(),
             devfs,
             record: None,
+            driver_root: PathBuf::from("/"),
             links: Mutex::new(std::collections::HashMap::new()),
         })
+    }
+
+    /// Sets where the NVIDIA driver's files are (a host path).
+    pub fn with_driver_root(mut self, driver_root: &Path) -> Self {
+        self.driver_root = driver_root.to_path_buf();
+        self
+    }
+
+    /// Where the NVIDIA driver's files are (a host path).
+    pub fn driver_root(&self) -> &Path {
+        &self.driver_root
     }
 
     /// Starts recording every path read (see [`HostRoot::take_record`]).

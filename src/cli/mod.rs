@@ -108,6 +108,15 @@ pub struct SourceArgs {
     /// Only run this backend (repeatable).
     #[arg(long = "backend", value_name = "NAME")]
     pub backends: Vec<String>,
+    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root):
+    /// /run/nvidia/driver with the GPU operator, for example.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/",
+        env = "CDIGEN_DRIVER_ROOT"
+    )]
+    pub driver_root: PathBuf,
 }
 
 /// Which generator definitions and templates to use.

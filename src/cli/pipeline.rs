@@ -17,7 +17,8 @@ pub(crate) const USER_TEMPLATES: &str = "/etc/cdigen/templates";
 /// Opens the root and runs discovery.
 pub(crate) fn discover(source: &SourceArgs) -> anyhow::Result<(HostRoot, Discovery)> {
     let root = HostRoot::open(&source.root)
-        .with_context(|| format!("cannot use {} as the root", source.root.display()))?;
+        .with_context(|| format!("cannot use {} as the root", source.root.display()))?
+        .with_driver_root(&source.driver_root);
     let found = discover::discover(&root, &source.backends)?;
     for w in &found.warnings {
         tracing::warn!("{}: {}", w.path.display(), w.message);

@@ -254,6 +254,9 @@ pub struct TemplateContext<'a> {
     /// Nodes every device of this spec needs (NVIDIA's control nodes):
     /// templates may put them in the spec-level edits.
     pub common_nodes: Vec<DeviceNode>,
+    /// Mounts every device of this spec needs (NVIDIA driver files), in
+    /// container-path order.
+    pub common_mounts: Vec<crate::model::MountSpec>,
     /// The kind as an environment variable suffix: `nvidia.com/mlx_rdma`
     /// → `NVIDIA_COM_MLX_RDMA` (the SR-IOV device plugin's convention).
     pub resource_env: String,
@@ -354,6 +357,16 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             common_nodes.push(to_cdi(n));
         }
     }
+    let mut common_mounts: Vec<crate::model::MountSpec> = Vec::new();
+    for m in sorted.iter().flat_map(|d| d.mounts.iter()) {
+        if !common_mounts
+            .iter()
+            .any(|x| x.container_path == m.container_path)
+        {
+            common_mounts.push(m.clone());
+        }
+    }
+    common_mounts.sort_by(|a, b| a.container_path.cmp(&b.container_path));
     let entry = |name: String, members: Vec<&'a Device>| {
         let mut own_nodes: Vec<DeviceNode> = Vec::new();
         for n in members
@@ -497,6 +510,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
         generator: &generator.name,
         resource_env: env_suffix(&generator.kind),
         common_nodes,
+        common_mounts,
         devices: out,
     }
 }

@@ -24,6 +24,7 @@
 //!   nodes. The parent GPU stays requestable, as with `nvidia-ctk`.
 //! - Index order is PCI bus order, as `nvidia-smi` numbers GPUs.
 
+pub mod driver;
 pub mod nvml;
 pub mod proc;
 
@@ -124,6 +125,16 @@ impl Backend for Nvidia {
             return Ok(Vec::new());
         };
         let control = control_nodes(root, major, majors.get("nvidia-uvm").copied(), report);
+        let mounts = match &version {
+            Some(v) => driver::files(root, root.driver_root(), v, report),
+            None => {
+                report.warn(
+                    proc_path("driver/nvidia/version"),
+                    "no driver version: driver files (libraries, utilities, firmware) are left out",
+                );
+                Vec::new()
+            }
+        };
         let caps_major = majors.get("nvidia-caps").copied();
         let ids = PciIds::load(root);
 
@@ -220,6 +231,7 @@ impl Backend for Nvidia {
                     driver: f.driver.clone(),
                     numa_node: f.numa_node,
                     nodes: mig_nodes,
+                    mounts: mounts.clone(),
                     nvidia: Some(NvidiaInfo {
                         mig: Some(MigInfo {
                             parent: f.info.address.clone(),
@@ -241,6 +253,7 @@ impl Backend for Nvidia {
                 driver: f.driver,
                 numa_node: f.numa_node,
                 nodes,
+                mounts: mounts.clone(),
                 nvidia: Some(nv),
                 ..Default::default()
             });

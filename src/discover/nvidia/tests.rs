@@ -79,9 +79,11 @@ fn run(tmp: &tempfile::TempDir) -> (Vec<Device>, Vec<String>) {
     let root = HostRoot::open(tmp.path()).unwrap();
     let mut report = Report::default();
     let devices = Nvidia.discover(&root, &mut report).unwrap();
+    // Driver files have their own test: these trees have no linker cache.
     let warnings = report
         .warnings
         .iter()
+        .filter(|w| !w.path.ends_with("etc/ld.so.cache"))
         .map(|w| format!("{}: {}", w.path.display(), w.message))
         .collect();
     (devices, warnings)
@@ -414,4 +416,159 @@ fn the_real_library_fails_softly_without_a_driver() {
         Ok(gpus) => assert!(gpus.iter().all(|g| g.uuid.starts_with("GPU-"))),
         Err(e) => assert!(!e.is_empty()),
     }
+}
+
+/// Builds a tiny ELF shared object with the system C compiler.
+fn shared_object(dir: &Path, file: &str, soname: &str) {
+    let src = dir.join("x.c");
+    fs::create_dir_all(dir).unwrap();
+    fs::write(&src, "int f(void) { return 0; }\n").unwrap();
+    let ok = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-nostdlib", "-o"])
+        .arg(dir.join(file))
+        .arg(&src)
+        .arg(format!("-Wl,-soname,{soname}"))
+        .status()
+        .expect("the driver-files test needs a C compiler (Debian package gcc)")
+        .success();
+    assert!(ok);
+    fs::remove_file(src).unwrap();
+}
+
+#[test]
+fn driver_files_of_the_running_version() {
+    let tmp = h100(false, FULL_DEV);
+    let r = tmp.path();
+    let lib = r.join("usr/lib/x86_64-linux-gnu");
+    for (base, soname) in [
+        ("libcuda.so", "libcuda.so.1"),
+        ("libnvidia-ml.so", "libnvidia-ml.so.1"),
+    ] {
+        let file = format!("{base}.580.159.04");
+        shared_object(&lib, &file, soname);
+        symlink(&file, lib.join(soname)).unwrap();
+    }
+    // A leftover of an older driver, and a library that is not NVIDIA's.
+    shared_object(
+        &lib.join("old"),
+        "libnvidia-ptxjitcompiler.so.535.183.01",
+        "libnvidia-ptxjitcompiler.so.1",
+    );
+    symlink(
+        "libnvidia-ptxjitcompiler.so.535.183.01",
+        lib.join("old/libnvidia-ptxjitcompiler.so.1"),
+    )
+    .unwrap();
+    shared_object(&lib, "libz.so.1.3", "libz.so.1");
+    write(
+        r,
+        "etc/ld.so.conf",
+        "/usr/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu/old\n",
+    );
+    let ldconfig = ["/sbin/ldconfig", "/usr/sbin/ldconfig"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .expect("ldconfig (Debian package libc-bin)");
+    let ok = std::process::Command::new(ldconfig)
+        .args([
+            "-X",
+            "-i",
+            "-f",
+            "/etc/ld.so.conf",
+            "-C",
+            "/etc/ld.so.cache",
+            "-r",
+        ])
+        .arg(r)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    write(r, "usr/bin/nvidia-smi", "#!/bin/sh\n");
+    write(r, "lib/firmware/nvidia/580.159.04/gsp_ga10x.bin", "x");
+    write(r, "lib/firmware/nvidia/570.86.15/gsp_ga10x.bin", "x");
+
+    let root = HostRoot::open(r).unwrap();
+    let mut report = Report::default();
+    let devices = Nvidia.discover(&root, &mut report).unwrap();
+    assert_eq!(report.warnings, vec![]);
+    let mounts: Vec<String> = devices[0]
+        .mounts
+        .iter()
+        .map(|m| {
+            format!(
+                "{} <- {} {}",
+                m.container_path,
+                m.host_path,
+                m.options.join(",")
+            )
+        })
+        .collect();
+    let lib = "/usr/lib/x86_64-linux-gnu";
+    let o = "ro,nosuid,nodev,bind";
+    assert_eq!(
+        mounts,
+        [
+            format!(
+                "/lib/firmware/nvidia/580.159.04/gsp_ga10x.bin <- /lib/firmware/nvidia/580.159.04/gsp_ga10x.bin {o}"
+            ),
+            format!("/usr/bin/nvidia-smi <- /usr/bin/nvidia-smi {o}"),
+            format!("{lib}/libcuda.so.1 <- {lib}/libcuda.so.580.159.04 {o}"),
+            format!("{lib}/libcuda.so.580.159.04 <- {lib}/libcuda.so.580.159.04 {o}"),
+            format!("{lib}/libnvidia-ml.so.1 <- {lib}/libnvidia-ml.so.580.159.04 {o}"),
+            format!("{lib}/libnvidia-ml.so.580.159.04 <- {lib}/libnvidia-ml.so.580.159.04 {o}"),
+        ]
+    );
+    // A driver root elsewhere: host paths under it, container paths not.
+    let moved = tempfile::tempdir().unwrap();
+    let dr = moved.path().join("run/nvidia/driver");
+    fs::create_dir_all(dr.parent().unwrap()).unwrap();
+    assert!(
+        std::process::Command::new("cp")
+            .arg("-a")
+            .arg(r)
+            .arg(&dr)
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Same tree, read through `/run/nvidia/driver` inside a root that has it.
+    let outer = HostRoot::open(moved.path())
+        .unwrap()
+        .with_driver_root(Path::new("/run/nvidia/driver"));
+    let files = driver::files(
+        &outer,
+        outer.driver_root(),
+        "580.159.04",
+        &mut Report::default(),
+    );
+    assert!(
+        files.iter().any(|m| m.host_path
+            == "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"
+            && m.container_path == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
+        "{files:?}"
+    );
+}
+
+#[test]
+fn corrupt_linker_cache_is_said() {
+    let tmp = h100(false, FULL_DEV);
+    write(
+        tmp.path(),
+        "etc/ld.so.cache",
+        "glibc-ld.so.cache1.1 garbage",
+    );
+    let root = HostRoot::open(tmp.path()).unwrap();
+    let mut report = Report::default();
+    let devices = Nvidia.discover(&root, &mut report).unwrap();
+    assert_eq!(devices.len(), 1, "the GPU is still there");
+    assert!(devices[0].mounts.is_empty());
+    let w: Vec<String> = report
+        .warnings
+        .iter()
+        .map(|w| format!("{}: {}", w.path.display(), w.message))
+        .collect();
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].starts_with("/etc/ld.so.cache: "), "{w:?}");
+    assert!(w[0].ends_with("; driver libraries are left out"), "{w:?}");
 }
