@@ -1,10 +1,14 @@
-//! Benchmark: `generate` on synthetic machines with many GPUs.
+//! Benchmark: `generate` on synthetic machines with many GPUs, and with
+//! many SR-IOV VFs and vDPA devices.
 //!
-//! Run with `cargo bench --bench generate`. Builds machines of 64 and 1024
-//! AMD GPUs (tests/support/synth.rs), then times, per size, the median of
-//! several runs of: discovery, planning (select + render + validate +
-//! serialize for every built-in generator), the first write into an empty
-//! spec dir, and an unchanged re-run of the whole pipeline.
+//! Run with `cargo bench --bench generate`. Builds machines
+//! (tests/support/synth.rs) of 64 and 1024 AMD GPUs, and of 8 Mellanox PFs
+//! with 8 VFs each (8 vDPA devices) and with 128 VFs each (1024 VFs, 64
+//! vDPA devices), then times, per size, the median of several runs of:
+//! discovery, planning (select + render + validate + serialize, plus
+//! device-info files, for every built-in generator), the first write into
+//! an empty spec dir (and, for the NIC machines, an empty device-info
+//! dir), and an unchanged re-run of the whole pipeline.
 
 #![allow(
     clippy::unwrap_used,
@@ -20,20 +24,30 @@ use std::time::{Duration, Instant};
 mod synth;
 
 use cdigen::discover;
-use cdigen::generate::{apply, plan_one};
+use cdigen::generate::{apply, apply_devinfo, plan_one};
 use cdigen::generator;
 use cdigen::render::Templates;
 use cdigen::root::HostRoot;
+
+const RUNS: usize = 7;
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
-fn pipeline(root: &Path, out: &Path) -> (Duration, Duration, Duration, usize) {
+/// One run of the pipeline: times of discovery, planning and writing,
+/// with the number of devices found and of device-info files planned.
+/// Device-info files are written into `devinfo` when given.
+fn pipeline(
+    root: &Path,
+    out: &Path,
+    devinfo: Option<&Path>,
+) -> (Duration, Duration, Duration, usize, usize) {
     let t0 = Instant::now();
     let host = HostRoot::open(root).expect("root");
     let found = discover::discover(&host, &[]).expect("discover");
+    assert!(found.warnings.is_empty(), "{:?}", found.warnings);
     let t1 = Instant::now();
     let gens = generator::load(&[]).expect("generators");
     let templates = Templates::load(None).expect("templates");
@@ -41,39 +55,74 @@ fn pipeline(root: &Path, out: &Path) -> (Duration, Duration, Duration, usize) {
         .iter()
         .map(|g| plan_one(g, &templates, &found, None).expect("plan"))
         .collect();
+    let with_devinfo: Vec<&str> = gens
+        .iter()
+        .filter(|g| g.generator.device_info)
+        .map(|g| g.generator.name.as_str())
+        .collect();
+    let infos = plans
+        .iter()
+        .filter(|p| with_devinfo.contains(&p.generator.as_str()))
+        .map(|p| p.devinfo.len())
+        .sum();
     let t2 = Instant::now();
     let (_, errors) = apply(out, &plans).expect("apply");
-    assert!(errors.is_empty());
+    assert!(errors.is_empty(), "{errors:?}");
+    if let Some(dir) = devinfo {
+        let (_, errors) = apply_devinfo(dir, &plans, &with_devinfo).expect("apply_devinfo");
+        assert!(errors.is_empty(), "{errors:?}");
+    }
     let t3 = Instant::now();
-    (t1 - t0, t2 - t1, t3 - t2, found.devices.len())
+    (t1 - t0, t2 - t1, t3 - t2, found.devices.len(), infos)
+}
+
+/// Times the pipeline on the machine `build` writes, and prints one row.
+fn row(label: &str, build: impl FnOnce(&Path), devinfo: bool) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("root");
+    build(&root);
+    let (mut d, mut p, mut w, mut re) = (vec![], vec![], vec![], vec![]);
+    let (mut devices, mut infos) = (0, 0);
+    for i in 0..RUNS {
+        let out = tmp.path().join(format!("cdi-{i}"));
+        let info_dir = tmp.path().join(format!("devinfo-{i}"));
+        let info_dir = devinfo.then_some(info_dir.as_path());
+        let (a, b, c, n, k) = pipeline(&root, &out, info_dir);
+        (devices, infos) = (n, k);
+        d.push(a);
+        p.push(b);
+        w.push(c);
+        let t = Instant::now();
+        pipeline(&root, &out, info_dir);
+        re.push(t.elapsed());
+    }
+    let devices = if devinfo {
+        format!("{devices} ({infos} info)")
+    } else {
+        devices.to_string()
+    };
+    println!(
+        "{label:<14} {devices:<17} {:<11?} {:<11?} {:<13?} {:?}",
+        median(d),
+        median(p),
+        median(w),
+        median(re)
+    );
 }
 
 fn main() {
-    let runs = 7;
-    println!("size  devices  discover    plan        write(first)  full-rerun(unchanged)");
+    let header = "devices           discover    plan        write(first)  full-rerun(unchanged)";
+    println!("AMD GPUs\n{:<14} {header}", "gpus");
     for gpus in [64usize, 1024] {
-        let tmp = tempfile::tempdir().expect("tempdir");
-        let root = tmp.path().join("root");
-        synth::amd_gpus(&root, gpus);
-        let (mut d, mut p, mut w, mut re) = (vec![], vec![], vec![], vec![]);
-        let mut devices = 0;
-        for i in 0..runs {
-            let out = tmp.path().join(format!("cdi-{i}"));
-            let (a, b, c, n) = pipeline(&root, &out);
-            devices = n;
-            d.push(a);
-            p.push(b);
-            w.push(c);
-            let t = Instant::now();
-            pipeline(&root, &out);
-            re.push(t.elapsed());
-        }
-        println!(
-            "{gpus:<5} {devices:<8} {:<11?} {:<11?} {:<13?} {:?}",
-            median(d),
-            median(p),
-            median(w),
-            median(re)
+        row(&gpus.to_string(), |root| synth::amd_gpus(root, gpus), false);
+    }
+    println!("\nSR-IOV NICs (switchdev, RDMA) and vDPA; specs + device-info files");
+    println!("{:<14} {header}", "pfs x vfs/vdpa");
+    for (pfs, vfs, vdpa) in [(8usize, 8usize, 8usize), (8, 128, 64)] {
+        row(
+            &format!("{pfs}x{vfs}/{vdpa}"),
+            |root| synth::sriov_nics(root, pfs, vfs, vdpa),
+            true,
         );
     }
 }

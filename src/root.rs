@@ -370,7 +370,21 @@ impl HostRoot {
                 pending.push_front((x, Some(here.clone())));
             }
         }
-        Ok(std::iter::once(OsString::from("/")).chain(real).collect())
+        let resolved: PathBuf = std::iter::once(OsString::from("/")).chain(real).collect();
+        if self.record.is_some() {
+            // A replay must find what this run found (driver files are
+            // only checked for existence): remember what the path is.
+            if let Ok(meta) = fs::metadata(self.disk_path(&resolved)) {
+                self.note(|r| {
+                    if meta.is_dir() {
+                        r.dirs.insert(resolved.clone());
+                    } else {
+                        r.listed_files.insert(resolved.clone());
+                    }
+                });
+            }
+        }
+        Ok(resolved)
     }
 
     /// Reads a whole file (at most [`MAX_READ`] bytes).

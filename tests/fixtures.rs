@@ -109,11 +109,42 @@ fn generate_into(root: &Path, out: &Path) -> (i32, String, String) {
         "generate",
         "--root",
         root.to_str().unwrap(),
+        "--driver-root",
+        DRIVER_ROOT,
         "--output-dir",
         out.to_str().unwrap(),
         "--devinfo-dir",
         devinfo.to_str().unwrap(),
     ])
+}
+
+/// Where a machine's driver tree (`fixtures/<m>/driver-root`) is put in
+/// its root, as the GPU operator puts it on a host.
+const DRIVER_ROOT: &str = "/run/nvidia/driver";
+
+/// The root to run on: the fixture's own, or, for a machine with a
+/// driver tree, a copy with the tree at [`DRIVER_ROOT`].
+fn prepared_root(m: &str, tmp: &Path) -> PathBuf {
+    let base = fixtures_dir().join(m);
+    let driver = base.join("driver-root");
+    if !driver.is_dir() {
+        return base.join("root");
+    }
+    let root = tmp.join("machine-root");
+    let copy = |from: &Path, to: &Path| {
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cp -a {}", from.display());
+    };
+    copy(&base.join("root"), &root);
+    copy(&driver, &root.join(DRIVER_ROOT.trim_start_matches('/')));
+    root
 }
 
 /// Device-info files (`*-device.json`) of a directory, by name.
@@ -131,7 +162,8 @@ fn every_machine_matches_its_goldens() {
     );
     for m in &all {
         let base = fixtures_dir().join(m);
-        let root = base.join("root");
+        let tmp = tempfile::tempdir().unwrap();
+        let root = prepared_root(m, tmp.path());
         let expected = base.join("expected");
         assert!(
             base.join("README.md").is_file(),
@@ -139,7 +171,6 @@ fn every_machine_matches_its_goldens() {
         );
 
         // generate
-        let tmp = tempfile::tempdir().unwrap();
         let out_dir = tmp.path().join("cdi");
         let (code, stdout, stderr) = generate_into(&root, &out_dir);
         assert_eq!(code, 0, "{m}: generate failed: {stdout}{stderr}");
@@ -229,13 +260,15 @@ fn every_machine_matches_its_goldens() {
 #[test]
 fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
     for m in machines() {
-        let root = fixtures_dir().join(&m).join("root");
         let tmp = tempfile::tempdir().unwrap();
+        let root = prepared_root(&m, tmp.path());
         let snap = tmp.path().join("snap");
         let (code, out, err) = cdigen(&[
             "snapshot",
             "--root",
             root.to_str().unwrap(),
+            "--driver-root",
+            DRIVER_ROOT,
             "--output",
             snap.to_str().unwrap(),
         ]);
@@ -249,8 +282,19 @@ fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
             specs_in(&b),
             "{m}: snapshot changed the result"
         );
-        let (_, da, _) = cdigen(&["discover", "--root", root.to_str().unwrap(), "-o", "json"]);
-        let (_, db, _) = cdigen(&["discover", "--root", snap.to_str().unwrap(), "-o", "json"]);
+        let discover = |r: &Path| {
+            cdigen(&[
+                "discover",
+                "--root",
+                r.to_str().unwrap(),
+                "--driver-root",
+                DRIVER_ROOT,
+                "-o",
+                "json",
+            ])
+            .1
+        };
+        let (da, db) = (discover(&root), discover(&snap));
         assert_eq!(da, db, "{m}: snapshot changed discovery");
     }
 }

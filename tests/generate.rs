@@ -488,16 +488,18 @@ fn unknown_backend_and_generator_are_usage_errors() {
 }
 
 #[test]
-fn user_generator_can_emit_nvidia_drm_nodes_with_other_names() {
+fn the_nvidia_backend_claims_nvidia_gpus_from_drm() {
     let (tmp, _root) = machine("example");
     let gens = tmp.path().join("gens");
     fs::create_dir(&gens).unwrap();
     fs::write(
         gens.join("nv.yaml"),
-        "name: nv-drm\nbackend: drm\nkind: example.com/nvdrm\nselect:\n  vendor_ids: [\"0x10de\"]\nnames: [pci, node]\ntemplate: drm\noutput:\n  format: json\ndevice_nodes:\n  owner: true\nlinks: none\n",
+        "name: nv-drm\nbackend: drm\nkind: example.com/nvdrm\nselect:\n  vendor_ids: [\"0x10de\"]\nnames: [pci, node]\ntemplate: drm\n",
     )
     .unwrap();
-    let (code, out, err) = cdigen(
+    // A DRM generator for NVIDIA GPUs finds nothing: the NVIDIA backend
+    // owns them, whatever generator asks.
+    let (code, _, err) = cdigen(
         tmp.path(),
         &[
             "generate",
@@ -511,19 +513,37 @@ fn user_generator_can_emit_nvidia_drm_nodes_with_other_names() {
             "-",
         ],
     );
+    assert_eq!(
+        err,
+        "cdigen: no device matched the selected generators: nothing to write\n"
+    );
+    assert_eq!(code, 2);
+    // The NVIDIA spec has the GPU's DRM nodes; owner: true takes mode and
+    // owner from the host's /dev (the manifest).
+    fs::write(
+        gens.join("nvidia.yaml"),
+        "name: nvidia\nbackend: nvidia\nkind: nvidia.com/gpu\nnames: [index]\ntemplate: nvidia\noutput:\n  format: json\ndevice_nodes:\n  owner: true\n",
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--generator",
+            "nvidia",
+            "--output",
+            "-",
+        ],
+    );
     assert_eq!(code, 0, "{err}");
     let spec: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let names: Vec<&str> = spec["devices"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|d| d["name"].as_str().unwrap())
-        .collect();
-    assert_eq!(names, ["0000:41:00.0", "card0"]);
-    // owner: true takes mode and owner from the host's /dev (the manifest).
+    assert_eq!(spec["devices"][0]["name"], "0");
     assert_eq!(
-        spec["devices"][1]["containerEdits"]["deviceNodes"][0],
+        spec["devices"][0]["containerEdits"]["deviceNodes"][1],
         serde_json::json!({"path": "/dev/dri/card0", "type": "c", "major": 226, "fileMode": 0o660, "gid": 44, "uid": 0})
     );
-    assert!(spec["devices"][1]["containerEdits"].get("mounts").is_none());
 }

@@ -94,6 +94,14 @@ pub struct SnapshotArgs {
     /// Read sysfs, procfs and /dev under this directory instead of /.
     #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
     pub root: PathBuf,
+    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/",
+        env = "CDIGEN_DRIVER_ROOT"
+    )]
+    pub driver_root: PathBuf,
     /// Directory to create the fixture tree in (must not exist or be empty).
     #[arg(long, value_name = "DIR")]
     pub output: PathBuf,
@@ -328,6 +336,7 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     use anyhow::Context as _;
     let root = crate::root::HostRoot::open(&args.root)
         .with_context(|| format!("cannot use {} as the root", args.root.display()))?
+        .with_driver_root(&args.driver_root)
         .recording();
     let found = crate::discover::discover(&root, &[])?;
     let record = root.take_record();

@@ -17,7 +17,7 @@
 //! SR-IOV device plugin does); VFIO nodes when the VF is on vfio-pci; and a
 //! vDPA device it carries.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::pci::read_function;
@@ -77,9 +77,18 @@ impl Backend for Sriov {
         let vdpa_by_parent = super::vdpa::by_parent(root);
         let extra = shared_nodes(root, report);
         let mut devices = Vec::new();
+        let mut pf_cache: HashMap<PathBuf, PfInfo> = HashMap::new();
         for name in vfs {
             let entry = bus.join(&name);
-            if let Some(d) = read_vf(root, &entry, ids.as_ref(), &vdpa_by_parent, &extra, report) {
+            if let Some(d) = read_vf(
+                root,
+                &entry,
+                ids.as_ref(),
+                &vdpa_by_parent,
+                &extra,
+                &mut pf_cache,
+                report,
+            ) {
                 devices.push(d);
             }
         }
@@ -133,6 +142,7 @@ fn read_vf(
     ids: Option<&PciIds>,
     vdpa_by_parent: &BTreeMap<PathBuf, (crate::model::VdpaInfo, Option<Node>)>,
     shared: &Shared,
+    pf_cache: &mut HashMap<PathBuf, PfInfo>,
     report: &mut Report,
 ) -> Option<Device> {
     let name = entry.file_name()?.to_str()?.to_string();
@@ -155,19 +165,18 @@ fn read_vf(
     };
     let pf = pf_dir.file_name()?.to_str()?.to_string();
     let f = read_function(root, &dir, ids, report)?;
-    let vf_index = virtfn_links(root, &pf_dir).into_iter().find_map(|l| {
-        let target = root.link_name(&pf_dir.join(&l)).ok().flatten()?;
-        (target == name)
-            .then(|| node_number(&l, "virtfn"))
-            .flatten()
-    });
+    let pf_info = pf_cache
+        .entry(pf_dir.clone())
+        .or_insert_with(|| pf_info(root, &pf_dir));
+    let vf_index = pf_info.vf_index.get(&name).copied();
     if vf_index.is_none() {
         report.warn(
             &pf_dir,
             format!("PF {pf} has no virtfn link to {name}; its VF index is unknown"),
         );
     }
-    let (pf_netdev, representor) = pf_netdevs(root, &pf_dir, vf_index);
+    let pf_netdev = pf_info.netdev.clone();
+    let representor = vf_index.and_then(|i| pf_info.representors.get(&i).cloned());
     let netdevs = root.list_dir_opt(&dir.join("net")).unwrap_or_default();
     let rdma_devices: Vec<String> = root
         .list_dir_opt(&dir.join("infiniband"))
@@ -261,19 +270,33 @@ fn read_vf(
     })
 }
 
-/// The PF's netdev and the representor of VF `index`, from the PF's
-/// `net/` entries and their `phys_port_name`: in switchdev mode the uplink
-/// is `p<N>` and representors are `pf<M>vf<index>`; without readable port
-/// names (legacy mode) the PF's netdev is its first entry and there is no
-/// representor.
-pub fn pf_netdevs(
-    root: &HostRoot,
-    pf_dir: &Path,
-    index: Option<u32>,
-) -> (Option<String>, Option<String>) {
+/// What a PF says about its VFs: each VF's index (from `virtfnN`), the
+/// PF's netdev, and the VF representors by index. Read once per PF.
+#[derive(Debug, Clone, Default)]
+pub struct PfInfo {
+    /// VF PCI address → VF index.
+    pub vf_index: BTreeMap<String, u32>,
+    /// The PF's netdev: the uplink (`phys_port_name` `p<N>`) in switchdev
+    /// mode, else the first entry of its `net/`.
+    pub netdev: Option<String>,
+    /// VF index → representor netdev (`phys_port_name` `pf<M>vf<index>`).
+    pub representors: BTreeMap<u32, String>,
+}
+
+/// Reads a PF's [`PfInfo`]. In switchdev mode the PF's `net/` lists the
+/// uplink and every representor; without readable port names (legacy mode)
+/// the first entry is the PF's netdev and there are no representors.
+pub fn pf_info(root: &HostRoot, pf_dir: &Path) -> PfInfo {
+    let mut info = PfInfo::default();
+    for l in virtfn_links(root, pf_dir) {
+        if let (Some(i), Ok(Some(target))) =
+            (node_number(&l, "virtfn"), root.link_name(&pf_dir.join(&l)))
+        {
+            info.vf_index.insert(target, i);
+        }
+    }
     let netdevs = root.list_dir_opt(&pf_dir.join("net")).unwrap_or_default();
     let mut uplink = None;
-    let mut representor = None;
     for n in &netdevs {
         let Some(port) = root
             .read_attr_opt(&pf_dir.join("net").join(n).join("phys_port_name"))
@@ -282,15 +305,28 @@ pub fn pf_netdevs(
         else {
             continue;
         };
-        if node_number(&port, "p").is_some() && uplink.is_none() {
-            uplink = Some(n.clone());
-        } else if let (Some(i), Some((_, vf))) = (index, port.split_once("vf")) {
-            let pf_part_ok = port.starts_with("pf") || port.starts_with('c');
-            if pf_part_ok && vf.parse::<u32>().ok() == Some(i) {
-                representor = Some(n.clone());
+        if node_number(&port, "p").is_some() {
+            if uplink.is_none() {
+                uplink = Some(n.clone());
+            }
+        } else if let Some((head, vf)) = port.split_once("vf") {
+            let pf_part_ok = head.starts_with("pf") || head.starts_with('c');
+            if let (true, Ok(i)) = (pf_part_ok, vf.parse::<u32>()) {
+                info.representors.entry(i).or_insert_with(|| n.clone());
             }
         }
     }
-    let pf_netdev = uplink.or_else(|| netdevs.first().cloned());
-    (pf_netdev, representor)
+    info.netdev = uplink.or_else(|| netdevs.first().cloned());
+    info
+}
+
+/// The PF's netdev and the representor of VF `index` (see [`pf_info`]).
+pub fn pf_netdevs(
+    root: &HostRoot,
+    pf_dir: &Path,
+    index: Option<u32>,
+) -> (Option<String>, Option<String>) {
+    let info = pf_info(root, pf_dir);
+    let rep = index.and_then(|i| info.representors.get(&i).cloned());
+    (info.netdev, rep)
 }

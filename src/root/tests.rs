@@ -1440,6 +1440,8 @@ fn recording_captures_files_links_dirs_and_dev_lookups() {
             real_a.join("drm"),
             // Directories seen while listing `drm/`.
             real_a.join("drm/card1"),
+            // A directory resolved (through `bus/pci/devices/...`).
+            real_b.clone(),
             real_a.join("drm/renderD128"),
         ])
     );
@@ -1486,10 +1488,11 @@ fn recording_real_devfs_lookups() {
             .map(|e| e.kind),
         Some(DevKind::Other)
     );
-    // The listed directory, and the directory seen in it.
+    // The listed directory, the directory seen in it, and `/dev`, resolved
+    // on the way.
     assert_eq!(
         rec.dirs,
-        BTreeSet::from([p("/dev/dri"), p("/dev/dri/by-path")])
+        BTreeSet::from([p("/dev"), p("/dev/dri"), p("/dev/dri/by-path")])
     );
     assert!(rec.files.is_empty());
 }

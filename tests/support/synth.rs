@@ -1,12 +1,31 @@
-//! Builds synthetic machines with many GPUs, laid out as real sysfs is
-//! (devices under `sys/devices`, relative class links, `dev`/`uevent`
-//! files, connectors as noise, a `dev.manifest`). Used by the benchmark
-//! and by a test that checks discovery finds every GPU.
+//! Builds synthetic machines laid out as real sysfs is (devices under
+//! `sys/devices`, relative class and bus links computed by the kernel's
+//! rule, `dev`/`uevent` files, noise entries, a `dev.manifest`): AMD GPUs
+//! ([`amd_gpus`]) and Mellanox SR-IOV NICs with RDMA and vDPA
+//! ([`sriov_nics`]). Both may be called on the same root (once each): they
+//! use disjoint PCI domains and append to one `dev.manifest`. Used by the
+//! benchmark and by tests that check discovery finds every device.
 
 use std::fmt::Write as _;
 use std::fs;
+use std::io::Write as _;
 use std::os::unix::fs::symlink;
 use std::path::Path;
+
+/// Appends `lines` to `root/dev.manifest`, creating it with a header.
+fn append_manifest(root: &Path, lines: &str) {
+    let path = root.join("dev.manifest");
+    let new = !path.exists();
+    let mut f = fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap();
+    if new {
+        f.write_all(b"# synthetic\n").unwrap();
+    }
+    f.write_all(lines.as_bytes()).unwrap();
+}
 
 /// Writes a machine with `gpus` AMD GPUs (each with card, render node and
 /// two connectors) under `root`.
@@ -19,7 +38,7 @@ pub fn amd_gpus(root: &Path, gpus: usize) {
     fs::create_dir_all(&class).unwrap();
     fs::create_dir_all(root.join("sys/bus/pci/drivers/amdgpu")).unwrap();
     w(&class.join("version"), "drm 1.1.0 20060810\n");
-    let mut manifest = String::from("# synthetic\n");
+    let mut manifest = String::new();
     for i in 0..gpus {
         // One root port per GPU, spread over domains/buses.
         let bus = (i % 250) + 1;
@@ -88,5 +107,482 @@ pub fn amd_gpus(root: &Path, gpus: usize) {
             .unwrap();
         }
     }
-    w(&root.join("dev.manifest"), &manifest);
+    append_manifest(root, &manifest);
+}
+
+/// PCI domain of the NICs: far above the domains [`amd_gpus`] uses (one
+/// per 250 GPUs), so both machines fit in one root.
+const NIC_DOMAIN: u32 = 0x0100;
+/// First IOMMU group number of the NICs (root ports, PFs, VFs in order).
+const FIRST_IOMMU_GROUP: usize = 38;
+/// Dynamic majors of the `infiniband_verbs` / `infiniband_mad` regions
+/// the kernel allocates for uverbs devices past the 32 fixed minors
+/// (231:192..223) and umad/issm devices past the 64 fixed ones (231:0..63
+/// and 231:64..127). Illustrative, like the reference machine's majors.
+const UVERBS_DYN_MAJOR: usize = 235;
+const UMAD_DYN_MAJOR: usize = 234;
+/// Size of the dynamic umad region (`IB_UMAD_MAX_PORTS - 64`): issm
+/// minors follow the umad ones in it.
+const UMAD_DYN_MINORS: usize = 8192 - 64;
+/// `vhost-vdpa` chrdev major (dynamic; the reference machine's value).
+const VHOST_VDPA_MAJOR: usize = 240;
+/// Longest interface name the kernel accepts (`IFNAMSIZ - 1`).
+const IFNAMSIZ_MAX: usize = 15;
+
+/// Where the synthetic NIC machine puts PCI functions and RDMA devices.
+struct NicLayout {
+    /// Buses one PF's functions span (PF, its absent port 1, VFs; 256
+    /// functions a bus).
+    buses_per_pf: usize,
+    /// VFs per PF.
+    vfs: usize,
+    /// PFs.
+    pfs: usize,
+}
+
+impl NicLayout {
+    fn new(pfs: usize, vfs: usize) -> Self {
+        // VF routing IDs follow the PF's: offset 2, stride 1.
+        let buses_per_pf = (vfs + 2).div_ceil(256);
+        let layout = NicLayout {
+            buses_per_pf,
+            vfs,
+            pfs,
+        };
+        if pfs > 0 {
+            let last = layout.root_bus(pfs - 1) + buses_per_pf;
+            assert!(
+                last <= 0xff,
+                "{pfs} PFs x {vfs} VFs need buses up to {last:#x}, more than one PCI domain has"
+            );
+        }
+        layout
+    }
+
+    /// Bus of the root port (and host bridge) above PF `p`.
+    fn root_bus(&self, p: usize) -> usize {
+        0x3a + p * (self.buses_per_pf + 1)
+    }
+
+    /// PCI address of PF `p`.
+    fn pf(&self, p: usize) -> String {
+        format!("{NIC_DOMAIN:04x}:{:02x}:00.0", self.root_bus(p) + 1)
+    }
+
+    /// PCI address of VF `n` of PF `p` (routing ID = PF + 2 + n).
+    fn vf(&self, p: usize, n: usize) -> String {
+        let rid = ((self.root_bus(p) + 1) << 8) + 2 + n;
+        format!(
+            "{NIC_DOMAIN:04x}:{:02x}:{:02x}.{:x}",
+            rid >> 8,
+            (rid >> 3) & 0x1f,
+            rid & 7
+        )
+    }
+
+    /// RDMA device index of PF `p` (PFs register first).
+    fn pf_rdma(&self, p: usize) -> usize {
+        p
+    }
+
+    /// RDMA device index of VF `n` of PF `p` (`mlx5_<index>`; its uverbs,
+    /// umad and issm devices carry the same index).
+    fn vf_rdma(&self, p: usize, n: usize) -> usize {
+        self.pfs + p * self.vfs + n
+    }
+
+    /// Global VF number (vDPA devices go to the first ones).
+    fn vf_number(&self, p: usize, n: usize) -> usize {
+        p * self.vfs + n
+    }
+}
+
+/// `dev` of uverbs device `i`: 32 fixed minors from 231:192, then the
+/// dynamic region (as `ib_uverbs_add_one` does).
+fn uverbs_dev(i: usize) -> (usize, usize) {
+    if i < 32 {
+        (231, 192 + i)
+    } else {
+        (UVERBS_DYN_MAJOR, i - 32)
+    }
+}
+
+/// `dev` of umad device `i` (one port per RDMA device): 64 fixed minors
+/// from 231:0, then the dynamic region.
+fn umad_dev(i: usize) -> (usize, usize) {
+    if i < 64 {
+        (231, i)
+    } else {
+        (UMAD_DYN_MAJOR, i - 64)
+    }
+}
+
+/// `dev` of issm device `i`: 231:64+i, then after the umad minors of the
+/// dynamic region.
+fn issm_dev(i: usize) -> (usize, usize) {
+    if i < 64 {
+        (231, 64 + i)
+    } else {
+        (UMAD_DYN_MAJOR, UMAD_DYN_MINORS + i - 64)
+    }
+}
+
+/// The name udev would give, or the kernel's `eth<N>` when it would not
+/// fit in `IFNAMSIZ`.
+fn ifname(preferred: String, ifindex: usize) -> String {
+    if preferred.len() <= IFNAMSIZ_MAX {
+        preferred
+    } else {
+        format!("eth{ifindex}")
+    }
+}
+
+/// Writes under `root/sys`; paths are relative to `sys`.
+struct Sys<'a> {
+    sys: std::path::PathBuf,
+    manifest: &'a mut String,
+}
+
+impl Sys<'_> {
+    /// Writes attribute `rel` (relative to `sys`) as `value` + `\n`.
+    fn attr(&self, rel: &str, value: &str) {
+        self.raw(rel, &format!("{value}\n"));
+    }
+
+    /// Writes file `rel` with exactly `bytes`.
+    fn raw(&self, rel: &str, bytes: &str) {
+        let p = self.sys.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, bytes).unwrap();
+    }
+
+    fn dir(&self, rel: &str) {
+        fs::create_dir_all(self.sys.join(rel)).unwrap();
+    }
+
+    /// Creates link `at` pointing to `to` (both relative to `sys`), with
+    /// the relative target the kernel writes: `..` from the link's
+    /// directory up to the deepest common ancestor of that directory and
+    /// the target's parent, then down to the target.
+    fn link(&self, at: &str, to: &str) {
+        let from: Vec<&str> = at.split('/').collect();
+        let from_dir = &from[..from.len() - 1];
+        let to: Vec<&str> = to.split('/').collect();
+        let common = from_dir
+            .iter()
+            .zip(&to[..to.len() - 1])
+            .take_while(|(a, b)| a == b)
+            .count();
+        let target = format!(
+            "{}{}",
+            "../".repeat(from_dir.len() - common),
+            to[common..].join("/")
+        );
+        let p = self.sys.join(at);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        symlink(target, p).unwrap();
+    }
+
+    /// A numbered class-like device at `dir`: `dev`, `uevent`, its
+    /// `/sys/dev/char` link and its manifest line.
+    fn char_dev(
+        &mut self,
+        dir: &str,
+        (major, minor): (usize, usize),
+        devname: &str,
+        devmode: Option<&str>,
+        mode: &str,
+    ) {
+        self.attr(&format!("{dir}/dev"), &format!("{major}:{minor}"));
+        let mut uevent = format!("MAJOR={major}\nMINOR={minor}\nDEVNAME={devname}\n");
+        if let Some(m) = devmode {
+            writeln!(uevent, "DEVMODE={m}").unwrap();
+        }
+        self.raw(&format!("{dir}/uevent"), &uevent);
+        self.link(&format!("dev/char/{major}:{minor}"), dir);
+        writeln!(self.manifest, "/dev/{devname} c {major}:{minor} {mode} 0 0").unwrap();
+    }
+
+    /// A netdev `name` of the PCI function at `func` (glue dir `net/`).
+    fn netdev(
+        &self,
+        func: &str,
+        name: &str,
+        ifindex: usize,
+        mac: &str,
+        port: Option<(&str, &str)>,
+    ) {
+        let d = format!("{func}/net/{name}");
+        self.attr(&format!("{d}/ifindex"), &ifindex.to_string());
+        self.attr(&format!("{d}/iflink"), &ifindex.to_string());
+        self.attr(&format!("{d}/type"), "1");
+        self.attr(&format!("{d}/address"), mac);
+        self.attr(&format!("{d}/operstate"), "up");
+        self.attr(&format!("{d}/mtu"), "1500");
+        self.raw(
+            &format!("{d}/uevent"),
+            &format!("INTERFACE={name}\nIFINDEX={ifindex}\n"),
+        );
+        if let Some((port_name, switch_id)) = port {
+            self.attr(&format!("{d}/phys_port_name"), port_name);
+            self.attr(&format!("{d}/phys_switch_id"), switch_id);
+        }
+        self.link(&format!("{d}/device"), func);
+        self.link(&format!("{d}/subsystem"), "class/net");
+        self.link(&format!("class/net/{name}"), &d);
+    }
+
+    /// RDMA device `mlx5_<i>` of the PCI function at `func`, on netdev
+    /// `ndev`, with its uverbs, umad and issm char devices.
+    fn rdma(&mut self, func: &str, i: usize, ndev: &str, guid: &str) {
+        let ib = format!("mlx5_{i}");
+        let d = format!("{func}/infiniband/{ib}");
+        self.attr(&format!("{d}/node_type"), "1: CA");
+        self.attr(&format!("{d}/node_guid"), guid);
+        self.attr(&format!("{d}/sys_image_guid"), guid);
+        self.attr(&format!("{d}/hca_type"), "MT4125");
+        self.attr(&format!("{d}/fw_ver"), "22.39.1002");
+        self.raw(&format!("{d}/uevent"), &format!("NAME={ib}\n"));
+        self.attr(&format!("{d}/ports/1/link_layer"), "Ethernet");
+        self.attr(&format!("{d}/ports/1/state"), "4: ACTIVE");
+        self.attr(&format!("{d}/ports/1/phys_state"), "5: LinkUp");
+        self.attr(&format!("{d}/ports/1/gid_attrs/ndevs/0"), ndev);
+        self.attr(&format!("{d}/ports/1/gid_attrs/types/0"), "IB/RoCE v1");
+        self.link(&format!("{d}/device"), func);
+        self.link(&format!("{d}/subsystem"), "class/infiniband");
+        self.link(&format!("class/infiniband/{ib}"), &d);
+        let v = format!("{func}/infiniband_verbs/uverbs{i}");
+        self.attr(&format!("{v}/ibdev"), &ib);
+        self.attr(&format!("{v}/abi_version"), "1");
+        self.char_dev(
+            &v,
+            uverbs_dev(i),
+            &format!("infiniband/uverbs{i}"),
+            Some("0666"),
+            "0666",
+        );
+        self.link(&format!("{v}/device"), func);
+        self.link(&format!("{v}/subsystem"), "class/infiniband_verbs");
+        self.link(&format!("class/infiniband_verbs/uverbs{i}"), &v);
+        for (name, dev) in [
+            (format!("umad{i}"), umad_dev(i)),
+            (format!("issm{i}"), issm_dev(i)),
+        ] {
+            let m = format!("{func}/infiniband_mad/{name}");
+            self.attr(&format!("{m}/ibdev"), &ib);
+            self.attr(&format!("{m}/port"), "1");
+            self.char_dev(&m, dev, &format!("infiniband/{name}"), None, "0600");
+            self.link(&format!("{m}/device"), func);
+            self.link(&format!("{m}/subsystem"), "class/infiniband_mad");
+            self.link(&format!("class/infiniband_mad/{name}"), &m);
+        }
+    }
+
+    /// A PCI function at `func` (`devices/.../<bdf>`): identity attributes,
+    /// driver, subsystem and IOMMU group (with the group's side), and its
+    /// bus and driver views.
+    fn pci_function(&self, func: &str, ids: [&str; 5], numa: usize, driver: &str, group: usize) {
+        let bdf = func.rsplit('/').next().unwrap();
+        let [vendor, device, sub_vendor, sub_device, class] = ids;
+        for (attr, val) in [
+            ("vendor", vendor),
+            ("device", device),
+            ("subsystem_vendor", sub_vendor),
+            ("subsystem_device", sub_device),
+            ("class", class),
+            ("numa_node", &numa.to_string()),
+            ("driver_override", "(null)"),
+            ("enable", "1"),
+            ("revision", "0x00"),
+        ] {
+            self.attr(&format!("{func}/{attr}"), val);
+        }
+        let up = |s: &str| s.trim_start_matches("0x").to_uppercase();
+        self.raw(
+            &format!("{func}/uevent"),
+            &format!(
+                "DRIVER={driver}\nPCI_CLASS={}\nPCI_ID={}:{}\nPCI_SUBSYS_ID={}:{}\nPCI_SLOT_NAME={bdf}\n",
+                up(class).trim_start_matches('0'),
+                up(vendor),
+                up(device),
+                up(sub_vendor),
+                up(sub_device),
+            ),
+        );
+        self.link(
+            &format!("{func}/driver"),
+            &format!("bus/pci/drivers/{driver}"),
+        );
+        self.link(&format!("{func}/subsystem"), "bus/pci");
+        self.link(
+            &format!("{func}/iommu_group"),
+            &format!("kernel/iommu_groups/{group}"),
+        );
+        self.attr(&format!("kernel/iommu_groups/{group}/type"), "DMA-FQ");
+        self.link(&format!("kernel/iommu_groups/{group}/devices/{bdf}"), func);
+        self.link(&format!("bus/pci/devices/{bdf}"), func);
+        self.link(&format!("bus/pci/drivers/{driver}/{bdf}"), func);
+    }
+}
+
+/// Writes a machine with `pfs` Mellanox ConnectX-6 Dx PFs (15b3:101d,
+/// mlx5_core) in switchdev mode under `root`, each with `vfs_per_pf` VFs
+/// (15b3:101e), and `vdpa` vDPA devices bound to vhost_vdpa, one on each of
+/// the first `vdpa` VFs (PF 0's first, then PF 1's, ...).
+///
+/// Per PF `p` (bus `0x3b + 2p` of domain [`NIC_DOMAIN`] when its VFs fit
+/// on one bus, below its own root port): `sriov_*` files, `virtfnN` links,
+/// its uplink netdev `ens<p+1>f0np0` (`phys_port_name` `p0`) and one
+/// representor `ens<p+1>f0npf0vf<N>` per VF (`pf0vf<N>`), and its RDMA
+/// device `mlx5_<p>`. Per VF: `physfn`, its own IOMMU group, netdev
+/// `ens<p+1>f0v<N>`, RDMA device (numbered after all PFs', see
+/// `NicLayout::vf_rdma`) with uverbs, umad and issm devices whose numbers
+/// follow the kernel's fixed-then-dynamic minor allocation. Shared:
+/// `rdma_cm` (misc 10:125). Names longer than `IFNAMSIZ` allow fall back
+/// to `eth<ifindex>`, as the kernel leaves them when udev cannot rename.
+///
+/// Call it at most once per root (the manifest would list nodes twice).
+pub fn sriov_nics(root: &Path, pfs: usize, vfs_per_pf: usize, vdpa: usize) {
+    assert!(
+        vdpa <= pfs * vfs_per_pf,
+        "{vdpa} vDPA devices need as many VFs, there are {}",
+        pfs * vfs_per_pf
+    );
+    let layout = NicLayout::new(pfs, vfs_per_pf);
+    let mut manifest = String::from("/dev/infiniband d\n");
+    let mut s = Sys {
+        sys: root.join("sys"),
+        manifest: &mut manifest,
+    };
+    let dom = format!("{NIC_DOMAIN:04x}");
+    for d in ["class/net", "class/infiniband", "bus/vdpa/devices"] {
+        s.dir(d);
+    }
+    s.dir("bus/vdpa/drivers/virtio_vdpa");
+    s.dir("bus/vdpa/drivers/vhost_vdpa");
+    s.attr("class/infiniband_verbs/abi_version", "6");
+    s.attr("class/infiniband_mad/abi_version", "5");
+    // Shared nodes and noise.
+    s.link("class/net/lo", "devices/virtual/net/lo");
+    s.attr("devices/virtual/net/lo/ifindex", "1");
+    s.attr("devices/virtual/net/lo/operstate", "unknown");
+    let cm = "devices/virtual/misc/rdma_cm";
+    s.char_dev(cm, (10, 125), "infiniband/rdma_cm", Some("0666"), "0666");
+    s.link(&format!("{cm}/subsystem"), "class/misc");
+    s.link("class/misc/rdma_cm", cm);
+
+    let mut group = FIRST_IOMMU_GROUP;
+    let mut ifindex = 2;
+    for p in 0..pfs {
+        let rb = layout.root_bus(p);
+        let port = format!("devices/pci{dom}:{rb:02x}/{dom}:{rb:02x}:00.0");
+        s.pci_function(
+            &port,
+            ["0x1022", "0x1483", "0x1022", "0x1453", "0x060400"],
+            p % 2,
+            "pcieport",
+            group,
+        );
+        s.attr(
+            &format!("{port}/secondary_bus_number"),
+            &(rb + 1).to_string(),
+        );
+        s.attr(
+            &format!("{port}/subordinate_bus_number"),
+            &(rb + layout.buses_per_pf).to_string(),
+        );
+        group += 1;
+        let pf_bdf = layout.pf(p);
+        let pf = format!("{port}/{pf_bdf}");
+        s.pci_function(
+            &pf,
+            ["0x15b3", "0x101d", "0x15b3", "0x0016", "0x020000"],
+            p % 2,
+            "mlx5_core",
+            group,
+        );
+        group += 1;
+        for (attr, val) in [
+            ("sriov_totalvfs", vfs_per_pf.max(8).to_string()),
+            ("sriov_numvfs", vfs_per_pf.to_string()),
+            ("sriov_offset", "2".to_string()),
+            ("sriov_stride", "1".to_string()),
+            ("sriov_vf_device", "101e".to_string()),
+            ("sriov_drivers_autoprobe", "1".to_string()),
+        ] {
+            s.attr(&format!("{pf}/{attr}"), &val);
+        }
+        let switch_id = format!("b8cef603{:08x}", 0x00a1_b2c3 + p);
+        let uplink = ifname(format!("ens{}f0np0", p + 1), ifindex);
+        s.netdev(
+            &pf,
+            &uplink,
+            ifindex,
+            &format!("b8:ce:f6:{p:02x}:00:00"),
+            Some(("p0", &switch_id)),
+        );
+        ifindex += 1;
+        s.rdma(
+            &pf,
+            layout.pf_rdma(p),
+            &uplink,
+            &format!("b8ce:f603:00{p:02x}:0000"),
+        );
+        for n in 0..vfs_per_pf {
+            let rep = ifname(format!("ens{}f0npf0vf{n}", p + 1), ifindex);
+            s.netdev(
+                &pf,
+                &rep,
+                ifindex,
+                &format!("4e:{p:02x}:{:02x}:{:02x}:00:01", n >> 8, n & 0xff),
+                Some((&format!("pf0vf{n}"), &switch_id)),
+            );
+            ifindex += 1;
+        }
+        for n in 0..vfs_per_pf {
+            let vf_bdf = layout.vf(p, n);
+            let vf = format!("{port}/{vf_bdf}");
+            s.pci_function(
+                &vf,
+                ["0x15b3", "0x101e", "0x15b3", "0x0016", "0x020000"],
+                p % 2,
+                "mlx5_core",
+                group,
+            );
+            group += 1;
+            s.link(&format!("{vf}/physfn"), &pf);
+            s.link(&format!("{pf}/virtfn{n}"), &vf);
+            let ndev = ifname(format!("ens{}f0v{n}", p + 1), ifindex);
+            s.netdev(
+                &vf,
+                &ndev,
+                ifindex,
+                &format!("9a:{p:02x}:{:02x}:{:02x}:00:10", n >> 8, n & 0xff),
+                None,
+            );
+            ifindex += 1;
+            s.rdma(&vf, layout.vf_rdma(p, n), &ndev, "0000:0000:0000:0000");
+            let k = layout.vf_number(p, n);
+            if k < vdpa {
+                let v = format!("{vf}/vdpa{k}");
+                s.attr(&format!("{v}/driver_override"), "(null)");
+                s.attr(&format!("{v}/uevent"), "DRIVER=vhost_vdpa");
+                s.link(&format!("{v}/driver"), "bus/vdpa/drivers/vhost_vdpa");
+                s.link(&format!("{v}/subsystem"), "bus/vdpa");
+                s.link(&format!("bus/vdpa/devices/vdpa{k}"), &v);
+                s.link(&format!("bus/vdpa/drivers/vhost_vdpa/vdpa{k}"), &v);
+                // No bus, no class: empty uevent, no subsystem link.
+                let c = format!("{v}/vhost-vdpa-{k}");
+                s.attr(&format!("{c}/dev"), &format!("{VHOST_VDPA_MAJOR}:{k}"));
+                s.raw(&format!("{c}/uevent"), "");
+                s.link(&format!("dev/char/{VHOST_VDPA_MAJOR}:{k}"), &c);
+                writeln!(
+                    s.manifest,
+                    "/dev/vhost-vdpa-{k} c {VHOST_VDPA_MAJOR}:{k} 0600 0 0"
+                )
+                .unwrap();
+            }
+        }
+    }
+    append_manifest(root, &manifest);
 }

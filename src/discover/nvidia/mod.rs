@@ -124,7 +124,13 @@ impl Backend for Nvidia {
             );
             return Ok(Vec::new());
         };
-        let control = control_nodes(root, major, majors.get("nvidia-uvm").copied(), report);
+        let control = control_nodes(
+            root,
+            major,
+            majors.get("nvidia-uvm").copied(),
+            majors.contains_key("nvidia-modeset"),
+            report,
+        );
         let mounts = match &version {
             Some(v) => driver::files(root, root.driver_root(), v, report),
             None => {
@@ -268,17 +274,29 @@ impl Backend for Nvidia {
 }
 
 /// `nvidiactl`, `nvidia-modeset`, `nvidia-uvm`, `nvidia-uvm-tools`.
-fn control_nodes(root: &HostRoot, major: u32, uvm: Option<u32>, report: &mut Report) -> Vec<Node> {
+fn control_nodes(
+    root: &HostRoot,
+    major: u32,
+    uvm: Option<u32>,
+    modeset_named: bool,
+    report: &mut Report,
+) -> Vec<Node> {
     let mut out = vec![char_node(
         "nvidia-control",
         dev_path("nvidiactl"),
         major,
         255,
     )];
-    // nvidia-modeset is only there with the modeset module; its node
-    // exists on the host when it is loaded.
+    // nvidia-modeset is only there with the modeset module: loaded when
+    // its node exists, when /proc/devices names it (drivers >= 550.40), or
+    // when /sys/module/nvidia_modeset exists. Then it is written with its
+    // numbers, like nvidia-uvm, even if the node was not created yet.
     let modeset = char_node("nvidia-modeset", dev_path("nvidia-modeset"), major, 254);
-    if matches!(root.dev_entry(Path::new(&modeset.path)), Ok(Some(_))) || !root.has_devfs() {
+    let loaded = matches!(root.dev_entry(Path::new(&modeset.path)), Ok(Some(_)))
+        || modeset_named
+        || root.exists(&sys_path("module/nvidia_modeset"))
+        || !root.has_devfs();
+    if loaded {
         out.push(modeset);
     }
     match uvm {
