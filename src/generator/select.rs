@@ -8,7 +8,7 @@ use crate::model::{Device, Node};
 use crate::sysfs::parse_hex_id;
 
 /// Node roles the backends produce.
-pub const NODE_ROLES: [&str; 20] = [
+pub const NODE_ROLES: [&str; 22] = [
     "primary",
     "render",
     "accel",
@@ -29,6 +29,8 @@ pub const NODE_ROLES: [&str; 20] = [
     "nvidia-modeset",
     "nvidia-uvm",
     "nvidia-uvm-tools",
+    "nvidia-mig-config",
+    "nvidia-mig-monitor",
 ];
 
 /// Roles that never make a device selected on their own: shared nodes

@@ -520,7 +520,7 @@ fn bad_node_role() {
     assert_eq!(
         err_with("select:\n  node_roles: [render, card]\n"),
         "/etc/cdigen/generators.d/test.yaml: select.node_roles[1]: \"card\" is not a node role \
-         (expected one of primary, render, accel, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools)"
+         (expected one of primary, render, accel, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor)"
     );
 }
 

@@ -142,6 +142,7 @@ impl Backend for Nvidia {
             }
         };
         let caps_major = majors.get("nvidia-caps").copied();
+        let mig_admin = mig_admin_nodes(root, caps_major);
         let ids = PciIds::load(root);
 
         let mut gpus: Vec<Device> = Vec::new();
@@ -217,6 +218,11 @@ impl Backend for Nvidia {
             nodes.extend(drm_nodes(root, &pci_dir, report));
             nodes.extend(control.iter().cloned());
             let migs = mig_devices(root, info.minor, caps_major, report);
+            if !migs.is_empty() {
+                // MIG management (nvidia-smi mig ...) needs these; generators
+                // give them only when they ask for the roles.
+                nodes.extend(mig_admin.iter().cloned());
+            }
             let nv = NvidiaInfo {
                 model: info.model.clone(),
                 gpu_uuid: info.uuid.clone(),
@@ -322,6 +328,39 @@ fn control_nodes(
             }
         })
         .collect()
+}
+
+/// The MIG `config` and `monitor` capability nodes (roles
+/// `nvidia-mig-config`, `nvidia-mig-monitor`), when the driver has them.
+fn mig_admin_nodes(root: &HostRoot, caps_major: Option<u32>) -> Vec<Node> {
+    let Some(major) = caps_major else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (file, role) in [
+        ("config", "nvidia-mig-config"),
+        ("monitor", "nvidia-mig-monitor"),
+    ] {
+        let path = proc_path(&format!("driver/nvidia/capabilities/mig/{file}"));
+        let Some(c) = root
+            .read_attr_opt(&path)
+            .ok()
+            .flatten()
+            .and_then(|t| proc::parse_capability(&t))
+        else {
+            continue;
+        };
+        let node = char_node(
+            role,
+            dev_path(&format!("nvidia-caps/nvidia-cap{}", c.minor)),
+            major,
+            c.minor,
+        );
+        if let Ok(n) = with_host(root, node) {
+            out.push(n);
+        }
+    }
+    out
 }
 
 /// The GPU's DRM card and render nodes (with nvidia-drm loaded).

@@ -133,6 +133,14 @@ fn mig_devices_and_their_names() {
             "0000:00:06.0"
         ]
     );
+    // The parent GPU carries the MIG management node (mig/config, minor 1),
+    // which generators give only when asked for.
+    assert!(
+        node_list(&devices[2])
+            .contains(&"/dev/nvidia-caps/nvidia-cap1 241:1 nvidia-mig-config".to_string()),
+        "{:?}",
+        node_list(&devices[2])
+    );
     assert_eq!(
         node_list(&devices[0])[..3],
         [
