@@ -99,6 +99,9 @@ pub struct MigInfo {
     /// The MIG device's UUID (`MIG-...`), only known from NVML.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
+    /// The MIG profile (`3g.40gb`), only known from NVML.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
 }
 
 /// What a network device (a VF, or the PCI function under a vDPA device) is.

@@ -250,6 +250,7 @@ impl Backend for Nvidia {
                             gi,
                             ci,
                             uuid: None,
+                            profile: None,
                         }),
                         ..nv.clone()
                     }),

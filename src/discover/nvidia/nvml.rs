@@ -22,6 +22,17 @@ pub struct NvmlGpu {
     pub minor: Option<u32>,
     /// UUIDs of its MIG devices, in NVML's index order.
     pub mig_uuids: Vec<String>,
+    /// Profiles of its MIG devices (`3g.40gb`), in the same order, when
+    /// NVML names them.
+    pub mig_profiles: Vec<Option<String>>,
+}
+
+/// The MIG profile in an NVML MIG device name:
+/// `NVIDIA A100 80GB PCIe MIG 3g.40gb` → `3g.40gb`.
+pub fn profile_from_name(name: &str) -> Option<String> {
+    let (_, profile) = name.rsplit_once("MIG ")?;
+    let profile = profile.trim();
+    (!profile.is_empty() && !profile.contains(char::is_whitespace)).then(|| profile.to_string())
 }
 
 /// Where GPU facts come from.
@@ -119,9 +130,10 @@ pub fn enrich(devices: &mut [Device], source: &dyn GpuSource, report: &mut Repor
             }
             continue;
         }
-        for (d, uuid) in migs.into_iter().zip(&n.mig_uuids) {
+        for (i, (d, uuid)) in migs.into_iter().zip(&n.mig_uuids).enumerate() {
             if let Some(m) = d.nvidia.as_mut().and_then(|nv| nv.mig.as_mut()) {
                 m.uuid = Some(uuid.clone());
+                m.profile = n.mig_profiles.get(i).cloned().flatten();
             }
         }
     }
@@ -144,6 +156,7 @@ impl GpuSource for Library {
             let bus = d.pci_info().map_err(|e| e.to_string())?.bus_id;
             let bus_id = normalize_bus_id(&bus).ok_or_else(|| format!("bad PCI bus ID {bus:?}"))?;
             let mut mig_uuids = Vec::new();
+            let mut mig_profiles = Vec::new();
             if d.mig_mode().is_ok_and(|m| m.current == 1) {
                 let max = d.mig_device_count().unwrap_or(0);
                 for j in 0..max {
@@ -151,6 +164,7 @@ impl GpuSource for Library {
                         && let Ok(u) = m.uuid()
                     {
                         mig_uuids.push(u);
+                        mig_profiles.push(m.name().ok().and_then(|n| profile_from_name(&n)));
                     }
                 }
             }
@@ -159,6 +173,7 @@ impl GpuSource for Library {
                 bus_id,
                 minor: d.minor_number().ok(),
                 mig_uuids,
+                mig_profiles,
             });
         }
         Ok(out)

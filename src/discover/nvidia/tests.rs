@@ -314,6 +314,7 @@ fn nvml_adds_mig_uuids_and_cross_checks() {
         bus_id: nvml::normalize_bus_id("00000000:00:06.0").unwrap(),
         minor: Some(0),
         mig_uuids: mig.iter().map(|s| s.to_string()).collect(),
+        mig_profiles: mig.iter().map(|_| Some("3g.40gb".to_string())).collect(),
     };
     let warnings = enrich_with(&mut devices, Fake(Ok(vec![gpu(&["MIG-aaa", "MIG-bbb"])])));
     assert_eq!(warnings, Vec::<String>::new());
@@ -329,6 +330,18 @@ fn nvml_adds_mig_uuids_and_cross_checks() {
         })
         .collect();
     assert_eq!(uuids, [Some("MIG-aaa"), Some("MIG-bbb"), None]);
+    assert_eq!(
+        devices[0]
+            .nvidia
+            .as_ref()
+            .unwrap()
+            .mig
+            .as_ref()
+            .unwrap()
+            .profile
+            .as_deref(),
+        Some("3g.40gb")
+    );
     // uuid names now include the MIG UUIDs.
     let g: Generator = crate::generator::parse(
         Path::new("nvidia.yaml"),
@@ -393,6 +406,20 @@ fn nvml_missing_is_not_a_warning() {
     );
     assert_eq!(warnings, Vec::<String>::new());
     assert_eq!(devices, before);
+}
+
+#[test]
+fn mig_profiles_from_nvml_names() {
+    assert_eq!(
+        nvml::profile_from_name("NVIDIA A100 80GB PCIe MIG 3g.40gb").as_deref(),
+        Some("3g.40gb")
+    );
+    assert_eq!(
+        nvml::profile_from_name("NVIDIA H100 80GB HBM3 MIG 1g.10gb+me").as_deref(),
+        Some("1g.10gb+me")
+    );
+    assert_eq!(nvml::profile_from_name("NVIDIA H100 80GB HBM3"), None);
+    assert_eq!(nvml::profile_from_name("MIG "), None);
 }
 
 #[test]
