@@ -66,6 +66,38 @@ fn mount(host: &Path, container: &Path) -> MountSpec {
     }
 }
 
+/// Where distributions put the driver's libraries, for a driver root
+/// without a linker cache.
+pub const LIBRARY_DIRS: &[&str] = &[
+    "usr/lib/x86_64-linux-gnu",
+    "usr/lib/aarch64-linux-gnu",
+    "usr/lib64",
+    "usr/lib",
+    "lib64",
+    "lib",
+];
+
+/// Libraries of `version` found by name in [`LIBRARY_DIRS`] (no cache to
+/// give their sonames: only the versioned paths are mounted).
+fn from_library_dirs(root: &HostRoot, driver_root: &Path, version: &str) -> Vec<MountSpec> {
+    let mut out = Vec::new();
+    for dir in LIBRARY_DIRS {
+        let host_dir = driver_root.join(dir);
+        for name in root.list_dir_opt(&host_dir).unwrap_or_default() {
+            let known = LIBRARIES.iter().any(|l| name == format!("{l}.{version}"));
+            if known
+                && !out
+                    .iter()
+                    .any(|m: &MountSpec| m.container_path.ends_with(&format!("/{name}")))
+            {
+                let host = host_dir.join(&name);
+                out.push(mount(&host, &Path::new("/").join(dir).join(&name)));
+            }
+        }
+    }
+    out
+}
+
 /// The driver files under `driver_root` (a host path) for `version`.
 pub fn files(
     root: &HostRoot,
@@ -79,12 +111,14 @@ pub fn files(
     // Libraries, from the linker cache.
     let cache_path = under("etc/ld.so.cache");
     match root.read_limited(&cache_path, MAX_CACHE) {
-        // Every host has one; a missing one means a driver root without a
-        // driver (or a fixture without one): said, but not a problem.
-        Err(e) if e.is_not_found() => tracing::info!(
-            "{}: no linker cache in the driver root: driver libraries are left out",
-            cache_path.display()
-        ),
+        // Every host has one; without it, look in the usual directories.
+        Err(e) if e.is_not_found() => {
+            tracing::info!(
+                "{}: no linker cache in the driver root; looking in the usual library directories",
+                cache_path.display()
+            );
+            out.extend(from_library_dirs(root, driver_root, version));
+        }
         Err(e) => report.warn(&cache_path, format!("{e}; driver libraries are left out")),
         Ok(bytes) => match crate::ldcache::parse(&bytes) {
             Err(e) => report.warn(&cache_path, format!("{e}; driver libraries are left out")),

@@ -605,3 +605,34 @@ fn corrupt_linker_cache_is_said() {
     assert!(w[0].starts_with("/etc/ld.so.cache: "), "{w:?}");
     assert!(w[0].ends_with("; driver libraries are left out"), "{w:?}");
 }
+
+#[test]
+fn without_a_linker_cache_libraries_are_found_by_name() {
+    let tmp = h100(false, FULL_DEV);
+    let r = tmp.path();
+    write(r, "usr/lib64/libcuda.so.580.159.04", "x");
+    write(r, "usr/lib64/libcuda.so.535.183.01", "x");
+    write(r, "usr/lib64/libnvidia-ml.so.580.159.04", "x");
+    write(r, "usr/lib64/libother.so.580.159.04", "x");
+    let root = HostRoot::open(r).unwrap();
+    let mut report = Report::default();
+    let files = driver::files(&root, Path::new("/"), "580.159.04", &mut report);
+    assert_eq!(report.warnings, vec![]);
+    let got: Vec<(&str, &str)> = files
+        .iter()
+        .map(|m| (m.host_path.as_str(), m.container_path.as_str()))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "/usr/lib64/libcuda.so.580.159.04",
+                "/usr/lib64/libcuda.so.580.159.04"
+            ),
+            (
+                "/usr/lib64/libnvidia-ml.so.580.159.04",
+                "/usr/lib64/libnvidia-ml.so.580.159.04"
+            ),
+        ]
+    );
+}
