@@ -309,11 +309,13 @@ pub fn apply_devinfo(
         .filter(|p| generators.contains(&p.generator.as_str()))
     {
         let mut keep = BTreeSet::new();
-        for (name, bytes) in &p.devinfo {
+        // One batch per generator: the state file is saved twice, not
+        // twice per file (a pool can have a thousand VFs).
+        for (name, result) in managed.write_batch(&p.devinfo, &p.generator) {
             keep.insert(name.clone());
-            match managed.write(name, bytes, &p.generator) {
+            match result {
                 Ok(outcome) => changes.push(Change {
-                    path: dir.join(name),
+                    path: dir.join(&name),
                     generator: p.generator.clone(),
                     action: outcome.into(),
                     devices: 1,

@@ -256,6 +256,81 @@ impl ManagedDir {
     /// did not write; [`Error::NotRegular`] for a symlink or directory;
     /// [`Error::Io`] on filesystem failures.
     pub fn write(&mut self, name: &str, bytes: &[u8], owner: &str) -> Result<Outcome, Error> {
+        let items = [(name.to_string(), bytes.to_vec())];
+        match self.write_batch(&items, owner).into_iter().next() {
+            Some((_, result)) => result,
+            None => Ok(Outcome::Unchanged),
+        }
+    }
+
+    /// Writes several files for `owner`, each as [`ManagedDir::write`] does,
+    /// but saving the state file twice in all instead of twice per file
+    /// (the intents of every file before the first rename, the final
+    /// hashes after the last). Returns each file's result, in order.
+    pub fn write_batch(
+        &mut self,
+        items: &[(String, Vec<u8>)],
+        owner: &str,
+    ) -> Vec<(String, Result<Outcome, Error>)> {
+        let mut results: Vec<(String, Result<Outcome, Error>)> = Vec::new();
+        // (index into results, bytes, new hash) of the files to write.
+        let mut pending: Vec<(usize, &[u8], String)> = Vec::new();
+        let mut dirty = false;
+        for (name, bytes) in items {
+            match self.prepare(name, bytes, owner) {
+                Ok(Prepared::Unchanged { record_changed }) => {
+                    dirty |= record_changed;
+                    results.push((name.clone(), Ok(Outcome::Unchanged)));
+                }
+                Ok(Prepared::Write { outcome, new_hash }) => {
+                    dirty = true;
+                    results.push((name.clone(), Ok(outcome)));
+                    pending.push((results.len() - 1, bytes.as_slice(), new_hash));
+                }
+                Err(e) => results.push((name.clone(), Err(e))),
+            }
+        }
+        // Record the intents first: after a crash either hash proves
+        // ownership.
+        if dirty && let Err(e) = self.save_state() {
+            let why = e.to_string();
+            for (i, _, _) in &pending {
+                if let Some((name, r)) = results.get_mut(*i) {
+                    *r = Err(Error::Io {
+                        action: "cannot record the intent to write",
+                        path: self.dir.join(name.as_str()),
+                        source: io::Error::other(why.clone()),
+                    });
+                }
+            }
+            return results;
+        }
+        for (i, bytes, new_hash) in &pending {
+            let Some((name, r)) = results.get_mut(*i) else {
+                continue;
+            };
+            match self.replace(name, bytes) {
+                Ok(()) => {
+                    if let Some(rec) = self.state.files.get_mut(name.as_str()) {
+                        rec.sha256 = vec![new_hash.clone()];
+                    }
+                }
+                Err(e) => *r = Err(e),
+            }
+        }
+        if !pending.is_empty()
+            && let Err(e) = self.save_state()
+        {
+            // The files are written and still provably ours (the saved
+            // intents list their hashes); only the tidy-up failed.
+            tracing::warn!("{e}");
+        }
+        results
+    }
+
+    /// Decides what writing `bytes` to `name` means, refusing files cdigen
+    /// does not own, and records the intent in memory.
+    fn prepare(&mut self, name: &str, bytes: &[u8], owner: &str) -> Result<Prepared, Error> {
         check_name(name)?;
         let target = self.dir.join(name);
         let new_hash = sha256_hex(bytes);
@@ -270,15 +345,16 @@ impl ManagedDir {
                 // Same bytes: do not touch. Keep the record current if ours
                 // (the bytes on disk are ones cdigen wrote; a file edited
                 // since is not adopted back, like a foreign one).
+                let mut record_changed = false;
                 if let Some(rec) = self.state.files.get_mut(name)
                     && rec.sha256.contains(&new_hash)
                     && (rec.sha256 != [new_hash.clone()] || rec.owner != owner)
                 {
                     rec.sha256 = vec![new_hash];
                     rec.owner = owner.to_string();
-                    self.save_state()?;
+                    record_changed = true;
                 }
-                return Ok(Outcome::Unchanged);
+                return Ok(Prepared::Unchanged { record_changed });
             }
             Some(old) => {
                 let ours = self
@@ -296,7 +372,6 @@ impl ManagedDir {
             }
             None => Outcome::Created,
         };
-        // Record the intent first: after a crash either hash proves ownership.
         let mut hashes: Vec<String> = existing.iter().map(|b| sha256_hex(b)).collect();
         hashes.push(new_hash.clone());
         self.state.files.insert(
@@ -306,13 +381,7 @@ impl ManagedDir {
                 sha256: hashes,
             },
         );
-        self.save_state()?;
-        self.replace(name, bytes)?;
-        if let Some(rec) = self.state.files.get_mut(name) {
-            rec.sha256 = vec![new_hash];
-        }
-        self.save_state()?;
-        Ok(outcome)
+        Ok(Prepared::Write { outcome, new_hash })
     }
 
     /// Removes the files recorded for `owner` that are not in `keep`, when
@@ -367,6 +436,22 @@ impl ManagedDir {
             .map_err(|e| io_err("cannot rename to", &target)(e.error))?;
         sync_dir(&self.dir)
     }
+}
+
+/// What [`ManagedDir::prepare`] decided.
+enum Prepared {
+    /// Same bytes on disk; the record may have been refreshed.
+    Unchanged {
+        /// Whether the in-memory state changed.
+        record_changed: bool,
+    },
+    /// The file must be written; its intent is recorded in memory.
+    Write {
+        /// Created or updated.
+        outcome: Outcome,
+        /// Hash of the new content.
+        new_hash: String,
+    },
 }
 
 /// The result of [`ManagedDir::remove_stale`].

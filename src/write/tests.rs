@@ -1050,3 +1050,53 @@ proptest! {
         prop_assert!(m.owns("x.json"));
     }
 }
+
+#[test]
+fn batch_writes_what_it_may_and_refuses_the_rest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    fs::write(dir.join("b.json"), b"foreign").unwrap();
+    let mut m = ManagedDir::open(dir).unwrap();
+    m.write("c.json", b"old", "gen").unwrap();
+    let items = vec![
+        ("a.json".to_string(), b"A".to_vec()),
+        ("b.json".to_string(), b"B".to_vec()),
+        ("c.json".to_string(), b"C".to_vec()),
+        ("d.json".to_string(), b"D".to_vec()),
+    ];
+    let results: Vec<(String, String)> = m
+        .write_batch(&items, "gen")
+        .into_iter()
+        .map(|(n, r)| (n, r.map_or_else(|e| e.to_string(), |o| format!("{o:?}"))))
+        .collect();
+    assert_eq!(
+        results,
+        [
+            ("a.json".to_string(), "Created".to_string()),
+            (
+                "b.json".into(),
+                not_owned_msg(&dir.join("b.json"), "overwrite")
+            ),
+            ("c.json".into(), "Updated".into()),
+            ("d.json".into(), "Created".into()),
+        ]
+    );
+    assert_eq!(fs::read(dir.join("b.json")).unwrap(), b"foreign");
+    for (n, c) in [("a.json", "A"), ("c.json", "C"), ("d.json", "D")] {
+        assert_eq!(fs::read(dir.join(n)).unwrap(), c.as_bytes());
+        // Each record has exactly the final hash.
+        assert_eq!(
+            recorded(dir, n),
+            Some(("gen".to_string(), vec![sha256_hex(c.as_bytes())]))
+        );
+    }
+    assert_eq!(recorded(dir, "b.json"), None);
+    assert_no_tmp(dir);
+    // The same batch again changes nothing.
+    let again: Vec<bool> = m
+        .write_batch(&items, "gen")
+        .into_iter()
+        .map(|(_, r)| matches!(r, Ok(Outcome::Unchanged)))
+        .collect();
+    assert_eq!(again, [true, false, true, true]);
+}
