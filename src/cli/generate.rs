@@ -60,10 +60,10 @@ pub(crate) fn run(
         for (change, old) in preview(&args.output_dir, &plans) {
             writeln!(
                 out,
-                "would be {}: {} ({} devices)",
+                "would be {}: {} ({})",
                 change.action.as_str(),
                 change.path.display(),
-                change.devices
+                devices(change.devices)
             )?;
             if args.diff && change.action != Action::Unchanged {
                 let new = plans
@@ -96,10 +96,10 @@ pub(crate) fn run(
         for c in &changes {
             writeln!(
                 out,
-                "{}: {} ({} devices)",
+                "{}: {} ({})",
                 c.action.as_str(),
                 c.path.display(),
-                c.devices
+                devices(c.devices)
             )?;
         }
         for e in errors {
@@ -191,4 +191,13 @@ fn write_single(
     };
     writeln!(out, "{word}: {}", target.display())?;
     Ok(if failed { EXIT_FINDINGS } else { EXIT_OK })
+}
+
+/// `1 device`, `2 devices`.
+fn devices(n: usize) -> String {
+    if n == 1 {
+        "1 device".into()
+    } else {
+        format!("{n} devices")
+    }
 }
