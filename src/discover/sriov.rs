@@ -319,14 +319,3 @@ pub fn pf_info(root: &HostRoot, pf_dir: &Path) -> PfInfo {
     info.netdev = uplink.or_else(|| netdevs.first().cloned());
     info
 }
-
-/// The PF's netdev and the representor of VF `index` (see [`pf_info`]).
-pub fn pf_netdevs(
-    root: &HostRoot,
-    pf_dir: &Path,
-    index: Option<u32>,
-) -> (Option<String>, Option<String>) {
-    let info = pf_info(root, pf_dir);
-    let rep = index.and_then(|i| info.representors.get(&i).cloned());
-    (info.netdev, rep)
-}

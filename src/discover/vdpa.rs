@@ -11,11 +11,11 @@
 //!   device-info file but no CDI device node;
 //! - no driver: reported and skipped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 use super::pci::link;
-use super::sriov::pf_netdevs;
+use super::sriov::{PfInfo, pf_info};
 use super::vfio::{class_node, require_host_node};
 use super::{Backend, Error, Report};
 use crate::model::{Device, NetInfo, Node, VdpaInfo};
@@ -165,6 +165,7 @@ impl Backend for Vdpa {
                 source,
             })?;
         let mut devices = Vec::new();
+        let mut pf_cache: HashMap<PathBuf, PfInfo> = HashMap::new();
         for name in names {
             let Some(f) = read_one(root, &name, report) else {
                 continue;
@@ -173,22 +174,18 @@ impl Backend for Vdpa {
                 continue;
             }
             let parent = f.real.parent().map(Path::to_path_buf).unwrap_or_default();
-            let net = f.info.pci_address.as_ref().map(|_| {
+            let net = f.info.pci_address.as_ref().map(|address| {
                 let pf_dir = root.resolve(&parent.join("physfn")).ok();
-                let vf_index = pf_dir.as_ref().and_then(|pf| {
-                    root.list_dir_opt(pf)
-                        .unwrap_or_default()
-                        .into_iter()
-                        .find_map(|l| {
-                            let i = node_number(&l, "virtfn")?;
-                            let t = root.link_name(&pf.join(&l)).ok().flatten()?;
-                            (Some(t.as_str()) == f.info.pci_address.as_deref()).then_some(i)
-                        })
+                // What the PF says about its VFs, read once per PF.
+                let pf = pf_dir.as_ref().map(|dir| {
+                    pf_cache
+                        .entry(dir.clone())
+                        .or_insert_with(|| pf_info(root, dir))
                 });
-                let (pf_netdev, representor) = pf_dir
-                    .as_ref()
-                    .map(|pf| pf_netdevs(root, pf, vf_index))
-                    .unwrap_or((None, None));
+                let vf_index = pf.as_ref().and_then(|p| p.vf_index.get(address).copied());
+                let pf_netdev = pf.as_ref().and_then(|p| p.netdev.clone());
+                let representor = vf_index
+                    .and_then(|i| pf.as_ref().and_then(|p| p.representors.get(&i).cloned()));
                 NetInfo {
                     netdevs: f.info.netdev.iter().cloned().collect(),
                     pf: pf_dir
