@@ -18,10 +18,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::devnode::{OnHost, on_host, with_host_checked};
 use super::pci::{link, read_function};
 use super::pciids::PciIds;
 use super::{Backend, Error, Report};
-use crate::model::{Device, HostNode, Link, Node};
+use crate::model::{Device, Link, Node};
 use crate::root::{DevKind, HostRoot, dev_path, parse_majmin, sys_path};
 use crate::sysfs::{node_number, parse_uevent};
 
@@ -267,39 +268,21 @@ fn read_parent(
 /// Looks the node up in the host's `/dev`: records mode and owner when it is
 /// a character device, drops it (with a warning) when something else sits
 /// at its path (a runtime would refuse the container).
-fn check_host_node(root: &HostRoot, mut node: Node, report: &mut Report) -> Option<Node> {
-    let path = PathBuf::from(&node.path);
-    match root.dev_entry(&path) {
-        Ok(None) => Some(node),
-        Ok(Some(e)) if e.kind == DevKind::Char => {
-            if (e.major, e.minor) != (node.major, node.minor) {
-                report.warn(
-                    &path,
-                    format!(
-                        "host node is {}:{} but sysfs says {}:{} (stale node?); trusting sysfs",
-                        e.major, e.minor, node.major, node.minor
-                    ),
-                );
-            }
-            node.host = Some(HostNode {
-                mode: e.mode,
-                uid: e.uid,
-                gid: e.gid,
-            });
-            Some(node)
-        }
-        Ok(Some(e)) => {
+fn check_host_node(root: &HostRoot, node: Node, report: &mut Report) -> Option<Node> {
+    match on_host(root, &node) {
+        OnHost::Missing => Some(node),
+        OnHost::Char(e) => Some(with_host_checked(node, &e, report)),
+        OnHost::Other(kind) => {
             report.warn(
-                &path,
+                &node.path,
                 format!(
-                    "not a character device (a {:?}); runtimes would refuse it, skipping this node",
-                    e.kind
+                    "not a character device (a {kind:?}); runtimes would refuse it, skipping this node"
                 ),
             );
             None
         }
-        Err(e) => {
-            report.warn(&path, format!("{e}; not using host mode/owner"));
+        OnHost::Unreadable(e) => {
+            report.warn(&node.path, format!("{e}; not using host mode/owner"));
             Some(node)
         }
     }

@@ -11,6 +11,7 @@
 //! backend of higher precedence is removed from the others' results, so a
 //! more specific backend always wins, whatever the order they run in.
 
+mod devnode;
 pub mod drm;
 pub mod nvidia;
 pub mod pci;

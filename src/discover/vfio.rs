@@ -21,13 +21,14 @@
 //! every device in it. [`VfioInfo::group_devices`] lists them so that specs
 //! and users can see it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
+use super::devnode::{OnHost, on_host, with_host_checked};
 use super::pci::{link, read_function};
 use super::pciids::PciIds;
 use super::{Backend, Error, Report};
 use crate::model::{Device, Node, VfioInfo};
-use crate::root::{DevKind, HostRoot, dev_path, parse_majmin, sys_path};
+use crate::root::{HostRoot, dev_path, parse_majmin, sys_path};
 use crate::sysfs::{node_number, parse_uevent};
 
 /// The VFIO backend.
@@ -150,40 +151,19 @@ pub(crate) fn class_node(
 /// when it is there as a character device or when `/dev` cannot be read;
 /// drops it with a warning when `/dev` is readable and the node is missing
 /// or something else.
-pub(crate) fn require_host_node(
-    root: &HostRoot,
-    mut node: Node,
-    report: &mut Report,
-) -> Option<Node> {
-    let path = PathBuf::from(&node.path);
-    match root.dev_entry(&path) {
-        Ok(Some(e)) if e.kind == DevKind::Char => {
-            if (e.major, e.minor) != (node.major, node.minor) {
-                report.warn(
-                    &path,
-                    format!(
-                        "host node is {}:{} but sysfs says {}:{} (stale node?); trusting sysfs",
-                        e.major, e.minor, node.major, node.minor
-                    ),
-                );
-            }
-            node.host = Some(crate::model::HostNode {
-                mode: e.mode,
-                uid: e.uid,
-                gid: e.gid,
-            });
-            Some(node)
-        }
-        Ok(Some(e)) => {
+pub(crate) fn require_host_node(root: &HostRoot, node: Node, report: &mut Report) -> Option<Node> {
+    match on_host(root, &node) {
+        OnHost::Char(e) => Some(with_host_checked(node, &e, report)),
+        OnHost::Other(kind) => {
             report.warn(
-                &path,
-                format!("not a character device (a {:?}); not using it", e.kind),
+                &node.path,
+                format!("not a character device (a {kind:?}); not using it"),
             );
             None
         }
-        Ok(None) if root.has_devfs() => {
+        OnHost::Missing if root.has_devfs() => {
             report.warn(
-                &path,
+                &node.path,
                 format!(
                     "listed in sysfs ({}:{}) but missing from /dev; not using it",
                     node.major, node.minor
@@ -191,9 +171,9 @@ pub(crate) fn require_host_node(
             );
             None
         }
-        Ok(None) => Some(node),
-        Err(e) => {
-            report.warn(&path, format!("{e}; not using it"));
+        OnHost::Missing => Some(node),
+        OnHost::Unreadable(e) => {
+            report.warn(&node.path, format!("{e}; not using it"));
             None
         }
     }

@@ -30,11 +30,12 @@ pub mod proc;
 
 use std::path::{Path, PathBuf};
 
+use super::devnode::{self, OnHost, on_host};
 use super::pci::read_function;
 use super::pciids::PciIds;
 use super::{Backend, Error, Report};
-use crate::model::{Device, HostNode, MigInfo, Node, NvidiaInfo};
-use crate::root::{DevKind, HostRoot, dev_path, proc_path, sys_path};
+use crate::model::{Device, MigInfo, Node, NvidiaInfo};
+use crate::root::{HostRoot, dev_path, proc_path, sys_path};
 use crate::sysfs::node_number;
 
 /// The NVIDIA backend.
@@ -68,18 +69,11 @@ fn char_node(role: &str, path: PathBuf, major: u32, minor: u32) -> Node {
 
 /// Looks a node up in `/dev`: mode and owner when it is there; `Err` with
 /// a reason when something else is there.
-fn with_host(root: &HostRoot, mut node: Node) -> Result<Node, String> {
-    match root.dev_entry(Path::new(&node.path)) {
-        Ok(Some(e)) if e.kind == DevKind::Char => {
-            node.host = Some(HostNode {
-                mode: e.mode,
-                uid: e.uid,
-                gid: e.gid,
-            });
-            Ok(node)
-        }
-        Ok(Some(e)) => Err(format!("not a character device (a {:?})", e.kind)),
-        Ok(None) | Err(_) => Ok(node),
+fn with_host(root: &HostRoot, node: Node) -> Result<Node, String> {
+    match on_host(root, &node) {
+        OnHost::Char(e) => Ok(devnode::with_host(node, &e)),
+        OnHost::Other(kind) => Err(format!("not a character device (a {kind:?})")),
+        OnHost::Missing | OnHost::Unreadable(_) => Ok(node),
     }
 }
 
