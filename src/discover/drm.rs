@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 use super::devnode::{OnHost, on_host, with_host_checked};
 use super::pci::{link, read_function};
 use super::pciids::PciIds;
-use super::{Backend, Error, Report};
+use super::{Backend, Context, Error, Report};
 use crate::model::{Device, Link, Node};
 use crate::root::{DevKind, HostRoot, dev_path, parse_majmin, sys_path};
 use crate::sysfs::{node_number, parse_uevent};
@@ -49,7 +49,8 @@ impl Backend for Drm {
         10
     }
 
-    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+    fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let root = cx.root;
         let root_err = |source| Error::Root {
             backend: "drm",
             source,
@@ -85,11 +86,11 @@ impl Backend for Drm {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
-        let ids = PciIds::load(root);
+        let ids = cx.pci_ids();
         let kfd = read_kfd(root, report);
         let mut devices = Vec::new();
         for (parent, mut nodes) in groups {
-            let Some(mut dev) = read_parent(root, &parent, ids.as_ref(), report) else {
+            let Some(mut dev) = read_parent(root, &parent, ids, report) else {
                 continue;
             };
             if dev.driver.as_deref() == Some("amdgpu")

@@ -73,6 +73,33 @@ pub enum Error {
     UnknownBackend(String),
 }
 
+/// What a discovery run shares between its backends: the root, and the
+/// PCI ID database, parsed at most once per run (it is about 1.4 MB).
+#[derive(Debug)]
+pub struct Context<'a> {
+    /// The host.
+    pub root: &'a HostRoot,
+    pci_ids: std::sync::OnceLock<Option<pciids::PciIds>>,
+}
+
+impl<'a> Context<'a> {
+    /// A context for one discovery run over `root`.
+    pub fn new(root: &'a HostRoot) -> Self {
+        Context {
+            root,
+            pci_ids: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The PCI ID database under the root, loaded on first use; `None`
+    /// when the root has none.
+    pub fn pci_ids(&self) -> Option<&pciids::PciIds> {
+        self.pci_ids
+            .get_or_init(|| pciids::PciIds::load(self.root))
+            .as_ref()
+    }
+}
+
 /// A source of devices.
 pub trait Backend: Sync {
     /// Short name (`drm`), used in generator definitions and `--backend`.
@@ -83,7 +110,7 @@ pub trait Backend: Sync {
     ///
     /// # Errors
     /// [`Error`] only when the backend as a whole cannot run.
-    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error>;
+    fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error>;
 }
 
 /// Every backend, in the order they run.
@@ -111,7 +138,7 @@ impl Backend for Static {
         0
     }
 
-    fn discover(&self, _: &HostRoot, _: &mut Report) -> Result<Vec<Device>, Error> {
+    fn discover(&self, _: &Context, _: &mut Report) -> Result<Vec<Device>, Error> {
         Ok(Vec::new())
     }
 }
@@ -164,12 +191,13 @@ pub fn discover_with(
     only: &[String],
 ) -> Result<Discovery, Error> {
     let mut report = Report::default();
+    let cx = Context::new(root);
     let mut found: Vec<(u8, Device)> = Vec::new();
     // Precedence is applied across all backends even when only some are
     // asked for, so that `--backend drm` never shows a device that a more
     // specific backend owns.
     for b in backends {
-        let devices = b.discover(root, &mut report)?;
+        let devices = b.discover(&cx, &mut report)?;
         found.extend(devices.into_iter().map(|d| (b.precedence(), d)));
     }
     let mut best: BTreeMap<String, u8> = BTreeMap::new();
@@ -208,7 +236,7 @@ mod tests {
         fn precedence(&self) -> u8 {
             self.precedence
         }
-        fn discover(&self, _: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+        fn discover(&self, _: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
             report.warn("/sys/x", format!("{} ran", self.name));
             Ok(self
                 .paths

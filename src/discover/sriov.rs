@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 use super::pci::read_function;
 use super::pciids::PciIds;
 use super::vfio::{class_node, is_vfio_driver, require_host_node, vfio_nodes};
-use super::{Backend, Error, Report};
+use super::{Backend, Context, Error, Report};
 use crate::model::{Device, NetInfo, Node};
 use crate::root::{HostRoot, sys_path};
 use crate::sysfs::node_number;
@@ -41,7 +41,8 @@ impl Backend for Sriov {
         30
     }
 
-    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+    fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let root = cx.root;
         let root_err = |source| Error::Root {
             backend: "sriov",
             source,
@@ -73,7 +74,7 @@ impl Backend for Sriov {
         if vfs.is_empty() {
             return Ok(Vec::new());
         }
-        let ids = PciIds::load(root);
+        let ids = cx.pci_ids();
         let vdpa_by_parent = super::vdpa::by_parent(root);
         let extra = shared_nodes(root, report);
         let mut devices = Vec::new();
@@ -83,7 +84,7 @@ impl Backend for Sriov {
             if let Some(d) = read_vf(
                 root,
                 &entry,
-                ids.as_ref(),
+                ids,
                 &vdpa_by_parent,
                 &extra,
                 &mut pf_cache,

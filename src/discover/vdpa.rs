@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use super::pci::link;
 use super::sriov::{PfInfo, pf_info};
 use super::vfio::{class_node, require_host_node};
-use super::{Backend, Error, Report};
+use super::{Backend, Context, Error, Report};
 use crate::model::{Device, NetInfo, Node, VdpaInfo};
 use crate::root::{HostRoot, sys_path};
 use crate::sysfs::{PciAddress, node_number};
@@ -157,7 +157,8 @@ impl Backend for Vdpa {
         30
     }
 
-    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+    fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let root = cx.root;
         let names = root
             .list_dir_opt(&sys_path("bus/vdpa/devices"))
             .map_err(|source| Error::Root {

@@ -25,8 +25,7 @@ use std::path::Path;
 
 use super::devnode::{OnHost, on_host, with_host_checked};
 use super::pci::{link, read_function};
-use super::pciids::PciIds;
-use super::{Backend, Error, Report};
+use super::{Backend, Context, Error, Report};
 use crate::model::{Device, Node, VfioInfo};
 use crate::root::{HostRoot, dev_path, parse_majmin, sys_path};
 use crate::sysfs::{node_number, parse_uevent};
@@ -49,14 +48,14 @@ impl Backend for Vfio {
         20
     }
 
-    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+    fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let root = cx.root;
         let root_err = |source| Error::Root {
             backend: "vfio",
             source,
         };
         let bus = sys_path("bus/pci/devices");
         let names = root.list_dir_opt(&bus).map_err(root_err)?;
-        let mut ids: Option<PciIds> = None;
         let mut devices = Vec::new();
         for name in names {
             let entry = bus.join(&name);
@@ -73,10 +72,7 @@ impl Backend for Vfio {
                     continue;
                 }
             };
-            if ids.is_none() {
-                ids = PciIds::load(root).or_else(|| Some(PciIds::default()));
-            }
-            let Some(f) = read_function(root, &dir, ids.as_ref(), report) else {
+            let Some(f) = read_function(root, &dir, cx.pci_ids(), report) else {
                 continue;
             };
             let Some((vfio, nodes)) = vfio_nodes(root, &dir, &f.info.address, report) else {

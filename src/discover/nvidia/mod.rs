@@ -32,8 +32,7 @@ use std::path::{Path, PathBuf};
 
 use super::devnode::{self, OnHost, on_host};
 use super::pci::read_function;
-use super::pciids::PciIds;
-use super::{Backend, Error, Report};
+use super::{Backend, Context, Error, Report};
 use crate::model::{Device, MigInfo, Node, NvidiaInfo};
 use crate::root::{HostRoot, dev_path, proc_path, sys_path};
 use crate::sysfs::node_number;
@@ -86,7 +85,8 @@ impl Backend for Nvidia {
         40
     }
 
-    fn discover(&self, root: &HostRoot, report: &mut Report) -> Result<Vec<Device>, Error> {
+    fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let root = cx.root;
         let gpus_dir = proc_path("driver/nvidia/gpus");
         let entries = root.list_dir_opt(&gpus_dir).map_err(|source| Error::Root {
             backend: "nvidia",
@@ -137,7 +137,7 @@ impl Backend for Nvidia {
         };
         let caps_major = majors.get("nvidia-caps").copied();
         let mig_admin = mig_admin_nodes(root, caps_major);
-        let ids = PciIds::load(root);
+        let ids = cx.pci_ids();
 
         let mut gpus: Vec<Device> = Vec::new();
         for bdf in entries {
@@ -177,7 +177,7 @@ impl Backend for Nvidia {
                 );
                 continue;
             };
-            let Some(f) = read_function(root, &pci_dir, ids.as_ref(), report) else {
+            let Some(f) = read_function(root, &pci_dir, ids, report) else {
                 continue;
             };
             let gpu_node = char_node(

@@ -78,7 +78,9 @@ const FULL_DEV: &str = "/dev/nvidia0 c 195:0 0666 0 0\n/dev/nvidiactl c 195:255 
 fn run(tmp: &tempfile::TempDir) -> (Vec<Device>, Vec<String>) {
     let root = HostRoot::open(tmp.path()).unwrap();
     let mut report = Report::default();
-    let devices = Nvidia.discover(&root, &mut report).unwrap();
+    let devices = Nvidia
+        .discover(&crate::discover::Context::new(&root), &mut report)
+        .unwrap();
     let warnings = report
         .warnings
         .iter()
@@ -523,7 +525,9 @@ fn driver_files_of_the_running_version() {
 
     let root = HostRoot::open(r).unwrap();
     let mut report = Report::default();
-    let devices = Nvidia.discover(&root, &mut report).unwrap();
+    let devices = Nvidia
+        .discover(&crate::discover::Context::new(&root), &mut report)
+        .unwrap();
     assert_eq!(report.warnings, vec![]);
     let mounts: Vec<String> = devices[0]
         .mounts
@@ -593,7 +597,9 @@ fn corrupt_linker_cache_is_said() {
     );
     let root = HostRoot::open(tmp.path()).unwrap();
     let mut report = Report::default();
-    let devices = Nvidia.discover(&root, &mut report).unwrap();
+    let devices = Nvidia
+        .discover(&crate::discover::Context::new(&root), &mut report)
+        .unwrap();
     assert_eq!(devices.len(), 1, "the GPU is still there");
     assert!(devices[0].mounts.is_empty());
     let w: Vec<String> = report
