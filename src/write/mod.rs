@@ -196,28 +196,7 @@ impl ManagedDir {
     }
 
     fn load_state(&self) -> Result<State, Error> {
-        let path = self.dir.join(STATE_FILE);
-        let bytes = match fs::read(&path) {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                return Ok(State {
-                    version: 1,
-                    files: BTreeMap::new(),
-                });
-            }
-            Err(e) => return Err(io_err("cannot read", &path)(e)),
-        };
-        let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::BadState {
-            path: path.clone(),
-            reason: e.to_string(),
-        })?;
-        if state.version != 1 {
-            return Err(Error::BadState {
-                path,
-                reason: format!("unknown version {}", state.version),
-            });
-        }
-        Ok(state)
+        load_state(&self.dir)
     }
 
     fn save_state(&self) -> Result<(), Error> {
@@ -240,12 +219,7 @@ impl ManagedDir {
 
     /// Files recorded for `owner`, sorted.
     pub fn owned_by(&self, owner: &str) -> Vec<String> {
-        self.state
-            .files
-            .iter()
-            .filter(|(_, r)| r.owner == owner)
-            .map(|(n, _)| n.clone())
-            .collect()
+        owned_by(&self.state, owner)
     }
 
     /// Writes `bytes` to `name` atomically, on behalf of `owner` (the
@@ -461,6 +435,86 @@ pub struct Pruned {
     pub removed: Vec<String>,
     /// Files cdigen once wrote but that were changed since; not touched.
     pub left_alone: Vec<String>,
+}
+
+/// Reads `dir`'s state file; an absent one is an empty state.
+fn load_state(dir: &Path) -> Result<State, Error> {
+    let path = dir.join(STATE_FILE);
+    let bytes = match fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+            return Ok(State {
+                version: 1,
+                files: BTreeMap::new(),
+            });
+        }
+        Err(e) => return Err(io_err("cannot read", &path)(e)),
+    };
+    let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::BadState {
+        path: path.clone(),
+        reason: e.to_string(),
+    })?;
+    if state.version != 1 {
+        return Err(Error::BadState {
+            path,
+            reason: format!("unknown version {}", state.version),
+        });
+    }
+    Ok(state)
+}
+
+/// A read-only view of what cdigen owns in a directory, for `check`: it
+/// reads the state file without taking the lock, and never creates or
+/// changes anything (not even the directory). A write in flight is no
+/// problem: its intent lists both hashes, so either content proves
+/// ownership, as it does for the writer.
+#[derive(Debug, Default)]
+pub struct Ownership {
+    state: State,
+}
+
+impl Ownership {
+    /// Reads the state file of `dir`; a missing directory or state file
+    /// means cdigen owns nothing there.
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the state file cannot be read,
+    /// [`Error::BadState`] when it cannot be understood.
+    pub fn read(dir: &Path) -> Result<Self, Error> {
+        Ok(Ownership {
+            state: load_state(dir)?,
+        })
+    }
+
+    /// The generator that wrote `name`, when the state records it (its
+    /// content may have changed since: see [`Ownership::owns`]).
+    pub fn owner(&self, name: &str) -> Option<&str> {
+        self.state.files.get(name).map(|r| r.owner.as_str())
+    }
+
+    /// Whether `bytes` are content cdigen wrote to `name`: only then would
+    /// `generate` overwrite or remove it.
+    pub fn owns(&self, name: &str, bytes: &[u8]) -> bool {
+        self.state
+            .files
+            .get(name)
+            .is_some_and(|r| r.sha256.contains(&sha256_hex(bytes)))
+    }
+
+    /// Files recorded for `owner`, sorted.
+    pub fn owned_by(&self, owner: &str) -> Vec<String> {
+        owned_by(&self.state, owner)
+    }
+}
+
+/// Files of `state` recorded for `owner`, sorted.
+fn owned_by(state: &State, owner: &str) -> Vec<String> {
+    state
+        .files
+        .iter()
+        .filter(|(_, r)| r.owner == owner)
+        .map(|(n, _)| n.clone())
+        .collect()
 }
 
 /// Creates `dir` and its missing parents with mode [`DIR_MODE`] whatever

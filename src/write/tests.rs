@@ -1100,3 +1100,77 @@ fn batch_writes_what_it_may_and_refuses_the_rest() {
         .collect();
     assert_eq!(again, [true, false, true, true]);
 }
+
+// ---------------------------------------------------------------- read-only view
+
+/// Names and mtimes of everything in `dir`, dot files included.
+fn snapshot(dir: &Path) -> Vec<(String, std::time::SystemTime)> {
+    names(dir)
+        .into_iter()
+        .map(|n| {
+            let m = fs::symlink_metadata(dir.join(&n))
+                .unwrap()
+                .modified()
+                .unwrap();
+            (n, m)
+        })
+        .collect()
+}
+
+#[test]
+fn ownership_reads_what_the_writer_recorded() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    {
+        let mut m = ManagedDir::open(dir).unwrap();
+        m.write("a.json", b"A", "gen").unwrap();
+        m.write("b.json", b"B", "other").unwrap();
+        m.write("c.json", b"C", "gen").unwrap();
+    }
+    fs::write(dir.join("c.json"), b"edited").unwrap();
+    let before = snapshot(dir);
+    let o = Ownership::read(dir).unwrap();
+    assert_eq!(o.owned_by("gen"), strings(&["a.json", "c.json"]));
+    assert_eq!(o.owned_by("other"), strings(&["b.json"]));
+    assert_eq!(o.owner("c.json"), Some("gen"));
+    assert_eq!(o.owner("d.json"), None);
+    assert!(o.owns("a.json", b"A"));
+    assert!(!o.owns("a.json", b"B"), "content decides, not the name");
+    assert!(!o.owns("c.json", b"edited"));
+    assert!(!o.owns("d.json", b""));
+    // Nothing was touched (no lock taken, no temp files swept).
+    assert_eq!(snapshot(dir), before);
+}
+
+#[test]
+fn ownership_of_a_missing_directory_is_empty_and_creates_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("absent/deeper");
+    let o = Ownership::read(&dir).unwrap();
+    assert!(o.owned_by("gen").is_empty());
+    assert!(!tmp.path().join("absent").exists());
+    // An existing empty directory stays empty: no lock or state file.
+    let o = Ownership::read(tmp.path()).unwrap();
+    assert_eq!(o.owner("x.json"), None);
+    assert!(names(tmp.path()).is_empty());
+}
+
+#[test]
+fn ownership_reports_a_corrupt_state_file_naming_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write_state(dir, "{\"version\":2,\"files\":{}}");
+    let err = Ownership::read(dir).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("{}unknown version 2", bad_state_prefix(dir))
+    );
+    // A state file that is a directory cannot be read: an I/O error naming it.
+    fs::remove_file(dir.join(STATE_FILE)).unwrap();
+    fs::create_dir(dir.join(STATE_FILE)).unwrap();
+    let err = Ownership::read(dir).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!("cannot read {}", dir.join(STATE_FILE).display())
+    );
+}
