@@ -94,6 +94,9 @@ pub struct Planned {
     pub bytes: Vec<u8>,
     /// Device-info files (name, bytes), when the generator writes them.
     pub devinfo: Vec<(String, Vec<u8>)>,
+    /// Whether the generator writes device-info files (its stale ones are
+    /// removed even when it selected nothing).
+    pub device_info: bool,
 }
 
 impl Planned {
@@ -160,6 +163,7 @@ pub fn plan_one(
             spec: None,
             bytes: Vec::new(),
             devinfo,
+            device_info: g.device_info,
         });
     }
     let mut spec = templates
@@ -193,7 +197,52 @@ pub fn plan_one(
         spec: Some(spec),
         bytes,
         devinfo,
+        device_info: g.device_info,
     })
+}
+
+/// A generator whose spec could not be planned.
+#[derive(Debug)]
+pub struct Failed {
+    /// The generator.
+    pub generator: String,
+    /// The spec file name it writes.
+    pub file: String,
+    /// Why it failed.
+    pub error: Error,
+}
+
+/// The plans of a run's generators: those that planned, in order, and
+/// those that failed.
+#[derive(Debug, Default)]
+pub struct Plans {
+    /// Generators that planned (with or without a spec).
+    pub planned: Vec<Planned>,
+    /// Generators that failed; their files are left as they are.
+    pub failed: Vec<Failed>,
+}
+
+/// [`plan_one`] for every generator: one failing does not stop the others.
+pub fn plan_all(
+    generators: &[Loaded],
+    templates: &Templates,
+    discovery: &Discovery,
+    format: Option<Format>,
+) -> Plans {
+    let mut plans = Plans::default();
+    for g in generators {
+        match plan_one(g, templates, discovery, format) {
+            Ok(p) => plans.planned.push(p),
+            Err(error) => plans.failed.push(Failed {
+                generator: g.generator.name.clone(),
+                file: g
+                    .generator
+                    .file_name(format.unwrap_or(g.generator.output.format)),
+                error,
+            }),
+        }
+    }
+    plans
 }
 
 /// The device-info description of one selected device, following the
@@ -373,11 +422,32 @@ impl Action {
 /// Checks that no other file in `dir` (one cdigen did not write for this
 /// generator) already defines a device of `planned`.
 fn check_conflicts(dir: &Path, planned: &Planned, owned: &BTreeSet<String>) -> Result<(), Error> {
+    match conflicts(dir, planned, owned).into_iter().next() {
+        Some((name, other)) => Err(Error::Conflict {
+            path: dir.join(&planned.file),
+            name,
+            other,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// The devices of `planned` that another file in `dir` already defines
+/// (name, other file), in scan order: files other than `planned.file` and
+/// those in `owned` (this generator's own) count, whether written by
+/// another tool or by another of cdigen's generators. [`apply`] refuses
+/// to write a spec with any.
+pub fn conflicts(
+    dir: &Path,
+    planned: &Planned,
+    owned: &BTreeSet<String>,
+) -> Vec<(String, PathBuf)> {
     let names: BTreeSet<String> = planned.names().into_iter().collect();
     let view = scan(&[Input {
         path: dir.to_path_buf(),
         explicit: false,
     }]);
+    let mut found = Vec::new();
     for f in &view.files {
         let file_name = f
             .path
@@ -392,15 +462,11 @@ fn check_conflicts(dir: &Path, planned: &Planned, owned: &BTreeSet<String>) -> R
         for d in &f.devices {
             let q = format!("{kind}={d}");
             if names.contains(&q) {
-                return Err(Error::Conflict {
-                    path: dir.join(&planned.file),
-                    name: q,
-                    other: f.path.clone(),
-                });
+                found.push((q, f.path.clone()));
             }
         }
     }
-    Ok(())
+    found
 }
 
 /// Writes the planned specs into `dir` through the safe writer and removes

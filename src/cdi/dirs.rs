@@ -52,6 +52,10 @@ pub struct FileReport {
     pub devices: Vec<String>,
     /// Everything wrong with it, errors first.
     pub findings: Vec<Finding>,
+    /// Whether runtimes load it: a `*.json` or `*.yaml` file valid on its
+    /// own (its devices may still be dropped as conflicting).
+    #[serde(skip)]
+    pub loaded: bool,
 }
 
 impl FileReport {
@@ -210,6 +214,7 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
         kind: None,
         devices: Vec::new(),
         findings: Vec::new(),
+        loaded: false,
     };
     if Format::from_path(&path).is_none() {
         report.findings.push(Finding {
@@ -251,6 +256,7 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
         if problems.is_empty()
             && let Ok(kind) = Kind::parse(&spec.kind)
         {
+            report.loaded = true;
             result = Some(Loaded {
                 report_index: out.files.len(),
                 kind,

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use super::{EXIT_FINDINGS, EXIT_OK, GenerateArgs};
-use crate::generate::{Action, Planned, apply, apply_devinfo, plan_one, preview};
+use crate::generate::{Action, Planned, apply, apply_devinfo, plan_all, preview};
 use crate::write::ManagedDir;
 use crate::write::Outcome;
 
@@ -21,17 +21,12 @@ pub(crate) fn run(
         anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
     }
     let format = args.format.map(Into::into);
-    let mut failed = false;
-    let mut plans: Vec<Planned> = Vec::new();
-    for g in &generators {
-        match plan_one(g, &templates, &found, format) {
-            Ok(p) => plans.push(p),
-            Err(e) => {
-                writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
-                failed = true;
-            }
-        }
+    let planning = plan_all(&generators, &templates, &found, format);
+    let mut failed = !planning.failed.is_empty();
+    for f in planning.failed {
+        writeln!(err, "cdigen: {:#}", anyhow::Error::from(f.error))?;
     }
+    let plans: Vec<Planned> = planning.planned;
 
     if let Some(target) = &args.output {
         return write_single(target, &plans, args, out, failed);
