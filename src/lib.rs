@@ -18,13 +18,15 @@
 //!   the runtime's view of spec directories (used by `validate`/`list`);
 //!   [`devinfo`]: the NPWG device-info model.
 //! - [`generate`]: the pipeline from discovered devices to files, through
-//!   [`mod@write`], the safe writer (atomic, idempotent, ownership-checked).
+//!   [`mod@write`], the safe writer (atomic, idempotent, ownership-checked);
+//!   [`check`] compares what is on disk with what it would write.
 //! - [`snapshot`]: records what discovery read into a fixture tree;
 //!   [`ldcache`]: the glibc linker cache reader for driver files.
 //! - [`cli`]: the command-line interface; `src/main.rs` is a thin shell
 //!   over it.
 
 pub mod cdi;
+pub mod check;
 pub mod cli;
 pub mod devinfo;
 pub mod discover;

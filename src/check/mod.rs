@@ -1,0 +1,715 @@
+//! `cdigen check`: compares what is on disk with what `generate` would
+//! write now, and says why they differ. Cron jobs, monitoring and `watch`
+//! call it to know whether the specs are current.
+//!
+//! It sits after planning in the pipeline (discovery → [`generate::plan_all`])
+//! and in place of the writer: it reads the spec and device-info
+//! directories, the ownership state ([`Ownership`], read without the lock)
+//! and the runtime's other spec directories, and writes nothing, ever.
+//!
+//! What it reports ([`Kind`]): files `generate` would create (`missing`),
+//! change (`stale`, with the reasons: a device gone or new, a node whose
+//! major:minor changed or that no longer exists, else the first
+//! difference), remove (`orphan`), or refuse to touch (`foreign`); and how
+//! runtimes would see the devices: defined twice in one directory
+//! (`conflict`), overridden by a later spec directory (`shadowed`), or
+//! overriding an earlier one (`shadows`, a warning: ours is the one used).
+//!
+//! [`generate::plan_all`]: crate::generate::plan_all
+
+pub mod diff;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io;
+use std::path::{Component, Path, PathBuf};
+
+use serde::Serialize;
+
+pub use crate::cdi::dirs::Severity;
+use crate::cdi::dirs::{Input, scan};
+use crate::cdi::{self, Format, Spec};
+use crate::generate::{self, Planned, Plans};
+use crate::root::HostRoot;
+use crate::write::{self, Ownership};
+
+/// The directories to check.
+#[derive(Debug, Clone)]
+pub struct Dirs {
+    /// Where `generate` writes specs (`--output-dir`).
+    pub output_dir: PathBuf,
+    /// Where `generate` writes device-info files (`--devinfo-dir`).
+    pub devinfo_dir: PathBuf,
+    /// The spec directories runtimes read, lowest priority first (a later
+    /// one wins); the output directory is normally one of them.
+    pub spec_dirs: Vec<PathBuf>,
+}
+
+/// What a finding is about. Every kind is an error (the files are not
+/// current) except `shadows`, `unowned` and `not-loaded`, which are
+/// warnings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Kind {
+    /// Generate would write the file; it is not on disk.
+    Missing,
+    /// The file cdigen wrote differs from what generate would write now.
+    Stale,
+    /// A file cdigen wrote that generate would now remove (or, changed
+    /// since, leave alone and forget).
+    Orphan,
+    /// A file with the name generate writes that cdigen did not write
+    /// (or not a regular file): generate refuses to replace it.
+    Foreign,
+    /// Another file in the same directory defines one of our devices:
+    /// generate refuses to write, and runtimes drop every definition. Also
+    /// a device defined twice in another spec directory, which runtimes
+    /// drop everywhere, ours included.
+    Conflict,
+    /// A later spec directory defines one of our devices: runtimes use
+    /// that definition, not ours.
+    Shadowed,
+    /// Warning: ours overrides the same device in an earlier spec
+    /// directory (runtimes use ours).
+    Shadows,
+    /// Warning: the file is current but cdigen has no record of writing
+    /// that content, so generate will refuse to update it when it changes.
+    Unowned,
+    /// Warning: the output directory is not one of the spec directories,
+    /// so runtimes reading only those do not see its devices.
+    NotLoaded,
+    /// A file or directory that cannot be read or parsed.
+    Unreadable,
+    /// A generator that cannot produce its spec now.
+    Failed,
+}
+
+impl Kind {
+    /// The word used in output (`missing`, `not-loaded`, ...).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Missing => "missing",
+            Kind::Stale => "stale",
+            Kind::Orphan => "orphan",
+            Kind::Foreign => "foreign",
+            Kind::Conflict => "conflict",
+            Kind::Shadowed => "shadowed",
+            Kind::Shadows => "shadows",
+            Kind::Unowned => "unowned",
+            Kind::NotLoaded => "not-loaded",
+            Kind::Unreadable => "unreadable",
+            Kind::Failed => "failed",
+        }
+    }
+
+    /// Whether the kind makes the files not current.
+    pub fn severity(self) -> Severity {
+        match self {
+            Kind::Shadows | Kind::Unowned | Kind::NotLoaded => Severity::Warning,
+            _ => Severity::Error,
+        }
+    }
+}
+
+/// One finding.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What it is about.
+    pub kind: Kind,
+    /// `error` or `warning` (from the kind).
+    pub severity: Severity,
+    /// The file (or directory) concerned.
+    pub file: PathBuf,
+    /// The generator whose file it is.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generator: Option<String>,
+    /// The device (`vendor/class=name`), when the finding is about one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// The other file involved (conflicts, shadowing).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub other: Option<PathBuf>,
+    /// What is wrong, for a person to act on.
+    pub reason: String,
+}
+
+/// How many files were compared.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Checked {
+    /// Spec files: those generate would write, and those it would remove.
+    pub specs: usize,
+    /// Device-info files, likewise.
+    pub device_info: usize,
+}
+
+/// The result of [`run`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// True when no finding is an error: what is on disk is what generate
+    /// would write, and runtimes see it.
+    pub current: bool,
+    /// Files compared.
+    pub checked: Checked,
+    /// Every finding, in order: per-directory problems, failed generators,
+    /// then each generator's specs and device-info files.
+    pub findings: Vec<Finding>,
+}
+
+impl Report {
+    /// Number of findings of `severity`.
+    pub fn count(&self, severity: Severity) -> usize {
+        self.findings
+            .iter()
+            .filter(|f| f.severity == severity)
+            .count()
+    }
+}
+
+/// Compares the files in `dirs` with `plans` (what generate would write
+/// now), reading `root` to tell whether a device node still exists. Reads
+/// only: never creates, locks or changes a file.
+pub fn run(root: &HostRoot, plans: &Plans, dirs: &Dirs) -> Report {
+    let mut c = Checker {
+        root,
+        findings: Vec::new(),
+        checked: Checked::default(),
+    };
+    let specs = c.ownership(&dirs.output_dir);
+    let any_devinfo = plans.planned.iter().any(|p| p.device_info);
+    let devinfo = if any_devinfo {
+        c.ownership(&dirs.devinfo_dir)
+    } else {
+        None
+    };
+    let view = if plans.planned.iter().any(|p| p.spec.is_some()) {
+        c.runtime_view(dirs)
+    } else {
+        None
+    };
+    for f in &plans.failed {
+        c.push(
+            Kind::Failed,
+            dirs.output_dir.join(&f.file),
+            Some(&f.generator),
+            None,
+            None,
+            format!("{}; its files are left as they are", error_chain(&f.error)),
+        );
+    }
+    for p in &plans.planned {
+        if let Some(own) = &specs {
+            c.spec(&dirs.output_dir, own, p);
+            if let Some(view) = &view {
+                c.shadowing(&dirs.output_dir, view, p);
+            }
+        }
+        if p.device_info
+            && let Some(own) = &devinfo
+        {
+            c.devinfo(&dirs.devinfo_dir, own, p);
+        }
+    }
+    let current = !c.findings.iter().any(|f| f.severity == Severity::Error);
+    Report {
+        current,
+        checked: c.checked,
+        findings: c.findings,
+    }
+}
+
+/// The runtime's other spec directories, with the devices each defines.
+struct RuntimeView {
+    /// Position of the output directory among the spec directories.
+    ours: usize,
+    /// Other directories: (position, directory, name → files defining it).
+    others: Vec<(usize, PathBuf, BTreeMap<String, Vec<PathBuf>>)>,
+}
+
+/// What is at a path.
+enum OnDisk {
+    Absent,
+    NotRegular,
+    Unreadable(io::Error),
+    Bytes(Vec<u8>),
+}
+
+fn read(path: &Path) -> OnDisk {
+    match fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => OnDisk::Absent,
+        Err(e) => OnDisk::Unreadable(e),
+        Ok(m) if !m.is_file() => OnDisk::NotRegular,
+        Ok(_) => match fs::read(path) {
+            Ok(b) => OnDisk::Bytes(b),
+            Err(e) => OnDisk::Unreadable(e),
+        },
+    }
+}
+
+struct Checker<'a> {
+    root: &'a HostRoot,
+    findings: Vec<Finding>,
+    checked: Checked,
+}
+
+impl Checker<'_> {
+    fn push(
+        &mut self,
+        kind: Kind,
+        file: PathBuf,
+        generator: Option<&str>,
+        device: Option<String>,
+        other: Option<PathBuf>,
+        reason: String,
+    ) {
+        self.findings.push(Finding {
+            kind,
+            severity: kind.severity(),
+            file,
+            generator: generator.map(str::to_string),
+            device,
+            other,
+            reason,
+        });
+    }
+
+    /// The ownership state of `dir`, or `None` (and a finding) when it
+    /// cannot be read: generate would not write there either.
+    fn ownership(&mut self, dir: &Path) -> Option<Ownership> {
+        match Ownership::read(dir) {
+            Ok(o) => Some(o),
+            Err(e) => {
+                let reason = match &e {
+                    write::Error::BadState { reason, .. } => format!(
+                        "corrupt state file: {reason}; generate will not write in {} until it is removed",
+                        dir.display()
+                    ),
+                    write::Error::Io { source, .. } => format!("cannot read: {source}"),
+                    other => other.to_string(),
+                };
+                self.push(
+                    Kind::Unreadable,
+                    dir.join(write::STATE_FILE),
+                    None,
+                    None,
+                    None,
+                    reason,
+                );
+                None
+            }
+        }
+    }
+
+    /// Whether a node path named in a spec on disk no longer exists on the
+    /// host. Only absolute `/dev` paths are looked up, and only when the
+    /// root has a `/dev` to look at.
+    fn node_gone(&self, path: &str) -> bool {
+        let p = Path::new(path);
+        let plain = p.starts_with("/dev")
+            && !p
+                .components()
+                .any(|c| matches!(c, Component::ParentDir | Component::CurDir));
+        plain && self.root.has_devfs() && matches!(self.root.dev_entry(p), Ok(None))
+    }
+
+    /// One generator's spec file, and the files of its it would remove.
+    fn spec(&mut self, dir: &Path, own: &Ownership, p: &Planned) {
+        let g = Some(p.generator.as_str());
+        if let Some(spec) = &p.spec {
+            self.checked.specs += 1;
+            let path = dir.join(&p.file);
+            match read(&path) {
+                OnDisk::Absent => self.push(
+                    Kind::Missing,
+                    path,
+                    g,
+                    None,
+                    None,
+                    format!(
+                        "not on disk: generate would write it ({})",
+                        plural(spec.devices.len(), "device")
+                    ),
+                ),
+                OnDisk::NotRegular => self.push(
+                    Kind::Foreign,
+                    path,
+                    g,
+                    None,
+                    None,
+                    "not a regular file: generate will not replace it".into(),
+                ),
+                OnDisk::Unreadable(e) => self.unreadable(path, g, &e),
+                OnDisk::Bytes(old) => self.compare_spec(&path, own, p, spec, &old),
+            }
+            let mine: BTreeSet<String> = own.owned_by(&p.generator).into_iter().collect();
+            for (name, other) in generate::conflicts(dir, p, &mine) {
+                self.push(
+                    Kind::Conflict,
+                    dir.join(&p.file),
+                    g,
+                    Some(name),
+                    Some(other.clone()),
+                    format!(
+                        "also defined in {} in the same directory: runtimes drop both definitions, and generate will not write this file",
+                        other.display()
+                    ),
+                );
+            }
+        }
+        let keep: BTreeSet<&str> = p
+            .spec
+            .as_ref()
+            .map(|_| p.file.as_str())
+            .into_iter()
+            .collect();
+        let why = if p.spec.is_some() {
+            format!("generator {:?} now writes {}", p.generator, p.file)
+        } else {
+            format!("generator {:?} selects no device now", p.generator)
+        };
+        for name in own.owned_by(&p.generator) {
+            if !keep.contains(name.as_str()) {
+                self.orphan(dir, own, &name, &p.generator, &why, true);
+            }
+        }
+    }
+
+    /// A spec on disk that is not what generate would write.
+    fn compare_spec(&mut self, path: &Path, own: &Ownership, p: &Planned, spec: &Spec, old: &[u8]) {
+        let g = Some(p.generator.as_str());
+        if old == p.bytes.as_slice() {
+            self.unowned_check(path, own, &p.file, g, old);
+            return;
+        }
+        let edited = match own.owner(&p.file) {
+            None => {
+                self.push(
+                    Kind::Foreign,
+                    path.to_path_buf(),
+                    g,
+                    None,
+                    None,
+                    "not written by cdigen: generate will not overwrite it (remove it or move it away)"
+                        .into(),
+                );
+                return;
+            }
+            Some(_) => !own.owns(&p.file, old),
+        };
+        if edited {
+            self.push(
+                Kind::Stale,
+                path.to_path_buf(),
+                g,
+                None,
+                None,
+                "changed since cdigen wrote it: generate will not overwrite it (remove it or move it away)"
+                    .into(),
+            );
+        }
+        let format = Format::from_path(path).unwrap_or(Format::Yaml);
+        let reasons = match cdi::codec::parse(old, format) {
+            Ok(on_disk) => {
+                let gone = |n: &str| self.node_gone(n);
+                let mut r: Vec<(Option<String>, String)> =
+                    diff::spec_reasons(&on_disk, spec, &gone)
+                        .into_iter()
+                        .map(|r| (r.device, r.text))
+                        .collect();
+                if r.is_empty() {
+                    let d = diff::text_difference(old, &p.bytes)
+                        .unwrap_or_else(|| "the bytes differ".into());
+                    r.push((None, format!("content differs: {d}")));
+                }
+                r
+            }
+            Err(e) => vec![(None, format!("the file on disk cannot be parsed: {e}"))],
+        };
+        for (device, text) in reasons {
+            self.push(Kind::Stale, path.to_path_buf(), g, device, None, text);
+        }
+    }
+
+    /// A current file whose content cdigen has no record of writing.
+    fn unowned_check(
+        &mut self,
+        path: &Path,
+        own: &Ownership,
+        name: &str,
+        g: Option<&str>,
+        bytes: &[u8],
+    ) {
+        if !own.owns(name, bytes) {
+            self.push(
+                Kind::Unowned,
+                path.to_path_buf(),
+                g,
+                None,
+                None,
+                "current, but cdigen has no record of writing it: generate will refuse to update it when it changes"
+                    .into(),
+            );
+        }
+    }
+
+    /// A file `generator` wrote that generate would no longer write.
+    fn orphan(
+        &mut self,
+        dir: &Path,
+        own: &Ownership,
+        name: &str,
+        generator: &str,
+        why: &str,
+        spec: bool,
+    ) {
+        let path = dir.join(name);
+        let g = Some(generator);
+        let reason = match read(&path) {
+            // Generate just forgets it.
+            OnDisk::Absent => return,
+            OnDisk::Unreadable(e) => return self.unreadable(path, g, &e),
+            OnDisk::NotRegular => format!(
+                "{why}, but it is not a regular file: generate will leave it alone and forget it; remove it by hand"
+            ),
+            OnDisk::Bytes(b) if own.owns(name, &b) => format!("{why}: generate would remove it"),
+            OnDisk::Bytes(_) => format!(
+                "{why}, but it was changed since cdigen wrote it: generate will leave it alone and forget it; remove it by hand"
+            ),
+        };
+        if spec {
+            self.checked.specs += 1;
+        } else {
+            self.checked.device_info += 1;
+        }
+        self.push(Kind::Orphan, path, g, None, None, reason);
+    }
+
+    fn unreadable(&mut self, path: PathBuf, g: Option<&str>, e: &io::Error) {
+        self.push(
+            Kind::Unreadable,
+            path,
+            g,
+            None,
+            None,
+            format!("cannot read: {e}"),
+        );
+    }
+
+    /// One generator's device-info files.
+    fn devinfo(&mut self, dir: &Path, own: &Ownership, p: &Planned) {
+        let g = Some(p.generator.as_str());
+        let mut keep = BTreeSet::new();
+        for (name, bytes) in &p.devinfo {
+            keep.insert(name.as_str());
+            self.checked.device_info += 1;
+            let path = dir.join(name);
+            match read(&path) {
+                OnDisk::Absent => self.push(
+                    Kind::Missing,
+                    path,
+                    g,
+                    None,
+                    None,
+                    "not on disk: generate would write it".into(),
+                ),
+                OnDisk::NotRegular => self.push(
+                    Kind::Foreign,
+                    path,
+                    g,
+                    None,
+                    None,
+                    "not a regular file: generate will not replace it".into(),
+                ),
+                OnDisk::Unreadable(e) => self.unreadable(path, g, &e),
+                OnDisk::Bytes(old) if old == *bytes => {
+                    self.unowned_check(&path, own, name, g, &old);
+                }
+                OnDisk::Bytes(old) => {
+                    let reason = match own.owner(name) {
+                        None => {
+                            self.push(
+                                Kind::Foreign,
+                                path,
+                                g,
+                                None,
+                                None,
+                                "not written by cdigen: generate will not overwrite it (remove it or move it away)".into(),
+                            );
+                            continue;
+                        }
+                        Some(_) if !own.owns(name, &old) => {
+                            "changed since cdigen wrote it: generate will not overwrite it (remove it or move it away)".to_string()
+                        }
+                        Some(_) => devinfo_difference(&old, bytes),
+                    };
+                    self.push(Kind::Stale, path, g, None, None, reason);
+                }
+            }
+        }
+        let why = format!(
+            "its device is gone (generator {:?} no longer selects it)",
+            p.generator
+        );
+        for name in own.owned_by(&p.generator) {
+            if !keep.contains(name.as_str()) {
+                self.orphan(dir, own, &name, &p.generator, &why, false);
+            }
+        }
+    }
+
+    /// The runtime's spec directories other than the output directory, or
+    /// `None` (and a warning) when the output directory is not one of them.
+    fn runtime_view(&mut self, dirs: &Dirs) -> Option<RuntimeView> {
+        let Some(ours) = dirs
+            .spec_dirs
+            .iter()
+            .rposition(|d| same_dir(d, &dirs.output_dir))
+        else {
+            let listed: Vec<String> = dirs
+                .spec_dirs
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            self.push(
+                Kind::NotLoaded,
+                dirs.output_dir.clone(),
+                None,
+                None,
+                None,
+                format!(
+                    "not one of the spec directories ({}): runtimes that read only those do not see these devices (name the runtime's directories with --spec-dir)",
+                    listed.join(", ")
+                ),
+            );
+            return None;
+        };
+        let mut others = Vec::new();
+        let mut seen: Vec<&Path> = vec![&dirs.output_dir];
+        for (i, d) in dirs.spec_dirs.iter().enumerate() {
+            if seen.iter().any(|s| same_dir(s, d)) {
+                continue;
+            }
+            seen.push(d);
+            let view = scan(&[Input {
+                path: d.clone(),
+                explicit: false,
+            }]);
+            for e in &view.input_errors {
+                self.push(Kind::Unreadable, d.clone(), None, None, None, e.clone());
+            }
+            let mut names: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+            for f in view.files.iter().filter(|f| f.loaded) {
+                let Some(kind) = &f.kind else { continue };
+                for dev in &f.devices {
+                    names
+                        .entry(format!("{kind}={dev}"))
+                        .or_default()
+                        .push(f.path.clone());
+                }
+            }
+            others.push((i, d.clone(), names));
+        }
+        Some(RuntimeView { ours, others })
+    }
+
+    /// How the devices of `p` fare against the other spec directories.
+    fn shadowing(&mut self, dir: &Path, view: &RuntimeView, p: &Planned) {
+        let path = dir.join(&p.file);
+        let g = Some(p.generator.as_str());
+        for name in p.names() {
+            for (i, other_dir, names) in &view.others {
+                match names.get(&name).map(Vec::as_slice) {
+                    None | Some([]) => {}
+                    Some([one]) if *i > view.ours => self.push(
+                        Kind::Shadowed,
+                        path.clone(),
+                        g,
+                        Some(name.clone()),
+                        Some(one.clone()),
+                        format!(
+                            "overridden by {}: a later spec directory wins, so runtimes use that definition, not this one",
+                            one.display()
+                        ),
+                    ),
+                    Some([one]) => self.push(
+                        Kind::Shadows,
+                        path.clone(),
+                        g,
+                        Some(name.clone()),
+                        Some(one.clone()),
+                        format!(
+                            "overrides the definition in {} (an earlier spec directory): runtimes use this one",
+                            one.display()
+                        ),
+                    ),
+                    Some(many) => {
+                        let files: Vec<String> =
+                            many.iter().map(|f| f.display().to_string()).collect();
+                        self.push(
+                            Kind::Conflict,
+                            path.clone(),
+                            g,
+                            Some(name.clone()),
+                            many.first().cloned(),
+                            format!(
+                                "defined twice in {} ({}): runtimes drop every definition of it, this one included",
+                                other_dir.display(),
+                                files.join(", ")
+                            ),
+                        );
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Why a device-info file cdigen wrote differs from the one generate
+/// would write.
+fn devinfo_difference(old: &[u8], new: &[u8]) -> String {
+    let parsed: Result<serde_json::Value, _> = serde_json::from_slice(old);
+    let found = match (parsed, serde_json::from_slice::<serde_json::Value>(new)) {
+        (Ok(a), Ok(b)) => diff::first_difference(&a, &b),
+        (Err(e), _) => return format!("the file on disk cannot be parsed: {e}"),
+        (_, Err(_)) => None,
+    };
+    let d = found
+        .or_else(|| diff::text_difference(old, new))
+        .unwrap_or_else(|| "the bytes differ".into());
+    format!("content differs: {d}")
+}
+
+/// Whether two paths name the same directory: equal, or resolving to the
+/// same place (`/var/run` is usually a link to `/run`).
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a == b
+        || matches!(
+            (fs::canonicalize(a), fs::canonicalize(b)),
+            (Ok(x), Ok(y)) if x == y
+        )
+}
+
+/// An error and its causes, `a: b: c`.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cause = c.source();
+    }
+    s
+}
+
+/// `1 device`, `2 devices`.
+pub(crate) fn plural(n: usize, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
+    }
+}
+
+#[cfg(test)]
+mod tests;
