@@ -6,6 +6,7 @@
 //! unreadable inputs). Errors are printed as a chain:
 //! `cdigen: cannot do X: because Y: because Z`.
 
+mod check;
 mod discover;
 mod generate;
 mod list;
@@ -79,6 +80,36 @@ pub enum Command {
     /// The exit status is 1 when any error is found (warnings alone do not count), and 2 when a
     /// path given does not exist.
     Validate(ValidateArgs),
+    /// Check that the specs and device-info files on disk are what generate would write now.
+    ///
+    /// Discovers devices and plans every file as generate does (same arguments), then compares
+    /// with what is on disk, writing nothing (not even a lock or state file). Prints one line per
+    /// finding, KIND: FILE: DEVICE: REASON (DEVICE only when the finding is about one device),
+    /// then a summary line.
+    ///
+    /// Problems: missing (generate would write the file; it is not there), stale (a file cdigen
+    /// wrote differs, one line per reason: a device gone or new, a node whose major:minor changed
+    /// or that no longer exists on the host, changed by hand, else the first difference), orphan
+    /// (a file cdigen wrote that generate would remove), foreign (our file name, not written by
+    /// cdigen: generate will not replace it), conflict (another file in the output directory
+    /// defines the device, or another spec directory defines it twice: runtimes drop it), shadowed
+    /// (a later --spec-dir defines the device: runtimes use that definition, not ours), unreadable
+    /// (a file, directory or state file that cannot be read or parsed), failed (a generator that
+    /// cannot produce its spec).
+    ///
+    /// Warnings: shadows (ours overrides the device in an earlier --spec-dir: runtimes use ours),
+    /// unowned (current, but not recorded as cdigen's: generate will refuse to update it when it
+    /// changes), not-loaded (--output-dir is not one of the --spec-dir directories; shadowing is
+    /// then not checked).
+    ///
+    /// With -o json: one document {"current": bool, "checked": {"specs": N, "deviceInfo": N},
+    /// "findings": [{"kind", "severity" (error|warning), "file", "generator"?, "device"?,
+    /// "other"?, "reason"}]}; fields marked ? are left out when they do not apply.
+    ///
+    /// The exit status is 0 when everything is current (warnings allowed), 1 when there is any
+    /// problem, and 2 on usage or environment errors (bad arguments, an unusable root, broken
+    /// generator definitions).
+    Check(CheckArgs),
     /// Record what cdigen reads from this host into a fixture tree, for bug reports and tests.
     ///
     /// Runs discovery with every backend and copies exactly the sysfs and procfs files, symlinks
@@ -173,6 +204,33 @@ pub struct GenerateArgs {
     /// With --dry-run, also print a unified diff of each change.
     #[arg(long, requires = "dry_run")]
     pub diff: bool,
+}
+
+/// Arguments of `cdigen check`.
+#[derive(Debug, Args)]
+pub struct CheckArgs {
+    /// Where to discover devices.
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Generators and templates.
+    #[command(flatten)]
+    pub defs: DefinitionArgs,
+    /// Directory generate writes CDI specs to.
+    #[arg(long, value_name = "DIR", default_value = crate::cdi::DYNAMIC_DIR)]
+    pub output_dir: PathBuf,
+    /// Directory generate writes NPWG device-info files to.
+    #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
+    pub devinfo_dir: PathBuf,
+    /// A spec directory runtimes read, lowest priority first, for conflicts and shadowing
+    /// (repeatable; default: /etc/cdi then /var/run/cdi).
+    #[arg(long = "spec-dir", value_name = "DIR")]
+    pub spec_dirs: Vec<PathBuf>,
+    /// Spec format generate is given with --format, if any.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<SpecFormat>,
+    /// Output format.
+    #[arg(short, long = "output-format", value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
 }
 
 /// Spec file formats.
@@ -301,6 +359,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Discover(args) => discover::run(args, out),
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
+        Command::Check(args) => check::run(args, out),
         Command::Snapshot(args) => snapshot(args, out),
     }
 }

@@ -1,0 +1,75 @@
+//! `cdigen check`: plans every file as `generate` does and compares it
+//! with the disk, writing nothing; the engine is [`crate::check`].
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use super::output::{OutputFormat, write_structured};
+use super::{CheckArgs, EXIT_FINDINGS, EXIT_OK};
+use crate::check::{self, Dirs, Severity, plural};
+use crate::generate::plan_all;
+
+pub(crate) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let (root, found) = super::pipeline::discover(&args.source)?;
+    let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
+    if generators.is_empty() {
+        anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
+    }
+    let plans = plan_all(&generators, &templates, &found, args.format.map(Into::into));
+    let spec_dirs = if args.spec_dirs.is_empty() {
+        crate::cdi::DEFAULT_SPEC_DIRS
+            .iter()
+            .map(PathBuf::from)
+            .collect()
+    } else {
+        args.spec_dirs.clone()
+    };
+    let dirs = Dirs {
+        output_dir: args.output_dir.clone(),
+        devinfo_dir: args.devinfo_dir.clone(),
+        spec_dirs,
+    };
+    let report = check::run(&root, &plans, &dirs);
+    match args.output_format {
+        OutputFormat::Text => {
+            for f in &report.findings {
+                let warning = if f.severity == Severity::Warning {
+                    " (warning)"
+                } else {
+                    ""
+                };
+                let device = f
+                    .device
+                    .as_ref()
+                    .map(|d| format!("{d}: "))
+                    .unwrap_or_default();
+                writeln!(
+                    out,
+                    "{}{warning}: {}: {device}{}",
+                    f.kind.as_str(),
+                    f.file.display(),
+                    f.reason
+                )?;
+            }
+            writeln!(
+                out,
+                "{}: {} and {} checked, {}, {}",
+                if report.current {
+                    "current"
+                } else {
+                    "not current"
+                },
+                plural(report.checked.specs, "spec file"),
+                plural(report.checked.device_info, "device-info file"),
+                plural(report.count(Severity::Error), "problem"),
+                plural(report.count(Severity::Warning), "warning"),
+            )?;
+        }
+        format => write_structured(out, format, &report)?,
+    }
+    Ok(if report.current {
+        EXIT_OK
+    } else {
+        EXIT_FINDINGS
+    })
+}
