@@ -235,6 +235,25 @@ fn every_machine_matches_its_goldens() {
             again.lines().all(|l| l.starts_with("unchanged: ")),
             "{m}: second run changed something:\n{again}"
         );
+        // ... and check agrees that everything is current
+        let (code, report, stderr) = cdigen(&[
+            "check",
+            "--root",
+            root.to_str().unwrap(),
+            "--driver-root",
+            DRIVER_ROOT,
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+            "--devinfo-dir",
+            tmp.path().join("devinfo").to_str().unwrap(),
+            "--spec-dir",
+            out_dir.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{m}: check after generate: {report}{stderr}");
+        assert!(
+            report.starts_with("current: ") && report.ends_with(", 0 problems, 0 warnings\n"),
+            "{m}: {report}"
+        );
 
         // discover -o json (warnings included)
         let (code, json, stderr) =
