@@ -21,6 +21,8 @@
 //!   [`mod@write`], the safe writer (atomic, idempotent, ownership-checked).
 //! - [`snapshot`]: records what discovery read into a fixture tree;
 //!   [`ldcache`]: the glibc linker cache reader for driver files.
+//! - [`plugin`]: the 2017 draft's CDI plugin protocol (`cdigen plugin`):
+//!   allocates discovered devices to request IDs.
 //! - [`cli`]: the command-line interface; `src/main.rs` is a thin shell
 //!   over it.
 
@@ -32,6 +34,7 @@ pub mod generate;
 pub mod generator;
 pub mod ldcache;
 pub mod model;
+pub mod plugin;
 pub mod render;
 pub mod root;
 pub mod snapshot;
