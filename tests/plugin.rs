@@ -938,8 +938,12 @@ fn random_kills_during_adds_leave_a_consistent_state() {
     let mut children: Vec<(String, Child, Duration)> = (0..16)
         .map(|i| {
             let id = format!("pod{i}");
-            let delay = Duration::from_millis(next() % 120);
-            (id.clone(), spawn_add(&host, &id, &[]), delay)
+            let delay = Duration::from_millis(next() % 250);
+            // Each ADD that gets a GPU holds the lock 25 ms before saving:
+            // the 8 take at least 200 ms in all, so kills land in every
+            // phase (waiting, discovering, holding, writing).
+            let hold = [("CDIGEN_TEST_HOLD_LOCK_MS", "25")];
+            (id.clone(), spawn_add(&host, &id, &hold), delay)
         })
         .collect();
     let start = Instant::now();
@@ -960,6 +964,7 @@ fn random_kills_during_adds_leave_a_consistent_state() {
         }
     }
     eprintln!("killed {killed} of 16; {} said yes", said_yes.len());
+    assert!(killed > 0);
     let recorded = check_state(&host);
     for id in &said_yes {
         assert!(
