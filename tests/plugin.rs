@@ -182,6 +182,16 @@ impl Host {
     }
 }
 
+/// Writes `text` to the child's stdin and closes it. A child that does
+/// not read stdin (VERSION) may be gone already: a broken pipe is fine.
+fn feed(child: &mut Child, text: &str) {
+    let mut stdin = child.stdin.take().unwrap();
+    match stdin.write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("{e}"),
+        _ => {}
+    }
+}
+
 fn finish(cmd: &mut Command, stdin: Option<&str>) -> Reply {
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
@@ -192,12 +202,7 @@ fn finish(cmd: &mut Command, stdin: Option<&str>) -> Reply {
     .stderr(Stdio::piped());
     let mut child = cmd.spawn().unwrap();
     if let Some(text) = stdin {
-        child
-            .stdin
-            .take()
-            .unwrap()
-            .write_all(text.as_bytes())
-            .unwrap();
+        feed(&mut child, text);
     }
     let out = child.wait_with_output().unwrap();
     let stdout = String::from_utf8(out.stdout).unwrap();
@@ -836,12 +841,7 @@ fn spawn_add(host: &Host, id: &str, extra: &[(&str, &str)]) -> Child {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(DRM_CONF.as_bytes())
-        .unwrap();
+    feed(&mut child, DRM_CONF);
     child
 }
 
