@@ -407,6 +407,47 @@ pub struct Pruned {
     pub left_alone: Vec<String>,
 }
 
+/// Creates `dir` and its missing parents with mode [`DIR_MODE`] whatever
+/// the umask (runtimes, rootless podman included, must read them); the
+/// mode of directories that already exist is left alone.
+fn create_dirs(dir: &Path) -> Result<(), Error> {
+    let missing: Vec<&Path> = dir
+        .ancestors()
+        .take_while(|p| !p.as_os_str().is_empty() && fs::symlink_metadata(p).is_err())
+        .collect();
+    fs::DirBuilder::new()
+        .recursive(true)
+        .mode(DIR_MODE)
+        .create(dir)
+        .map_err(io_err("cannot create directory", dir))?;
+    for p in missing {
+        fs::set_permissions(p, fs::Permissions::from_mode(DIR_MODE))
+            .map_err(io_err("cannot set mode of", p))?;
+    }
+    Ok(())
+}
+
+fn sync_dir(dir: &Path) -> Result<(), Error> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(io_err("cannot sync directory", dir))
+}
+
+fn check_name(name: &str) -> Result<(), Error> {
+    let ok = !name.is_empty()
+        && !name.starts_with('.')
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::BadName {
+            name: name.to_string(),
+        })
+    }
+}
+
 /// The advisory lock of a directory (its [`LOCK_FILE`]), held until
 /// dropped: every cdigen process that changes files in the directory holds
 /// it. The kernel releases it when the process dies, even by `kill -9`.
@@ -489,47 +530,6 @@ pub fn replace(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
     tmp.persist(&target)
         .map_err(|e| io_err("cannot rename to", &target)(e.error))?;
     sync_dir(dir)
-}
-
-/// Creates `dir` and its missing parents with mode [`DIR_MODE`] whatever
-/// the umask (runtimes, rootless podman included, must read them); the
-/// mode of directories that already exist is left alone.
-fn create_dirs(dir: &Path) -> Result<(), Error> {
-    let missing: Vec<&Path> = dir
-        .ancestors()
-        .take_while(|p| !p.as_os_str().is_empty() && fs::symlink_metadata(p).is_err())
-        .collect();
-    fs::DirBuilder::new()
-        .recursive(true)
-        .mode(DIR_MODE)
-        .create(dir)
-        .map_err(io_err("cannot create directory", dir))?;
-    for p in missing {
-        fs::set_permissions(p, fs::Permissions::from_mode(DIR_MODE))
-            .map_err(io_err("cannot set mode of", p))?;
-    }
-    Ok(())
-}
-
-fn sync_dir(dir: &Path) -> Result<(), Error> {
-    File::open(dir)
-        .and_then(|d| d.sync_all())
-        .map_err(io_err("cannot sync directory", dir))
-}
-
-fn check_name(name: &str) -> Result<(), Error> {
-    let ok = !name.is_empty()
-        && !name.starts_with('.')
-        && name
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | ':'));
-    if ok {
-        Ok(())
-    } else {
-        Err(Error::BadName {
-            name: name.to_string(),
-        })
-    }
 }
 
 #[cfg(test)]
