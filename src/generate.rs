@@ -114,20 +114,12 @@ impl Planned {
     }
 }
 
-/// Builds the spec of one generator from the discovered devices.
-///
-/// # Errors
-/// [`Error`] when the template fails or the result is not a valid spec.
-pub fn plan_one(
-    loaded: &Loaded,
-    templates: &Templates,
-    discovery: &Discovery,
-    format: Option<Format>,
-) -> Result<Planned, Error> {
-    let g: &Generator = &loaded.generator;
-    let format = format.unwrap_or(g.output.format);
-    let file = g.file_name(format);
-    let selected: Vec<_> = discovery
+/// The devices generator `g` takes from `discovery`, each with only the
+/// nodes it gives (its node roles, its VFIO mode), in discovery order. The
+/// one selection shared by `generate`, `list --discovered` and the CDI
+/// plugin.
+pub fn select(g: &Generator, discovery: &Discovery) -> Vec<crate::model::Device> {
+    discovery
         .devices
         .iter()
         .filter(|d| d.backend == g.backend)
@@ -150,7 +142,23 @@ pub fn plan_one(
             }
             Some(d)
         })
-        .collect();
+        .collect()
+}
+
+/// Builds the spec of one generator from the discovered devices.
+///
+/// # Errors
+/// [`Error`] when the template fails or the result is not a valid spec.
+pub fn plan_one(
+    loaded: &Loaded,
+    templates: &Templates,
+    discovery: &Discovery,
+    format: Option<Format>,
+) -> Result<Planned, Error> {
+    let g: &Generator = &loaded.generator;
+    let format = format.unwrap_or(g.output.format);
+    let file = g.file_name(format);
+    let selected = select(g, discovery);
     let devinfo = if g.device_info {
         device_infos(g, &selected)?
     } else {

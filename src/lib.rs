@@ -22,6 +22,8 @@
 //!   [`check`] compares what is on disk with what it would write.
 //! - [`snapshot`]: records what discovery read into a fixture tree;
 //!   [`ldcache`]: the glibc linker cache reader for driver files.
+//! - [`plugin`]: the 2017 draft's CDI plugin protocol (`cdigen plugin`):
+//!   allocates discovered devices to request IDs.
 //! - [`cli`]: the command-line interface; `src/main.rs` is a thin shell
 //!   over it.
 
@@ -34,6 +36,7 @@ pub mod generate;
 pub mod generator;
 pub mod ldcache;
 pub mod model;
+pub mod plugin;
 pub mod render;
 pub mod root;
 pub mod snapshot;

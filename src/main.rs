@@ -1,11 +1,12 @@
 //! The `cdigen` binary: parses arguments and hands over to [`cdigen::cli`].
+//! Run under another name (a link `/opt/cdi/bin/drm`), it is `cdigen plugin`.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cdigen::cli::Cli::parse();
+    let cli = cdigen::cli::Cli::parse_from(cdigen::cli::command_line(std::env::args_os()));
     cdigen::cli::init_logging(&cli);
     let stdout = std::io::stdout();
     let stderr = std::io::stderr();

@@ -12,8 +12,10 @@ mod generate;
 mod list;
 mod output;
 mod pipeline;
+mod plugin;
 mod validate;
 
+use std::ffi::OsString;
 use std::io::{self, Write};
 use std::path::PathBuf;
 
@@ -117,6 +119,51 @@ pub enum Command {
     /// at (git cannot store device nodes). Nothing else is copied. `cdigen generate --root DIR`
     /// then gives the same result as on the host.
     Snapshot(SnapshotArgs),
+    /// Act as a CDI plugin of the 2017 draft: allocate devices to request IDs.
+    ///
+    /// The protocol comes from the environment: CDI_COMMAND (VERSION, INFO, ADD or DEL),
+    /// CDI_VERSION (0.0.1 or 0.0.2), CDI_REQUEST (resource-spec:amount,...), CDI_REQUEST_ID and
+    /// CDI_REQUEST_NUMA_LOCALITY; the plugin configuration is the JSON on stdin. The reply, or
+    /// an error {"cdiVersion", "error", "message", "details"}, is printed on stdout; diagnostics
+    /// go to stderr. The binary acts as this command when run under a name not starting with
+    /// cdigen (a link /opt/cdi/bin/drm, for example).
+    ///
+    /// The devices handed out are those of the generator the configuration's plugin field (or
+    /// args.generator) names, narrowed by args.vendorid_whitelist, args.want_device_nodes and
+    /// args.num_system_reserved. Allocations are kept in allocations.json in the state
+    /// directory, under a lock.
+    #[command(
+        after_help = "Exit status: 0 success (always for DEL), 1 error (the JSON says which)."
+    )]
+    Plugin(PluginArgs),
+}
+
+/// Arguments of `cdigen plugin`.
+#[derive(Debug, Args)]
+pub struct PluginArgs {
+    /// Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot).
+    #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
+    pub root: PathBuf,
+    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root).
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = "/",
+        env = "CDIGEN_DRIVER_ROOT"
+    )]
+    pub driver_root: PathBuf,
+    /// Directory of generator definitions (*.yaml) that add to or replace the built-in ones
+    /// [default: /etc/cdigen/generators.d, when it exists].
+    #[arg(long, value_name = "DIR", env = "CDIGEN_GENERATORS")]
+    pub generators: Option<PathBuf>,
+    /// Directory of the allocations file (allocations.json) and its lock.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = crate::plugin::DEFAULT_STATE_DIR,
+        env = "CDIGEN_STATE_DIR"
+    )]
+    pub state_dir: PathBuf,
 }
 
 /// Arguments of `cdigen snapshot`.
@@ -302,6 +349,24 @@ pub enum ValidateFormat {
     Json,
 }
 
+/// The command line to parse: `argv` itself when the binary runs under
+/// its own name, else `cdigen plugin` followed by the arguments (the
+/// binary installed as a CDI plugin, `/opt/cdi/bin/drm`, as CNI plugins
+/// are).
+pub fn command_line(argv: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    let mut argv: Vec<OsString> = argv.into_iter().collect();
+    match argv.first() {
+        Some(argv0) if !plugin::is_own_name(argv0) => {
+            let rest = argv.split_off(1);
+            [OsString::from("cdigen"), OsString::from("plugin")]
+                .into_iter()
+                .chain(rest)
+                .collect()
+        }
+        _ => argv,
+    }
+}
+
 /// Sets up logging to stderr from `-v`/`-q` (or `RUST_LOG`).
 pub fn init_logging(cli: &Cli) {
     let level = if cli.quiet {
@@ -361,6 +426,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Validate(args) => validate::run(args, out),
         Command::Check(args) => check::run(args, out),
         Command::Snapshot(args) => snapshot(args, out),
+        Command::Plugin(args) => plugin::run(args, out),
     }
 }
 

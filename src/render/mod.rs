@@ -308,11 +308,11 @@ pub fn env_suffix(kind: &str) -> String {
         .collect()
 }
 
-/// Orders device identities: PCI addresses by value (they are hex, so
-/// natural order would put `0000:2a:00.0` before `0000:18:00.0`), before
-/// other ids, which go in natural order (`platform:gpu2` before
-/// `platform:gpu10`).
-fn identity_cmp(a: &str, b: &str) -> Ordering {
+/// Orders device identities, as `index` names number them: PCI addresses
+/// by value (they are hex, so natural order would put `0000:2a:00.0`
+/// before `0000:18:00.0`), before other ids, which go in natural order
+/// (`platform:gpu2` before `platform:gpu10`).
+pub fn identity_cmp(a: &str, b: &str) -> Ordering {
     match (a.parse::<PciAddress>(), b.parse::<PciAddress>()) {
         (Ok(x), Ok(y)) => x.cmp(&y),
         (Ok(_), Err(_)) => Ordering::Less,

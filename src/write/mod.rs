@@ -136,7 +136,7 @@ fn sha256_hex(bytes: &[u8]) -> String {
 pub struct ManagedDir {
     dir: PathBuf,
     state: State,
-    _lock: File,
+    _lock: DirLock,
 }
 
 impl ManagedDir {
@@ -146,30 +146,13 @@ impl ManagedDir {
     /// # Errors
     /// [`Error`] when the directory cannot be created, locked or read.
     pub fn open(dir: &Path) -> Result<Self, Error> {
-        create_dirs(dir)?;
-        let lock_path = dir.join(LOCK_FILE);
-        let lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&lock_path)
-            .map_err(io_err("cannot open lock file", &lock_path))?;
-        match lock.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                tracing::info!("waiting for another cdigen run on {}", dir.display());
-                lock.lock().map_err(io_err("cannot lock", &lock_path))?;
-            }
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(io_err("cannot lock", &lock_path)(e));
-            }
-        }
+        let lock = lock_dir(dir)?;
+        remove_temp_files(dir)?;
         let me = ManagedDir {
             dir: dir.to_path_buf(),
             state: State::default(),
             _lock: lock,
         };
-        me.remove_temp_files()?;
         let state = me.load_state()?;
         Ok(ManagedDir { state, ..me })
     }
@@ -177,22 +160,6 @@ impl ManagedDir {
     /// The directory.
     pub fn path(&self) -> &Path {
         &self.dir
-    }
-
-    fn remove_temp_files(&self) -> Result<(), Error> {
-        let entries =
-            fs::read_dir(&self.dir).map_err(io_err("cannot read directory", &self.dir))?;
-        for entry in entries {
-            let entry = entry.map_err(io_err("cannot read directory", &self.dir))?;
-            let name = entry.file_name();
-            let name = name.to_string_lossy();
-            if name.starts_with(TMP_PREFIX) && name.ends_with(TMP_SUFFIX) {
-                let p = entry.path();
-                tracing::info!("removing {} left by an interrupted run", p.display());
-                fs::remove_file(&p).map_err(io_err("cannot remove", &p))?;
-            }
-        }
-        Ok(())
     }
 
     fn load_state(&self) -> Result<State, Error> {
@@ -205,7 +172,7 @@ impl ManagedDir {
             reason: e.to_string(),
         })?;
         bytes.push(b'\n');
-        self.replace(STATE_FILE, &bytes)
+        replace(&self.dir, STATE_FILE, &bytes)
     }
 
     /// Whether cdigen wrote `name` and it still has the content written.
@@ -283,7 +250,7 @@ impl ManagedDir {
             let Some((name, r)) = results.get_mut(*i) else {
                 continue;
             };
-            match self.replace(name, bytes) {
+            match replace(&self.dir, name, bytes) {
                 Ok(()) => {
                     if let Some(rec) = self.state.files.get_mut(name.as_str()) {
                         rec.sha256 = vec![new_hash.clone()];
@@ -386,29 +353,6 @@ impl ManagedDir {
             self.save_state()?;
         }
         Ok(pruned)
-    }
-
-    /// Atomically replaces `name` with `bytes`: temp file, mode, fsync,
-    /// rename, fsync the directory.
-    fn replace(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
-        let target = self.dir.join(name);
-        let mut tmp = tempfile::Builder::new()
-            .prefix(TMP_PREFIX)
-            .suffix(TMP_SUFFIX)
-            .tempfile_in(&self.dir)
-            .map_err(io_err("cannot create a temp file in", &self.dir))?;
-        let tmp_path = tmp.path().to_path_buf();
-        tmp.as_file()
-            .set_permissions(fs::Permissions::from_mode(FILE_MODE))
-            .map_err(io_err("cannot set mode of", &tmp_path))?;
-        tmp.write_all(bytes)
-            .map_err(io_err("cannot write", &tmp_path))?;
-        tmp.as_file()
-            .sync_all()
-            .map_err(io_err("cannot sync", &tmp_path))?;
-        tmp.persist(&target)
-            .map_err(|e| io_err("cannot rename to", &target)(e.error))?;
-        sync_dir(&self.dir)
     }
 }
 
@@ -556,6 +500,90 @@ fn check_name(name: &str) -> Result<(), Error> {
             name: name.to_string(),
         })
     }
+}
+
+/// The advisory lock of a directory (its [`LOCK_FILE`]), held until
+/// dropped: every cdigen process that changes files in the directory holds
+/// it. The kernel releases it when the process dies, even by `kill -9`.
+#[derive(Debug)]
+pub struct DirLock {
+    _file: File,
+}
+
+/// Creates `dir` (mode [`DIR_MODE`]) if needed and takes its lock, waiting
+/// while another process holds it.
+///
+/// # Errors
+/// [`Error::Io`] when the directory cannot be created or the lock file
+/// opened or locked.
+pub fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
+    create_dirs(dir)?;
+    let lock_path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io_err("cannot open lock file", &lock_path))?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            tracing::info!("waiting for another cdigen run on {}", dir.display());
+            file.lock().map_err(io_err("cannot lock", &lock_path))?;
+        }
+        Err(fs::TryLockError::Error(e)) => {
+            return Err(io_err("cannot lock", &lock_path)(e));
+        }
+    }
+    Ok(DirLock { _file: file })
+}
+
+/// Removes the temp files (`.cdigen-*.tmp`) an interrupted run left in
+/// `dir`. Call it with the directory's lock held.
+///
+/// # Errors
+/// [`Error::Io`] when the directory cannot be read or a file removed.
+pub fn remove_temp_files(dir: &Path) -> Result<(), Error> {
+    let entries = fs::read_dir(dir).map_err(io_err("cannot read directory", dir))?;
+    for entry in entries {
+        let entry = entry.map_err(io_err("cannot read directory", dir))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name.starts_with(TMP_PREFIX) && name.ends_with(TMP_SUFFIX) {
+            let p = entry.path();
+            tracing::info!("removing {} left by an interrupted run", p.display());
+            fs::remove_file(&p).map_err(io_err("cannot remove", &p))?;
+        }
+    }
+    Ok(())
+}
+
+/// Atomically replaces `dir/name` with `bytes`: temp file in `dir`, mode
+/// [`FILE_MODE`], fsync, rename, fsync the directory. A reader sees the
+/// old content or the new, never a part. No ownership check: callers
+/// decide whether the file is theirs to replace.
+///
+/// # Errors
+/// [`Error::Io`] naming the file that could not be written.
+pub fn replace(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
+    let target = dir.join(name);
+    let mut tmp = tempfile::Builder::new()
+        .prefix(TMP_PREFIX)
+        .suffix(TMP_SUFFIX)
+        .tempfile_in(dir)
+        .map_err(io_err("cannot create a temp file in", dir))?;
+    let tmp_path = tmp.path().to_path_buf();
+    tmp.as_file()
+        .set_permissions(fs::Permissions::from_mode(FILE_MODE))
+        .map_err(io_err("cannot set mode of", &tmp_path))?;
+    tmp.write_all(bytes)
+        .map_err(io_err("cannot write", &tmp_path))?;
+    tmp.as_file()
+        .sync_all()
+        .map_err(io_err("cannot sync", &tmp_path))?;
+    tmp.persist(&target)
+        .map_err(|e| io_err("cannot rename to", &target)(e.error))?;
+    sync_dir(dir)
 }
 
 #[cfg(test)]

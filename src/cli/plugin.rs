@@ -1,0 +1,90 @@
+//! `cdigen plugin`: the 2017 draft's CDI plugin protocol (see
+//! [`crate::plugin`]). Reads the `CDI_*` environment variables and the
+//! configuration on stdin, prints the JSON reply on stdout. Also what the
+//! binary does when run under another name (`/opt/cdi/bin/drm`).
+
+use std::ffi::OsStr;
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::PluginArgs;
+use crate::plugin::{self, Invocation, Options};
+
+/// Environment variable of the test hook [`Options::hold_before_save`]
+/// (milliseconds).
+const HOLD_ENV: &str = "CDIGEN_TEST_HOLD_LOCK_MS";
+
+fn env(name: &str) -> Option<String> {
+    // A value that is not UTF-8 is kept (lossily) so that it is reported
+    // as malformed rather than as missing.
+    std::env::var_os(name).map(|v| v.to_string_lossy().into_owned())
+}
+
+/// Runs the command the environment names; returns the exit status.
+pub(super) fn run(args: &PluginArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let inv = Invocation {
+        command: env("CDI_COMMAND"),
+        version: env("CDI_VERSION"),
+        request: env("CDI_REQUEST"),
+        request_id: env("CDI_REQUEST_ID"),
+        numa_locality: env("CDI_REQUEST_NUMA_LOCALITY"),
+    };
+    let opts = Options {
+        root: args.root.clone(),
+        driver_root: args.driver_root.clone(),
+        generator_dirs: vec![
+            args.generators
+                .clone()
+                .unwrap_or_else(|| PathBuf::from(crate::generator::USER_DIR)),
+        ],
+        state_dir: args.state_dir.clone(),
+        hold_before_save: env(HOLD_ENV)
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis),
+    };
+    let outcome = plugin::run(&inv, &mut std::io::stdin().lock(), &opts);
+    if let Some(text) = outcome.stdout {
+        out.write_all(text.as_bytes())?;
+        out.flush()?;
+    }
+    Ok(outcome.exit)
+}
+
+/// Whether the binary was run under its own name (`cdigen`, or a name
+/// starting with `cdigen`, such as `cdigen-1.2`), rather than as a plugin
+/// (`/opt/cdi/bin/drm`).
+pub(super) fn is_own_name(argv0: &OsStr) -> bool {
+    std::path::Path::new(argv0)
+        .file_name()
+        .is_some_and(|n| n.as_encoded_bytes().starts_with(b"cdigen"))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsString;
+
+    use super::super::command_line;
+
+    fn line(argv: &[&str]) -> Vec<String> {
+        command_line(argv.iter().map(OsString::from))
+            .into_iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn another_name_is_the_plugin_command() {
+        assert_eq!(line(&["/opt/cdi/bin/drm"]), ["cdigen", "plugin"]);
+        assert_eq!(
+            line(&["generic-tty", "--state-dir", "/s"]),
+            ["cdigen", "plugin", "--state-dir", "/s"]
+        );
+        assert_eq!(
+            line(&["/usr/bin/cdigen", "list"]),
+            ["/usr/bin/cdigen", "list"]
+        );
+        assert_eq!(line(&["cdigen-0.1"]), ["cdigen-0.1"]);
+        assert_eq!(line(&[]), Vec::<String>::new());
+    }
+}

@@ -1,0 +1,646 @@
+//! The CDI plugin protocol of the 2017 draft ("Container Device Interface",
+//! version 0.0.2): `cdigen plugin`, or the binary run under another name
+//! (`/opt/cdi/bin/drm`), allocates devices from cdigen's discovery to
+//! request IDs, CNI-style.
+//!
+//! The caller sets `CDI_COMMAND` (`VERSION`, `INFO`, `ADD`, `DEL`, any
+//! case), `CDI_VERSION` (all but `VERSION`), and for `ADD`/`DEL`
+//! `CDI_REQUEST=<resource-spec>:<amount>,...`, `CDI_REQUEST_ID` and
+//! optionally `CDI_REQUEST_NUMA_LOCALITY=<node>,...`; the configuration
+//! comes as JSON on stdin (`cdiVersion`, `name`, `type`, `plugin`, `args`).
+//! stdout carries only the protocol's JSON; diagnostics go to stderr.
+//!
+//! Decisions where the draft leaves room:
+//!
+//! - **Versions**: `0.0.1` and `0.0.2`. `VERSION` never fails and reads
+//!   nothing (no stdin, no `CDI_VERSION`). Other replies carry the
+//!   `CDI_VERSION` in use; an error before it is known carries the
+//!   configuration's `cdiVersion` when supported, else `0.0.2`.
+//! - **Errors** follow the draft's field list: `{"cdiVersion", "error":
+//!   <code>, "message", "details"?}`. The draft's examples write `code` and
+//!   `msg` instead; those names are not emitted. Exit status 1, except for
+//!   `DEL`, which always exits 0 (the error JSON is still printed). Codes:
+//!
+//!   | code | meaning |
+//!   |------|---------|
+//!   | 1    | `CDI_VERSION` missing or not supported |
+//!   | 2    | the configuration's `cdiVersion` not supported, or not `CDI_VERSION` |
+//!   | 3    | `CDI_COMMAND` missing or not supported |
+//!   | 4    | resource-spec not served: another type, or a subtype other than `numa<N>` |
+//!   | 5    | `DEL` of a request ID that holds nothing of this type (exit 0) |
+//!   | 100  | configuration unreadable, not JSON, a field missing or wrong (named), an unknown generator |
+//!   | 101  | `CDI_REQUEST`, `CDI_REQUEST_ID` or `CDI_REQUEST_NUMA_LOCALITY` missing or malformed (ABNF), an amount not a positive integer, a resource-spec listed twice |
+//!   | 102  | not enough free devices (nothing is allocated) |
+//!   | 103  | the request ID already holds this resource-spec |
+//!   | 104  | the host, the generator definitions or the allocations file cannot be read or written (the file is named) |
+//!
+//!   Checks run in that order: `CDI_VERSION`, configuration, its version,
+//!   command, then the command's parameters (item by item for
+//!   `CDI_REQUEST`: the resource-spec before the amount).
+//! - **The pool** is the devices the generator named by `plugin` (or
+//!   `args.generator`) selects from discovery, as `cdigen generate` selects
+//!   them, in the order of its `index` names; narrowed by
+//!   `args.vendorid_whitelist` (PCI vendor IDs: non-PCI devices never
+//!   match a non-empty list), `args.want_device_nodes` (node roles to hand
+//!   out; `want_device_types`, the draft's prose name, is read as an
+//!   alias) and `args.num_system_reserved` (the first N devices are never
+//!   handed out). Unknown `args` keys are ignored with a warning: args are
+//!   each plugin's own.
+//! - **INFO** reports the free devices of the pool as `<type>`, and per
+//!   NUMA node of the pool's devices as `<type>-numa<N>`.
+//! - **ADD** is all or nothing over every resource-spec. `<type>-numa<N>`
+//!   takes devices on node N only; the plain type takes devices on the
+//!   nodes of `CDI_REQUEST_NUMA_LOCALITY` first (in the order listed), then
+//!   any other: a preference, not a constraint, as the draft's SHOULD
+//!   says. The reply lists each device's host node paths in order
+//!   (duplicates dropped) and `numa_locality`, the nodes of the allocated
+//!   devices, when any has one.
+//! - **DEL** releases everything the request ID holds of the
+//!   configuration's type; nothing printed on success.
+//! - **State**: `allocations.json` in the state directory
+//!   ([`DEFAULT_STATE_DIR`], `CDIGEN_STATE_DIR` or `--state-dir`), one
+//!   file for every type so that no device goes to two requests whatever
+//!   the configuration. Every command but `VERSION` holds the directory's
+//!   lock from reading the file through discovery to writing it, and the
+//!   file is replaced atomically. A corrupt file is an error (104), never
+//!   discarded. On every command, devices that vanished from the host
+//!   are released with a warning on stderr (an allocation left with no
+//!   device is dropped).
+//! - **Test hook**: [`Options::hold_before_save`] (`CDIGEN_TEST_HOLD_LOCK_MS`
+//!   in the CLI) makes `ADD` wait with the lock held before saving, so
+//!   tests can kill it there.
+
+mod alloc;
+pub mod config;
+pub mod request;
+pub mod state;
+
+use std::collections::BTreeSet;
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
+use crate::discover::{self, Discovery};
+use crate::generator::select::{self, Select};
+use crate::generator::{self, Loaded};
+use crate::root::HostRoot;
+pub use alloc::PoolDevice;
+pub use config::Config;
+use request::{parse_numa_locality, parse_request, parse_request_id};
+use state::{AllocatedDevice, Allocation, Store};
+
+/// The draft versions cdigen speaks.
+pub const SUPPORTED_VERSIONS: [&str; 2] = ["0.0.1", "0.0.2"];
+/// The newest of them, the version of `VERSION` replies.
+pub const CURRENT_VERSION: &str = "0.0.2";
+/// Where allocations are kept unless told otherwise.
+pub const DEFAULT_STATE_DIR: &str = "/var/lib/cdigen/plugin";
+
+/// The error codes: 1-5 the draft's, 100+ cdigen's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Code {
+    /// 1: `CDI_VERSION` missing or not supported.
+    VersionEnv,
+    /// 2: the configuration's version not supported or not `CDI_VERSION`.
+    VersionConfig,
+    /// 3: the command is missing or not supported.
+    Command,
+    /// 4: the resource-spec is not served.
+    ResourceSpec,
+    /// 5: the request ID is unknown.
+    UnknownRequest,
+    /// 100: the configuration is unusable.
+    Config,
+    /// 101: a request parameter is missing or malformed.
+    Parameter,
+    /// 102: not enough free devices.
+    NotEnough,
+    /// 103: the request ID already holds this resource-spec.
+    AlreadyHeld,
+    /// 104: the host or the allocations cannot be read or written.
+    Host,
+}
+
+impl Code {
+    /// The number in the reply.
+    pub fn number(self) -> u32 {
+        match self {
+            Code::VersionEnv => 1,
+            Code::VersionConfig => 2,
+            Code::Command => 3,
+            Code::ResourceSpec => 4,
+            Code::UnknownRequest => 5,
+            Code::Config => 100,
+            Code::Parameter => 101,
+            Code::NotEnough => 102,
+            Code::AlreadyHeld => 103,
+            Code::Host => 104,
+        }
+    }
+}
+
+/// A protocol error: what the error reply says.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}{}", details.as_ref().map(|d| format!(": {d}")).unwrap_or_default())]
+pub struct Failure {
+    /// The code.
+    pub code: Code,
+    /// A short description.
+    pub message: String,
+    /// More, for debugging.
+    pub details: Option<String>,
+}
+
+impl Failure {
+    /// A failure without details.
+    pub fn new(code: Code, message: &str) -> Self {
+        Failure {
+            code,
+            message: message.to_string(),
+            details: None,
+        }
+    }
+
+    /// The same failure with `details`.
+    #[must_use]
+    pub fn details(self, details: impl Into<String>) -> Self {
+        Failure {
+            details: Some(details.into()),
+            ..self
+        }
+    }
+
+    /// A [`Code::Host`] failure from an error and its causes.
+    fn host(e: &(dyn std::error::Error + 'static)) -> Self {
+        let mut chain = e.to_string();
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            chain.push_str(": ");
+            chain.push_str(&c.to_string());
+            cause = c.source();
+        }
+        Failure::new(Code::Host, "Cannot read the host or the allocations").details(chain)
+    }
+}
+
+/// The protocol's environment variables, as the caller set them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Invocation {
+    /// `CDI_COMMAND`.
+    pub command: Option<String>,
+    /// `CDI_VERSION`.
+    pub version: Option<String>,
+    /// `CDI_REQUEST`.
+    pub request: Option<String>,
+    /// `CDI_REQUEST_ID`.
+    pub request_id: Option<String>,
+    /// `CDI_REQUEST_NUMA_LOCALITY`.
+    pub numa_locality: Option<String>,
+}
+
+/// Where the plugin reads the host and keeps its state.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The root to discover under (`/`, or a fixture).
+    pub root: PathBuf,
+    /// The NVIDIA driver root (a host path).
+    pub driver_root: PathBuf,
+    /// Directories of user generator definitions.
+    pub generator_dirs: Vec<PathBuf>,
+    /// The state directory.
+    pub state_dir: PathBuf,
+    /// Test hook: `ADD` waits this long with the lock held before saving.
+    pub hold_before_save: Option<Duration>,
+}
+
+/// What to print on stdout, and the exit status.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    /// The JSON reply (with a final newline), if any.
+    pub stdout: Option<String>,
+    /// The exit status.
+    pub exit: u8,
+}
+
+#[derive(Serialize)]
+struct VersionReply<'a> {
+    #[serde(rename = "cdiVersion")]
+    cdi_version: &'a str,
+    #[serde(rename = "supportedVersions")]
+    supported_versions: &'a [&'a str],
+}
+
+#[derive(Serialize)]
+struct ErrorReply<'a> {
+    #[serde(rename = "cdiVersion")]
+    cdi_version: &'a str,
+    error: u32,
+    message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    details: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct AddReply<'a> {
+    #[serde(rename = "cdiVersion")]
+    cdi_version: &'a str,
+    devices: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    numa_locality: Vec<u32>,
+}
+
+/// INFO's reply: `cdiVersion`, then each resource-spec's free amount, in
+/// order.
+struct InfoReply<'a> {
+    cdi_version: &'a str,
+    amounts: Vec<(String, usize)>,
+}
+
+impl Serialize for InfoReply<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut map = s.serialize_map(Some(self.amounts.len() + 1))?;
+        map.serialize_entry("cdiVersion", self.cdi_version)?;
+        for (k, v) in &self.amounts {
+            map.serialize_entry(k, v)?;
+        }
+        map.end()
+    }
+}
+
+fn to_json<T: Serialize>(value: &T) -> String {
+    match serde_json::to_string_pretty(value) {
+        Ok(mut s) => {
+            s.push('\n');
+            s
+        }
+        // Not reachable with these types; still a protocol reply.
+        Err(e) => format!(
+            "{{\"cdiVersion\": \"{CURRENT_VERSION}\", \"error\": 104, \"message\": {}}}\n",
+            serde_json::Value::String(format!("cannot encode the reply: {e}"))
+        ),
+    }
+}
+
+fn supported(v: &str) -> bool {
+    SUPPORTED_VERSIONS.contains(&v)
+}
+
+/// Runs one plugin command. `stdin` is read only by commands that need
+/// the configuration (not `VERSION`).
+pub fn run(inv: &Invocation, stdin: &mut dyn Read, opts: &Options) -> Outcome {
+    let command = inv.command.as_deref().map(str::to_ascii_uppercase);
+    if command.as_deref() == Some("VERSION") {
+        return Outcome {
+            stdout: Some(to_json(&VersionReply {
+                cdi_version: CURRENT_VERSION,
+                supported_versions: &SUPPORTED_VERSIONS,
+            })),
+            exit: 0,
+        };
+    }
+    let input = read_config(stdin);
+    let version = match inv.version.as_deref().filter(|v| supported(v)) {
+        Some(v) => v.to_string(),
+        None => input
+            .as_ref()
+            .ok()
+            .and_then(|b| config::peek_version(b))
+            .filter(|v| supported(v))
+            .unwrap_or_else(|| CURRENT_VERSION.to_string()),
+    };
+    let is_del = command.as_deref() == Some("DEL");
+    match dispatch(command.as_deref(), inv, input, opts, &version) {
+        Ok(stdout) => Outcome { stdout, exit: 0 },
+        Err(f) => {
+            if is_del {
+                tracing::warn!("DEL: {f}");
+            }
+            Outcome {
+                stdout: Some(to_json(&ErrorReply {
+                    cdi_version: &version,
+                    error: f.code.number(),
+                    message: &f.message,
+                    details: f.details.as_deref(),
+                })),
+                // DEL must not fail.
+                exit: if is_del { 0 } else { 1 },
+            }
+        }
+    }
+}
+
+/// Reads the configuration from stdin, at most one byte more than allowed
+/// (so that too large is detected without reading it all).
+fn read_config(stdin: &mut dyn Read) -> Result<Vec<u8>, Failure> {
+    let mut bytes = Vec::new();
+    let limit = u64::try_from(config::MAX_CONFIG_BYTES)
+        .unwrap_or(u64::MAX)
+        .saturating_add(1);
+    stdin.take(limit).read_to_end(&mut bytes).map_err(|e| {
+        Failure::new(Code::Config, "Invalid configuration")
+            .details(format!("cannot read the configuration from stdin: {e}"))
+    })?;
+    Ok(bytes)
+}
+
+fn dispatch(
+    command: Option<&str>,
+    inv: &Invocation,
+    input: Result<Vec<u8>, Failure>,
+    opts: &Options,
+    version: &str,
+) -> Result<Option<String>, Failure> {
+    let incompatible = |details: String| {
+        Failure::new(Code::VersionEnv, "Incompatible CDI version").details(details)
+    };
+    let env_version = match inv.version.as_deref() {
+        None => return Err(incompatible("CDI_VERSION is not set".into())),
+        Some(v) if !supported(v) => return Err(incompatible(format!("Unsupported version: {v}"))),
+        Some(v) => v,
+    };
+    let (cfg, warnings) = config::parse(&input?)?;
+    for w in warnings {
+        tracing::warn!("{w}");
+    }
+    let config_version = |details: String| {
+        Failure::new(Code::VersionConfig, "Incompatible CDI version").details(details)
+    };
+    if !supported(&cfg.cdi_version) {
+        return Err(config_version(format!(
+            "Unsupported config version: {}",
+            cfg.cdi_version
+        )));
+    }
+    if cfg.cdi_version != env_version {
+        return Err(config_version(format!(
+            "The config's cdiVersion {} is not CDI_VERSION {env_version}",
+            cfg.cdi_version
+        )));
+    }
+    match command {
+        Some("INFO") => info(&cfg, opts, version).map(Some),
+        Some("ADD") => add(&cfg, inv, opts, version).map(Some),
+        Some("DEL") => del(&cfg, inv, opts).map(|()| None),
+        None => Err(Failure::new(Code::Command, "Command unsupported")
+            .details("CDI_COMMAND is not set (expected VERSION, INFO, ADD or DEL)")),
+        Some(_) => Err(
+            Failure::new(Code::Command, "Command unsupported").details(format!(
+                "Unsupported command: {}",
+                inv.command.as_deref().unwrap_or_default()
+            )),
+        ),
+    }
+}
+
+/// What narrows the generator's devices: the whitelist and the node
+/// roles, as a second [`Select`] (the generator's own selection logic).
+fn narrowing(cfg: &Config) -> Result<Select, Failure> {
+    let narrow = Select {
+        vendor_ids: cfg.args.vendorid_whitelist.clone(),
+        node_roles: cfg.args.want_device_nodes.clone(),
+        ..Select::default()
+    };
+    select::check(&narrow).map_err(|(field, message)| {
+        let field = field
+            .replace("vendor_ids", "vendorid_whitelist")
+            .replace("node_roles", "want_device_nodes");
+        Failure::new(Code::Config, "Invalid configuration")
+            .details(format!("args.{field}: {message}"))
+    })?;
+    Ok(narrow)
+}
+
+/// The generator that defines the pool.
+fn generator_of(cfg: &Config, opts: &Options) -> Result<Loaded, Failure> {
+    let all = generator::load(&opts.generator_dirs).map_err(|e| Failure::host(&e))?;
+    let name = cfg.generator();
+    let field = if cfg.args.generator.is_some() {
+        "args.generator"
+    } else {
+        "plugin"
+    };
+    let known: Vec<&str> = all.iter().map(|l| l.generator.name.as_str()).collect();
+    let message = format!(
+        "{field}: no generator named {name:?} (known: {})",
+        known.join(", ")
+    );
+    all.into_iter()
+        .find(|l| l.generator.name == name)
+        .ok_or_else(|| Failure::new(Code::Config, "Invalid configuration").details(message))
+}
+
+fn discover_host(opts: &Options) -> Result<Discovery, Failure> {
+    let root = HostRoot::open(&opts.root)
+        .map_err(|e| {
+            Failure::host(&e).details(format!(
+                "cannot use {} as the root: {e}",
+                opts.root.display()
+            ))
+        })?
+        .with_driver_root(&opts.driver_root);
+    let found = discover::discover(&root, &[]).map_err(|e| Failure::host(&e))?;
+    for w in &found.warnings {
+        tracing::warn!("{}: {}", w.path.display(), w.message);
+    }
+    Ok(found)
+}
+
+fn open_store(opts: &Options) -> Result<Store, Failure> {
+    Store::open(&opts.state_dir).map_err(|e| Failure::host(&e))
+}
+
+fn save(store: &Store) -> Result<(), Failure> {
+    store.save().map_err(|e| Failure::host(&e))
+}
+
+/// Releases allocated devices that discovery no longer finds, with a
+/// warning each, and saves when anything changed.
+fn release_vanished(store: &mut Store, discovery: &Discovery) -> Result<(), Failure> {
+    let present: BTreeSet<(&str, &str)> = discovery
+        .devices
+        .iter()
+        .map(|d| (d.backend.as_str(), d.id.as_str()))
+        .collect();
+    let path = store.path();
+    let mut changed = false;
+    for a in &mut store.state.allocations {
+        a.devices.retain(|d| {
+            let keep = present.contains(&d.key());
+            if !keep {
+                changed = true;
+                tracing::warn!(
+                    "{}: releasing {} ({}) of request {} ({}): the device is gone from the host",
+                    path.display(),
+                    d.id,
+                    d.backend,
+                    a.request_id,
+                    a.resource
+                );
+            }
+            keep
+        });
+    }
+    store.state.allocations.retain(|a| {
+        if a.devices.is_empty() {
+            tracing::warn!(
+                "{}: request {} holds no {} device any more; dropping its allocation",
+                path.display(),
+                a.request_id,
+                a.resource
+            );
+        }
+        !a.devices.is_empty()
+    });
+    if changed {
+        save(store)?;
+    }
+    Ok(())
+}
+
+/// The pool: the generator's devices, narrowed, in `index` order, minus
+/// the reserved ones.
+fn pool(cfg: &Config, g: &Loaded, narrow: &Select, discovery: &Discovery) -> Vec<PoolDevice> {
+    let mut devices: Vec<_> = crate::generate::select(&g.generator, discovery)
+        .into_iter()
+        .filter_map(|d| narrow.apply(&d))
+        .collect();
+    devices.sort_by(|a, b| crate::render::identity_cmp(&a.id, &b.id));
+    devices
+        .into_iter()
+        .skip(cfg.args.num_system_reserved)
+        .map(|d| {
+            let mut nodes: Vec<String> = Vec::new();
+            for n in d.nodes {
+                if !nodes.contains(&n.path) {
+                    nodes.push(n.path);
+                }
+            }
+            PoolDevice {
+                backend: d.backend,
+                id: d.id,
+                numa_node: d.numa_node,
+                nodes,
+            }
+        })
+        .collect()
+}
+
+fn info(cfg: &Config, opts: &Options, version: &str) -> Result<String, Failure> {
+    let narrow = narrowing(cfg)?;
+    let g = generator_of(cfg, opts)?;
+    let mut store = open_store(opts)?;
+    let discovery = discover_host(opts)?;
+    release_vanished(&mut store, &discovery)?;
+    let pool = pool(cfg, &g, &narrow, &discovery);
+    let (total, per_node) = alloc::available(&pool, &store.state.taken());
+    let t = &cfg.resource_type;
+    let mut amounts = vec![(t.clone(), total)];
+    amounts.extend(
+        per_node
+            .into_iter()
+            .map(|(n, free)| (request::ResourceSpec::numa(t, n).to_string(), free)),
+    );
+    Ok(to_json(&InfoReply {
+        cdi_version: version,
+        amounts,
+    }))
+}
+
+fn add(cfg: &Config, inv: &Invocation, opts: &Options, version: &str) -> Result<String, Failure> {
+    let request_id = parse_request_id(inv.request_id.as_deref())?;
+    let items = parse_request(inv.request.as_deref(), &cfg.resource_type)?;
+    let prefer = parse_numa_locality(inv.numa_locality.as_deref())?;
+    let narrow = narrowing(cfg)?;
+    let g = generator_of(cfg, opts)?;
+    let mut store = open_store(opts)?;
+    let discovery = discover_host(opts)?;
+    release_vanished(&mut store, &discovery)?;
+    for item in &items {
+        let spec = item.spec.to_string();
+        if store
+            .state
+            .allocations
+            .iter()
+            .any(|a| a.request_id == request_id && a.resource == spec)
+        {
+            return Err(Failure::new(
+                Code::AlreadyHeld,
+                "Resource already allocated to this request ID",
+            )
+            .details(format!(
+                "request {request_id} already holds {spec} (DEL it first)"
+            )));
+        }
+    }
+    let pool = pool(cfg, &g, &narrow, &discovery);
+    let picked = alloc::allocate(&pool, &store.state.taken(), &items, &prefer)
+        .map_err(|d| Failure::new(Code::NotEnough, "Not enough devices").details(d))?;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut devices: Vec<String> = Vec::new();
+    let mut locality: Vec<u32> = Vec::new();
+    for (item, chosen) in items.iter().zip(&picked) {
+        for d in chosen {
+            for n in &d.nodes {
+                if !devices.contains(n) {
+                    devices.push(n.clone());
+                }
+            }
+            locality.extend(d.numa_node);
+        }
+        store.state.allocations.push(Allocation {
+            request_id: request_id.clone(),
+            resource: item.spec.to_string(),
+            generator: g.generator.name.clone(),
+            devices: chosen
+                .iter()
+                .map(|d| AllocatedDevice {
+                    backend: d.backend.clone(),
+                    id: d.id.clone(),
+                    numa_node: d.numa_node,
+                    nodes: d.nodes.clone(),
+                })
+                .collect(),
+            allocated_at: now,
+        });
+    }
+    if let Some(hold) = opts.hold_before_save {
+        tracing::warn!(
+            "test hook: holding the lock for {} ms before saving",
+            hold.as_millis()
+        );
+        std::thread::sleep(hold);
+    }
+    save(&store)?;
+    locality.sort_unstable();
+    locality.dedup();
+    Ok(to_json(&AddReply {
+        cdi_version: version,
+        devices,
+        numa_locality: locality,
+    }))
+}
+
+fn del(cfg: &Config, inv: &Invocation, opts: &Options) -> Result<(), Failure> {
+    let request_id = parse_request_id(inv.request_id.as_deref())?;
+    let mut store = open_store(opts)?;
+    // DEL needs no discovery; when it fails, releasing still goes on.
+    match discover_host(opts) {
+        Ok(discovery) => release_vanished(&mut store, &discovery)?,
+        Err(f) => tracing::warn!("not checking for vanished devices: {f}"),
+    }
+    let before = store.state.allocations.len();
+    store
+        .state
+        .allocations
+        .retain(|a| !(a.request_id == request_id && a.resource_type() == cfg.resource_type));
+    if store.state.allocations.len() == before {
+        return Err(Failure::new(Code::UnknownRequest, "Unknown request ID"));
+    }
+    save(&store)
+}

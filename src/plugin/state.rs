@@ -1,0 +1,345 @@
+//! The plugin's allocations on disk: one JSON file (`allocations.json`) in
+//! the state directory, changed only under the directory's lock and
+//! replaced atomically (temp file, fsync, rename), so that concurrent
+//! plugin processes never hand one device to two requests and a process
+//! killed at any point leaves the old file or the new one, never a mix.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::request::{ResourceSpec, is_request_id};
+use crate::write::{self, DirLock};
+
+/// Name of the allocations file in the state directory.
+pub const STATE_FILE: &str = "allocations.json";
+/// Format version of the allocations file.
+const VERSION: u32 = 1;
+
+/// Why the allocations cannot be read or saved; every variant names the
+/// file.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Locking, reading or replacing failed.
+    #[error(transparent)]
+    Write(#[from] write::Error),
+    /// The file cannot be read.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: io::Error,
+    },
+    /// The file is not a valid allocations file. Its allocations are not
+    /// discarded: an admin must look at it.
+    #[error("{}: corrupt allocations file (fix or remove it; removing it forgets every allocation): {reason}", path.display())]
+    Corrupt {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The allocations file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct State {
+    /// Format version, 1.
+    pub version: u32,
+    /// Every allocation held, oldest first.
+    pub allocations: Vec<Allocation>,
+}
+
+impl Default for State {
+    fn default() -> Self {
+        State {
+            version: VERSION,
+            allocations: Vec::new(),
+        }
+    }
+}
+
+/// The devices one request holds for one resource-spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Allocation {
+    /// `CDI_REQUEST_ID` of the ADD.
+    pub request_id: String,
+    /// The resource-spec (`gpu`, `gpu-numa0`).
+    pub resource: String,
+    /// The generator whose pool the devices came from.
+    pub generator: String,
+    /// The devices, in the order they were handed out.
+    pub devices: Vec<AllocatedDevice>,
+    /// When, in seconds since the Unix epoch.
+    pub allocated_at: u64,
+}
+
+impl Allocation {
+    /// The resource-type of the allocation.
+    pub fn resource_type(&self) -> &str {
+        self.resource
+            .split_once('-')
+            .map_or(self.resource.as_str(), |(t, _)| t)
+    }
+}
+
+/// One allocated device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AllocatedDevice {
+    /// The backend that found it (`drm`).
+    pub backend: String,
+    /// Its stable identity (`0000:03:00.0`, `platform:gpu`).
+    pub id: String,
+    /// Its NUMA node, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa_node: Option<u32>,
+    /// The host device nodes handed out for it.
+    pub nodes: Vec<String>,
+}
+
+impl AllocatedDevice {
+    /// The key that makes a device unique: (backend, id).
+    pub fn key(&self) -> (&str, &str) {
+        (&self.backend, &self.id)
+    }
+}
+
+impl State {
+    /// Checks what serde cannot: the version, names by the ABNF, each
+    /// (request, resource) once, each device in one allocation only.
+    fn check(&self) -> Result<(), String> {
+        if self.version != VERSION {
+            return Err(format!("unknown version {}", self.version));
+        }
+        let mut held = BTreeSet::new();
+        let mut devices = BTreeSet::new();
+        for (i, a) in self.allocations.iter().enumerate() {
+            if !is_request_id(&a.request_id) {
+                return Err(format!(
+                    "allocations[{i}]: {:?} is not a request-id",
+                    a.request_id
+                ));
+            }
+            if let Err(e) = a.resource.parse::<ResourceSpec>() {
+                return Err(format!("allocations[{i}]: {e}"));
+            }
+            if !held.insert((&a.request_id, &a.resource)) {
+                return Err(format!(
+                    "allocations[{i}]: request {} holds {} twice",
+                    a.request_id, a.resource
+                ));
+            }
+            for d in &a.devices {
+                if !devices.insert(d.key()) {
+                    return Err(format!(
+                        "allocations[{i}]: device {} ({}) is also in another allocation",
+                        d.id, d.backend
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Every allocated device's key.
+    pub fn taken(&self) -> BTreeSet<(String, String)> {
+        self.allocations
+            .iter()
+            .flat_map(|a| &a.devices)
+            .map(|d| (d.backend.clone(), d.id.clone()))
+            .collect()
+    }
+}
+
+/// The state directory, locked, with its allocations loaded.
+#[derive(Debug)]
+pub struct Store {
+    dir: PathBuf,
+    /// The allocations, as on disk until [`Store::save`].
+    pub state: State,
+    _lock: DirLock,
+}
+
+impl Store {
+    /// Creates the directory if needed, takes its lock (waiting for other
+    /// plugin processes), removes temp files a killed process left, and
+    /// loads the allocations (none when the file does not exist).
+    ///
+    /// # Errors
+    /// [`Error`] naming the directory or file.
+    pub fn open(dir: &Path) -> Result<Store, Error> {
+        let lock = write::lock_dir(dir)?;
+        write::remove_temp_files(dir)?;
+        let path = dir.join(STATE_FILE);
+        let state = match fs::read(&path) {
+            Ok(bytes) => {
+                let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
+                    path: path.clone(),
+                    reason: e.to_string(),
+                })?;
+                state.check().map_err(|reason| Error::Corrupt {
+                    path: path.clone(),
+                    reason,
+                })?;
+                state
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => State::default(),
+            Err(source) => return Err(Error::Read { path, source }),
+        };
+        Ok(Store {
+            dir: dir.to_path_buf(),
+            state,
+            _lock: lock,
+        })
+    }
+
+    /// The allocations file.
+    pub fn path(&self) -> PathBuf {
+        self.dir.join(STATE_FILE)
+    }
+
+    /// Replaces the file with the allocations held in memory.
+    ///
+    /// # Errors
+    /// [`Error`] naming the file.
+    pub fn save(&self) -> Result<(), Error> {
+        let mut bytes = serde_json::to_vec_pretty(&self.state).map_err(|e| Error::Corrupt {
+            path: self.path(),
+            reason: e.to_string(),
+        })?;
+        bytes.push(b'\n');
+        write::replace(&self.dir, STATE_FILE, &bytes)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn device(id: &str) -> AllocatedDevice {
+        AllocatedDevice {
+            backend: "drm".into(),
+            id: id.into(),
+            numa_node: Some(0),
+            nodes: vec!["/dev/dri/card0".into()],
+        }
+    }
+
+    fn allocation(rid: &str, resource: &str, ids: &[&str]) -> Allocation {
+        Allocation {
+            request_id: rid.into(),
+            resource: resource.into(),
+            generator: "drm".into(),
+            devices: ids.iter().map(|i| device(i)).collect(),
+            allocated_at: 1,
+        }
+    }
+
+    fn corrupt(dir: &Path, text: &str) -> String {
+        fs::write(dir.join(STATE_FILE), text).unwrap();
+        Store::open(dir).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn saves_and_loads_back() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("a/b");
+        {
+            let mut s = Store::open(&dir).unwrap();
+            assert_eq!(s.state, State::default());
+            s.state
+                .allocations
+                .push(allocation("1234", "gpu-numa0", &["0000:01:00.0"]));
+            s.save().unwrap();
+        }
+        let s = Store::open(&dir).unwrap();
+        assert_eq!(s.state.allocations.len(), 1);
+        assert_eq!(s.state.allocations[0].resource_type(), "gpu");
+        assert_eq!(
+            s.state.taken().into_iter().collect::<Vec<_>>(),
+            [("drm".to_string(), "0000:01:00.0".to_string())]
+        );
+        // Only the file and the lock: no temp file is left behind.
+        let mut names: Vec<String> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        names.sort();
+        assert_eq!(names, [".cdigen.lock", STATE_FILE]);
+    }
+
+    #[test]
+    fn a_corrupt_file_is_an_error_naming_it_and_is_kept() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let path = dir.join(STATE_FILE).display().to_string();
+        let prefix = format!(
+            "{path}: corrupt allocations file (fix or remove it; removing it forgets every allocation): "
+        );
+        assert_eq!(
+            corrupt(dir, "{\"version\":1,\"allocations\":["),
+            format!("{prefix}EOF while parsing a list at line 1 column 28")
+        );
+        assert_eq!(
+            corrupt(dir, "{\"version\":2,\"allocations\":[]}"),
+            format!("{prefix}unknown version 2")
+        );
+        let twice = State {
+            version: 1,
+            allocations: vec![
+                allocation("a", "gpu", &["0000:01:00.0"]),
+                allocation("b", "gpu", &["0000:01:00.0"]),
+            ],
+        };
+        assert_eq!(
+            corrupt(dir, &serde_json::to_string(&twice).unwrap()),
+            format!(
+                "{prefix}allocations[1]: device 0000:01:00.0 (drm) is also in another allocation"
+            )
+        );
+        let dup = State {
+            version: 1,
+            allocations: vec![allocation("a", "gpu", &[]), allocation("a", "gpu", &[])],
+        };
+        assert_eq!(
+            corrupt(dir, &serde_json::to_string(&dup).unwrap()),
+            format!("{prefix}allocations[1]: request a holds gpu twice")
+        );
+        let bad_id = State {
+            version: 1,
+            allocations: vec![allocation("-a", "gpu", &[])],
+        };
+        assert_eq!(
+            corrupt(dir, &serde_json::to_string(&bad_id).unwrap()),
+            format!("{prefix}allocations[0]: \"-a\" is not a request-id")
+        );
+        assert!(
+            corrupt(dir, "{\"version\":1,\"allocations\":[],\"x\":1}")
+                .starts_with(&format!("{prefix}unknown field `x`"))
+        );
+        // The file is left as it was for an admin to look at.
+        assert_eq!(
+            fs::read_to_string(dir.join(STATE_FILE)).unwrap(),
+            "{\"version\":1,\"allocations\":[],\"x\":1}"
+        );
+    }
+
+    #[test]
+    fn temp_files_of_a_killed_process_are_removed() {
+        let tmp = tempfile::tempdir().unwrap();
+        fs::write(tmp.path().join(".cdigen-abc.tmp"), "{\"version\":").unwrap();
+        let _s = Store::open(tmp.path()).unwrap();
+        assert!(!tmp.path().join(".cdigen-abc.tmp").exists());
+    }
+}

@@ -1,0 +1,982 @@
+//! End-to-end tests of the CDI plugin protocol (the 2017 draft, seed 001):
+//! the binary run as the draft's examples run it, through a link named
+//! after the plugin (`drm`), with the `CDI_*` environment and the
+//! configuration on stdin; replies compared as JSON values. Machines are
+//! synthetic DRM hosts (`support/gpus.rs`) or the `rpi` fixture.
+//!
+//! The draft's error examples write `code`/`msg`; cdigen emits the field
+//! list's `error`/`message` (see `src/plugin/mod.rs`), so the expected
+//! values below are the examples with those two names changed.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[path = "support/gpus.rs"]
+mod gpus;
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use gpus::Gpu;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// The draft's `/etc/cdi/gpu.d/drm.conf`, verbatim.
+const DRM_CONF: &str = r#"{
+  "cdiVersion": "0.0.1",
+  "name": "DRM GPUs from vendor International Amazing Graphics Inc.",
+  "type": "gpu",
+  "plugin": "drm",
+  "args": {
+    "want_device_nodes" : [
+      "primary",
+      "render"
+    ],
+    "vendorid_whitelist": [
+      "0x1234",
+      "0x2345"
+    ]
+  }
+}
+"#;
+
+/// A host for the plugin: a root, a state directory, a generators
+/// directory and a `bin/` of links to the binary, all in a tempdir.
+struct Host {
+    tmp: TempDir,
+    root: PathBuf,
+}
+
+/// What one run gave: exit status, stdout as JSON (`None` when empty),
+/// stderr.
+#[derive(Debug)]
+struct Reply {
+    code: i32,
+    json: Option<Value>,
+    stderr: String,
+}
+
+impl Host {
+    /// A synthetic machine with these GPUs.
+    fn with_gpus(list: &[Gpu]) -> Host {
+        let tmp = TempDir::new().unwrap();
+        let root = tmp.path().join("root");
+        gpus::pci_gpus(&root, list);
+        Host::new(tmp, root)
+    }
+
+    /// The draft's GPU host: one GPU of each whitelisted vendor (card0 +
+    /// renderD128, card1 + renderD129) and one of another vendor.
+    fn seed() -> Host {
+        Host::with_gpus(&[
+            Gpu {
+                vendor: "0x1234",
+                numa: None,
+            },
+            Gpu {
+                vendor: "0x2345",
+                numa: None,
+            },
+            Gpu {
+                vendor: "0x5555",
+                numa: None,
+            },
+        ])
+    }
+
+    fn new(tmp: TempDir, root: PathBuf) -> Host {
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        std::fs::create_dir_all(tmp.path().join("generators")).unwrap();
+        Host { tmp, root }
+    }
+
+    fn state_dir(&self) -> PathBuf {
+        self.tmp.path().join("state")
+    }
+
+    fn state_file(&self) -> PathBuf {
+        self.state_dir().join("allocations.json")
+    }
+
+    fn generators(&self) -> PathBuf {
+        self.tmp.path().join("generators")
+    }
+
+    /// The allocations file, parsed.
+    fn state(&self) -> Value {
+        serde_json::from_slice(&std::fs::read(self.state_file()).unwrap()).unwrap()
+    }
+
+    /// `/opt/cdi/bin/<name>`: a link to the binary.
+    fn plugin(&self, name: &str) -> PathBuf {
+        let link = self.tmp.path().join("bin").join(name);
+        if !link.exists() {
+            std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("cdigen"), &link).unwrap();
+        }
+        link
+    }
+
+    /// The command for `program` with a clean environment plus `env`.
+    fn command(&self, program: &Path, env: &[(&str, &str)]) -> Command {
+        let mut cmd = Command::new(program);
+        for var in [
+            "CDI_COMMAND",
+            "CDI_VERSION",
+            "CDI_REQUEST",
+            "CDI_REQUEST_ID",
+            "CDI_REQUEST_NUMA_LOCALITY",
+            "RUST_LOG",
+            "CDIGEN_TEMPLATES",
+            "CDIGEN_DRIVER_ROOT",
+            "CDIGEN_TEST_HOLD_LOCK_MS",
+        ] {
+            cmd.env_remove(var);
+        }
+        cmd.env("CDIGEN_ROOT", &self.root)
+            .env("CDIGEN_STATE_DIR", self.state_dir())
+            .env("CDIGEN_GENERATORS", self.generators())
+            .envs(env.iter().copied());
+        cmd
+    }
+
+    /// Runs plugin `name` with `env` and `stdin` (`None`: no stdin at all).
+    fn run_as(&self, name: &str, env: &[(&str, &str)], stdin: Option<&str>) -> Reply {
+        let mut cmd = self.command(&self.plugin(name), env);
+        finish(&mut cmd, stdin)
+    }
+
+    /// Runs the `drm` plugin with the draft's configuration.
+    fn drm(&self, env: &[(&str, &str)]) -> Reply {
+        self.run_as("drm", env, Some(DRM_CONF))
+    }
+
+    fn add(&self, conf: &str, request: &str, id: &str) -> Reply {
+        self.run_as(
+            "drm",
+            &[
+                ("CDI_VERSION", "0.0.1"),
+                ("CDI_COMMAND", "ADD"),
+                ("CDI_REQUEST", request),
+                ("CDI_REQUEST_ID", id),
+            ],
+            Some(conf),
+        )
+    }
+
+    fn info(&self, conf: &str) -> Value {
+        let r = self.run_as(
+            "drm",
+            &[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "INFO")],
+            Some(conf),
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json.unwrap()
+    }
+}
+
+/// Writes `text` to the child's stdin and closes it. A child that does
+/// not read stdin (VERSION) may be gone already: a broken pipe is fine.
+fn feed(child: &mut Child, text: &str) {
+    let mut stdin = child.stdin.take().unwrap();
+    match stdin.write_all(text.as_bytes()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => panic!("{e}"),
+        _ => {}
+    }
+}
+
+fn finish(cmd: &mut Command, stdin: Option<&str>) -> Reply {
+    cmd.stdin(if stdin.is_some() {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    })
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    if let Some(text) = stdin {
+        feed(&mut child, text);
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8(out.stdout).unwrap();
+    Reply {
+        code: out.status.code().expect("exited, not killed"),
+        json: (!stdout.is_empty())
+            .then(|| serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"))),
+        stderr: String::from_utf8(out.stderr).unwrap(),
+    }
+}
+
+/// A configuration like the draft's, of type `gpu`, with other `args`.
+fn conf(args: Value) -> String {
+    json!({
+        "cdiVersion": "0.0.1",
+        "name": "test",
+        "type": "gpu",
+        "plugin": "drm",
+        "args": args,
+    })
+    .to_string()
+}
+
+fn add_env<'a>(request: &'a str, id: &'a str) -> Vec<(&'a str, &'a str)> {
+    vec![
+        ("CDI_VERSION", "0.0.1"),
+        ("CDI_COMMAND", "ADD"),
+        ("CDI_REQUEST", request),
+        ("CDI_REQUEST_ID", id),
+    ]
+}
+
+fn error(code: u32, message: &str, details: &str) -> Value {
+    json!({"cdiVersion": "0.0.1", "error": code, "message": message, "details": details})
+}
+
+// ---- The draft's examples -------------------------------------------------
+
+/// VERSION example 1; and it never fails: no stdin, garbage stdin, no or a
+/// bad CDI_VERSION, any case.
+#[test]
+fn version_lists_the_supported_versions_and_never_fails() {
+    let host = Host::seed();
+    let want = json!({"cdiVersion": "0.0.2", "supportedVersions": ["0.0.1", "0.0.2"]});
+    for (env, stdin) in [
+        (vec![("CDI_COMMAND", "VERSION")], Some(DRM_CONF)),
+        (vec![("CDI_COMMAND", "VERSION")], None),
+        (vec![("CDI_COMMAND", "version")], Some("not json {")),
+        (
+            vec![("CDI_COMMAND", "Version"), ("CDI_VERSION", "0.999")],
+            Some(""),
+        ),
+    ] {
+        let r = host.run_as("drm", &env, stdin);
+        assert_eq!((r.code, r.json), (0, Some(want.clone())), "{env:?}");
+    }
+    // VERSION touches no state.
+    assert!(!host.state_dir().exists());
+}
+
+/// Errors example 1: an unknown CDI_VERSION (and no CDI_COMMAND at all).
+#[test]
+fn unknown_cdi_version_is_error_1() {
+    let host = Host::seed();
+    let r = host.drm(&[("CDI_VERSION", "0.999")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(1, "Incompatible CDI version", "Unsupported version: 0.999")
+    );
+    let r = host.drm(&[("CDI_COMMAND", "INFO")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(1, "Incompatible CDI version", "CDI_VERSION is not set")
+    );
+}
+
+/// Errors example 2: an unknown CDI_COMMAND; also a missing one.
+#[test]
+fn unknown_command_is_error_3() {
+    let host = Host::seed();
+    let r = host.drm(&[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "MYCMD")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(3, "Command unsupported", "Unsupported command: MYCMD")
+    );
+    let r = host.drm(&[("CDI_VERSION", "0.0.1")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(
+            3,
+            "Command unsupported",
+            "CDI_COMMAND is not set (expected VERSION, INFO, ADD or DEL)"
+        )
+    );
+}
+
+/// INFO example 1, on a host with two whitelisted GPUs (no NUMA node, so
+/// no subtype), in any case.
+#[test]
+fn info_counts_the_free_devices() {
+    let host = Host::seed();
+    let r = host.drm(&[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "info")]);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(r.json.unwrap(), json!({"cdiVersion": "0.0.1", "gpu": 2}));
+}
+
+/// ADD example 1: one GPU for request 1234 gives the first GPU's card and
+/// render nodes; the allocation is recorded whole.
+#[test]
+fn add_one_gpu() {
+    let host = Host::seed();
+    let r = host.drm(&add_env("gpu:1", "1234"));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.1", "devices": ["/dev/dri/card0", "/dev/dri/renderD128"]})
+    );
+    let state = host.state();
+    let a = &state["allocations"][0];
+    assert_eq!(state["allocations"].as_array().unwrap().len(), 1);
+    assert_eq!(a["request_id"], "1234");
+    assert_eq!(a["resource"], "gpu");
+    assert_eq!(a["generator"], "drm");
+    assert!(a["allocated_at"].as_u64().unwrap() > 1_700_000_000);
+    assert_eq!(
+        a["devices"],
+        json!([{"backend": "drm", "id": "0000:01:00.0",
+                 "nodes": ["/dev/dri/card0", "/dev/dri/renderD128"]}])
+    );
+    assert_eq!(
+        host.info(DRM_CONF),
+        json!({"cdiVersion": "0.0.1", "gpu": 1})
+    );
+    // The next request gets the other whitelisted GPU.
+    let r = host.drm(&add_env("gpu:1", "5678"));
+    assert_eq!(
+        r.json.unwrap()["devices"],
+        json!(["/dev/dri/card1", "/dev/dri/renderD129"])
+    );
+}
+
+/// ADD example 3: an unknown subtype is error 4, and nothing is allocated
+/// (the plain `gpu:1` before it included).
+#[test]
+fn unknown_subtype_is_error_4() {
+    let host = Host::seed();
+    let r = host.drm(&add_env("gpu:1,gpu-memory:2048Mi", "3456"));
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(
+            4,
+            "resource-spec unsupported",
+            "Unsupported resource-spec: gpu-memory"
+        )
+    );
+    assert_eq!(host.info(DRM_CONF)["gpu"], 2);
+    // Another type is not served either.
+    let r = host.drm(&add_env("tty:3", "3456"));
+    assert_eq!(
+        r.json.unwrap(),
+        error(
+            4,
+            "resource-spec unsupported",
+            "Unsupported resource-spec: tty"
+        )
+    );
+}
+
+/// DEL examples 1 and 2: releasing prints nothing; an unknown request ID
+/// is error 5 with exit status 0.
+#[test]
+fn del_releases_and_unknown_ids_are_error_5_with_exit_0() {
+    let host = Host::seed();
+    assert_eq!(host.drm(&add_env("gpu:1", "1234")).code, 0);
+    let del = |id: &str| {
+        host.drm(&[
+            ("CDI_VERSION", "0.0.1"),
+            ("CDI_COMMAND", "DEL"),
+            ("CDI_REQUEST_ID", id),
+        ])
+    };
+    let r = del("1234");
+    assert_eq!((r.code, r.json), (0, None));
+    assert_eq!(host.state(), json!({"version": 1, "allocations": []}));
+    assert_eq!(host.info(DRM_CONF)["gpu"], 2);
+    let r = del("3456");
+    assert_eq!(r.code, 0);
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.1", "error": 5, "message": "Unknown request ID"})
+    );
+    // Released once: a second DEL of 1234 knows nothing either.
+    assert_eq!(del("1234").json.unwrap()["error"], 5);
+}
+
+// ---- The other well-known codes and cdigen's own -------------------------
+
+#[test]
+fn config_version_unsupported_or_not_cdi_version_is_error_2() {
+    let host = Host::seed();
+    let r = host.drm(&[("CDI_VERSION", "0.0.2"), ("CDI_COMMAND", "INFO")]);
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.2", "error": 2, "message": "Incompatible CDI version",
+               "details": "The config's cdiVersion 0.0.1 is not CDI_VERSION 0.0.2"})
+    );
+    let old = DRM_CONF.replace("\"0.0.1\"", "\"0.0.0\"");
+    let r = host.run_as(
+        "drm",
+        &[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "INFO")],
+        Some(&old),
+    );
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(
+            2,
+            "Incompatible CDI version",
+            "Unsupported config version: 0.0.0"
+        )
+    );
+}
+
+#[test]
+fn bad_configuration_is_error_100_naming_the_field() {
+    let host = Host::seed();
+    let info = |stdin: &str| {
+        let r = host.run_as(
+            "drm",
+            &[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "INFO")],
+            Some(stdin),
+        );
+        assert_eq!(r.code, 1, "{r:?}");
+        let v = r.json.unwrap();
+        assert_eq!(v["error"], 100, "{v}");
+        assert_eq!(v["message"], "Invalid configuration");
+        v["details"].as_str().unwrap().to_string()
+    };
+    assert_eq!(info(""), "no configuration on stdin");
+    assert!(info("{\"cdiVersion\": ").starts_with("the configuration on stdin is not JSON"));
+    assert_eq!(
+        info(r#"{"cdiVersion": "0.0.1", "name": "x", "plugin": "drm"}"#),
+        "missing field type"
+    );
+    assert_eq!(
+        info(&conf(json!({"vendorid_whitelist": ["0x12345"]}))),
+        "args.vendorid_whitelist[0]: \"0x12345\" is not a PCI vendor ID like \"0x1002\""
+    );
+    assert!(
+        info(&conf(json!({"want_device_nodes": ["control"]})))
+            .starts_with("args.want_device_nodes[0]: \"control\" is not a node role (expected one of primary, render,")
+    );
+    assert_eq!(
+        info(&conf(json!({"generator": "nope"}))),
+        format!(
+            "args.generator: no generator named \"nope\" (known: {})",
+            "amd-gpu, drm, intel-gpu, intel-npu, nvidia, sriov, vdpa, vfio"
+        )
+    );
+    // Unknown args are ignored with a warning on stderr (stdout stays JSON).
+    let r = host.run_as(
+        "drm",
+        &[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "INFO")],
+        Some(&conf(json!({"colour": "red"}))),
+    );
+    assert_eq!(r.code, 0);
+    assert!(
+        r.stderr
+            .contains("configuration: ignoring unknown args.colour"),
+        "{}",
+        r.stderr
+    );
+}
+
+#[test]
+fn bad_parameters_are_error_101() {
+    let host = Host::seed();
+    let details = |env: &[(&str, &str)]| {
+        let r = host.drm(env);
+        assert_eq!(r.code, 1, "{r:?}");
+        let v = r.json.unwrap();
+        assert_eq!(v["error"], 101, "{v}");
+        assert_eq!(v["message"], "Invalid parameter");
+        v["details"].as_str().unwrap().to_string()
+    };
+    assert_eq!(
+        details(&[
+            ("CDI_VERSION", "0.0.1"),
+            ("CDI_COMMAND", "ADD"),
+            ("CDI_REQUEST_ID", "1")
+        ]),
+        "CDI_REQUEST is not set"
+    );
+    assert_eq!(
+        details(&[
+            ("CDI_VERSION", "0.0.1"),
+            ("CDI_COMMAND", "ADD"),
+            ("CDI_REQUEST", "gpu:1")
+        ]),
+        "CDI_REQUEST_ID is not set"
+    );
+    assert_eq!(
+        details(&add_env("gpu:1", "-pod")),
+        "CDI_REQUEST_ID \"-pod\" is not a request-id: a letter or digit, then at most 63 letters, digits or hyphens"
+    );
+    assert_eq!(
+        details(&add_env("gpu:0", "1")),
+        "CDI_REQUEST: the amount of gpu, \"0\", is not a positive integer"
+    );
+    assert_eq!(
+        details(&add_env("gpu=1", "1")),
+        "CDI_REQUEST: \"gpu=1\" is not <resource-spec>:<amount>"
+    );
+    let mut env = add_env("gpu:1", "1");
+    env.push(("CDI_REQUEST_NUMA_LOCALITY", "0,x"));
+    assert_eq!(
+        details(&env),
+        "CDI_REQUEST_NUMA_LOCALITY: \"x\" is not a NUMA node number (expected a comma-separated list of integers)"
+    );
+    assert!(!host.state_file().exists(), "nothing allocated");
+}
+
+/// All or nothing: 3 GPUs asked of 2 is error 102 and allocates none.
+#[test]
+fn not_enough_devices_is_error_102_and_allocates_nothing() {
+    let host = Host::seed();
+    let r = host.drm(&add_env("gpu:3", "1"));
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(102, "Not enough devices", "gpu: 3 requested, 2 available")
+    );
+    assert_eq!(host.info(DRM_CONF)["gpu"], 2);
+    assert_eq!(host.drm(&add_env("gpu:2", "1")).code, 0);
+    assert_eq!(
+        host.drm(&add_env("gpu:1", "2")).json.unwrap()["details"],
+        "gpu: 1 requested, 0 available"
+    );
+}
+
+#[test]
+fn the_same_request_id_and_resource_twice_is_error_103() {
+    let host = Host::seed();
+    assert_eq!(host.drm(&add_env("gpu:1", "1234")).code, 0);
+    let r = host.drm(&add_env("gpu:1", "1234"));
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(
+            103,
+            "Resource already allocated to this request ID",
+            "request 1234 already holds gpu (DEL it first)"
+        )
+    );
+    assert_eq!(host.info(DRM_CONF)["gpu"], 1);
+}
+
+#[test]
+fn a_corrupt_state_file_is_error_104_naming_it_and_is_kept() {
+    let host = Host::seed();
+    std::fs::create_dir_all(host.state_dir()).unwrap();
+    std::fs::write(host.state_file(), "{\"version\": 1, \"allocations\": [").unwrap();
+    let r = host.drm(&add_env("gpu:1", "1"));
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        error(
+            104,
+            "Cannot read the host or the allocations",
+            &format!(
+                "{}: corrupt allocations file (fix or remove it; removing it forgets every allocation): EOF while parsing a list at line 1 column 31",
+                host.state_file().display()
+            )
+        )
+    );
+    assert_eq!(
+        std::fs::read_to_string(host.state_file()).unwrap(),
+        "{\"version\": 1, \"allocations\": ["
+    );
+    // DEL reports it too, and still exits 0.
+    let r = host.drm(&[
+        ("CDI_VERSION", "0.0.1"),
+        ("CDI_COMMAND", "DEL"),
+        ("CDI_REQUEST_ID", "1"),
+    ]);
+    assert_eq!((r.code, &r.json.unwrap()["error"]), (0, &json!(104)));
+}
+
+/// DEL never fails: whatever goes wrong, the exit status is 0.
+#[test]
+fn del_exits_0_on_every_error() {
+    let host = Host::seed();
+    for env in [
+        vec![
+            ("CDI_VERSION", "9"),
+            ("CDI_COMMAND", "del"),
+            ("CDI_REQUEST_ID", "1"),
+        ],
+        vec![("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "DEL")],
+    ] {
+        let r = host.drm(&env);
+        assert_eq!(r.code, 0, "{env:?}");
+        assert!(r.json.unwrap()["error"].as_u64().unwrap() > 0);
+    }
+}
+
+// ---- Pools: NUMA, args, generators, the subcommand, a real fixture -------
+
+/// Four GPUs on NUMA nodes 0, 0, 1, 1.
+fn numa_host() -> Host {
+    Host::with_gpus(&[
+        Gpu {
+            vendor: "0x1234",
+            numa: Some(0),
+        },
+        Gpu {
+            vendor: "0x1234",
+            numa: Some(0),
+        },
+        Gpu {
+            vendor: "0x1234",
+            numa: Some(1),
+        },
+        Gpu {
+            vendor: "0x1234",
+            numa: Some(1),
+        },
+    ])
+}
+
+#[test]
+fn numa_subtypes_and_locality() {
+    let host = numa_host();
+    assert_eq!(
+        host.info(DRM_CONF),
+        json!({"cdiVersion": "0.0.1", "gpu": 4, "gpu-numa0": 2, "gpu-numa1": 2})
+    );
+    let mut env = add_env("gpu:1", "near1");
+    env.push(("CDI_REQUEST_NUMA_LOCALITY", "1"));
+    let r = host.drm(&env);
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.1", "devices": ["/dev/dri/card2", "/dev/dri/renderD130"],
+               "numa_locality": [1]})
+    );
+    let r = host.drm(&add_env("gpu-numa0:2", "on0"));
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.1",
+               "devices": ["/dev/dri/card0", "/dev/dri/renderD128",
+                           "/dev/dri/card1", "/dev/dri/renderD129"],
+               "numa_locality": [0]})
+    );
+    assert_eq!(
+        host.info(DRM_CONF),
+        json!({"cdiVersion": "0.0.1", "gpu": 1, "gpu-numa0": 0, "gpu-numa1": 1})
+    );
+    // Preference, not a constraint: node 0 is full, node 1 serves.
+    let mut env = add_env("gpu:1", "near0");
+    env.push(("CDI_REQUEST_NUMA_LOCALITY", "0"));
+    let r = host.drm(&env);
+    assert_eq!(r.json.unwrap()["numa_locality"], json!([1]));
+    let r = host.drm(&add_env("gpu-numa1:1", "late"));
+    assert_eq!(
+        r.json.unwrap()["details"],
+        "gpu-numa1: 1 requested, 0 available"
+    );
+}
+
+/// `num_system_reserved` skips the first devices, `want_device_nodes`
+/// picks the nodes, a user generator (CDIGEN_GENERATORS) defines the pool.
+#[test]
+fn args_and_user_generators_shape_the_pool() {
+    let host = numa_host();
+    let reserved = conf(json!({"num_system_reserved": 1, "want_device_nodes": ["render"]}));
+    assert_eq!(host.info(&reserved)["gpu"], 3);
+    let r = host.add(&reserved, "gpu:1", "a");
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.1", "devices": ["/dev/dri/renderD129"], "numa_locality": [0]})
+    );
+    std::fs::write(
+        host.generators().join("second-half.yaml"),
+        "name: second-half\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\n\
+         select:\n  pci_addresses: [\"0000:03:00.0\", \"0000:04:00.0\"]\n",
+    )
+    .unwrap();
+    let mine = json!({"cdiVersion": "0.0.1", "name": "x", "type": "gpu",
+                      "plugin": "second-half", "args": {"want_device_types": ["primary"]}})
+    .to_string();
+    assert_eq!(
+        host.info(&mine),
+        json!({"cdiVersion": "0.0.1", "gpu": 2, "gpu-numa1": 2})
+    );
+    let r = host.add(&mine, "gpu:2", "b");
+    assert_eq!(
+        r.json.unwrap()["devices"],
+        json!(["/dev/dri/card2", "/dev/dri/card3"])
+    );
+    // The pools share one state: the drm pool has lost those two as well.
+    assert_eq!(host.info(DRM_CONF)["gpu"], 1);
+}
+
+/// `cdigen plugin` with flags is the same protocol.
+#[test]
+fn the_subcommand_with_a_state_dir_flag() {
+    let host = Host::seed();
+    let elsewhere = host.tmp.path().join("elsewhere");
+    let mut cmd = host.command(
+        &assert_cmd::cargo::cargo_bin("cdigen"),
+        &add_env("gpu:1", "1234"),
+    );
+    cmd.arg("plugin")
+        .arg("--state-dir")
+        .arg(&elsewhere)
+        .env_remove("CDIGEN_STATE_DIR");
+    let r = finish(&mut cmd, Some(DRM_CONF));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json.unwrap()["devices"],
+        json!(["/dev/dri/card0", "/dev/dri/renderD128"])
+    );
+    assert!(elsewhere.join("allocations.json").exists());
+    assert!(!host.state_dir().exists());
+}
+
+/// The real `rpi` fixture with the built-in `drm` generator: platform
+/// GPUs (no PCI vendor, so no whitelist), v3d first.
+#[test]
+fn rpi_fixture_platform_gpus() {
+    let tmp = TempDir::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/rpi/root");
+    let host = Host::new(tmp, root);
+    let plain = conf(json!({}));
+    assert_eq!(host.info(&plain), json!({"cdiVersion": "0.0.1", "gpu": 2}));
+    let r = host.add(&plain, "gpu:2", "pi");
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.1",
+               "devices": ["/dev/dri/card0", "/dev/dri/renderD128", "/dev/dri/card1"]})
+    );
+    // The draft's whitelist takes PCI vendors only: nothing here.
+    assert_eq!(host.info(DRM_CONF)["gpu"], 0);
+}
+
+/// A device that vanished from the host is released with a warning.
+#[test]
+fn vanished_devices_are_released_with_a_warning() {
+    let host = numa_host();
+    assert_eq!(host.drm(&add_env("gpu:2", "pod")).code, 0);
+    assert_eq!(host.drm(&add_env("gpu:1", "other")).code, 0);
+    gpus::remove_gpu(&host.root, 0);
+    let r = host.run_as(
+        "drm",
+        &[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "INFO")],
+        Some(DRM_CONF),
+    );
+    assert_eq!(r.json.unwrap()["gpu"], 1, "3 GPUs left, 2 of them taken");
+    let file = host.state_file().display().to_string();
+    assert!(
+        r.stderr.contains(&format!(
+            "{file}: releasing 0000:01:00.0 (drm) of request pod (gpu): the device is gone from the host"
+        )),
+        "{}",
+        r.stderr
+    );
+    let state = host.state();
+    assert_eq!(
+        state["allocations"][0]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["id"].as_str().unwrap())
+            .collect::<Vec<_>>(),
+        ["0000:02:00.0"]
+    );
+    // The last device of "other" goes too: its allocation is dropped.
+    gpus::remove_gpu(&host.root, 2);
+    let r = host.drm(&[
+        ("CDI_VERSION", "0.0.1"),
+        ("CDI_COMMAND", "DEL"),
+        ("CDI_REQUEST_ID", "other"),
+    ]);
+    assert!(
+        r.stderr
+            .contains("request other holds no gpu device any more; dropping its allocation"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(r.json.unwrap()["error"], 5);
+    assert_eq!(host.state()["allocations"].as_array().unwrap().len(), 1);
+}
+
+// ---- Concurrency and crashes ------------------------------------------------
+
+/// Eight whitelisted GPUs.
+fn eight_gpus() -> Host {
+    Host::with_gpus(
+        &[Gpu {
+            vendor: "0x1234",
+            numa: None,
+        }; 8],
+    )
+}
+
+/// Checks the allocations file: valid, each allocation whole (one device
+/// per `gpu:1`), no device twice. Returns request ID → device id.
+fn check_state(host: &Host) -> Vec<(String, String)> {
+    let state = host.state();
+    let mut seen = BTreeSet::new();
+    let mut out = Vec::new();
+    for a in state["allocations"].as_array().unwrap() {
+        let devices = a["devices"].as_array().unwrap();
+        assert_eq!(devices.len(), 1, "{a}");
+        let id = devices[0]["id"].as_str().unwrap().to_string();
+        assert!(seen.insert(id.clone()), "{id} allocated twice");
+        assert_eq!(devices[0]["nodes"].as_array().unwrap().len(), 2, "{a}");
+        out.push((a["request_id"].as_str().unwrap().to_string(), id));
+    }
+    out
+}
+
+fn spawn_add(host: &Host, id: &str, extra: &[(&str, &str)]) -> Child {
+    let mut env = add_env("gpu:1", id);
+    env.extend_from_slice(extra);
+    let mut child = host
+        .command(&host.plugin("drm"), &env)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    feed(&mut child, DRM_CONF);
+    child
+}
+
+/// 32 ADDs at once over 8 GPUs: exactly 8 succeed, each with its own GPU;
+/// the others get 102.
+#[test]
+fn parallel_adds_never_share_a_device() {
+    let host = eight_gpus();
+    let children: Vec<(String, Child)> = (0..32)
+        .map(|i| {
+            let id = format!("pod{i}");
+            let c = spawn_add(&host, &id, &[]);
+            (id, c)
+        })
+        .collect();
+    let mut granted = Vec::new();
+    for (id, c) in children {
+        let out = c.wait_with_output().unwrap();
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        match out.status.code() {
+            Some(0) => granted.push((id, v["devices"][0].as_str().unwrap().to_string())),
+            Some(1) => assert_eq!(v["error"], 102, "{v}"),
+            other => panic!("{id}: exit {other:?}: {v}"),
+        }
+    }
+    assert_eq!(granted.len(), 8, "{granted:?}");
+    let cards: BTreeSet<&String> = granted.iter().map(|(_, c)| c).collect();
+    assert_eq!(cards.len(), 8, "no card twice: {granted:?}");
+    let recorded = check_state(&host);
+    assert_eq!(recorded.len(), 8);
+    let ids: BTreeSet<&String> = recorded.iter().map(|(r, _)| r).collect();
+    assert_eq!(ids, granted.iter().map(|(r, _)| r).collect());
+    assert_eq!(host.info(DRM_CONF)["gpu"], 0);
+}
+
+/// Reads `child`'s stderr until a line contains `marker`.
+fn wait_for_line(child: &mut Child, marker: &str) {
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while Instant::now() < deadline {
+        match lines.next() {
+            Some(Ok(l)) if l.contains(marker) => return,
+            Some(_) => {}
+            None => break,
+        }
+    }
+    panic!("no {marker:?} on stderr");
+}
+
+/// An ADD killed with SIGKILL while it holds the lock, its allocation
+/// decided but not saved: the state is as before, the lock is free (a
+/// waiting ADD goes on), no temp file stays.
+#[test]
+fn kill_9_while_holding_the_lock_leaves_a_consistent_state() {
+    let host = eight_gpus();
+    assert_eq!(host.drm(&add_env("gpu:1", "before")).code, 0);
+    let mut held = spawn_add(&host, "killed", &[("CDIGEN_TEST_HOLD_LOCK_MS", "60000")]);
+    wait_for_line(&mut held, "test hook: holding the lock");
+    let waiting = spawn_add(&host, "after", &[]);
+    std::thread::sleep(Duration::from_millis(200));
+    held.kill().unwrap(); // SIGKILL
+    held.wait().unwrap();
+    let start = Instant::now();
+    let out = waiting.wait_with_output().unwrap();
+    assert!(start.elapsed() < Duration::from_secs(30));
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+    let recorded = check_state(&host);
+    assert_eq!(
+        recorded.iter().map(|(r, _)| r.as_str()).collect::<Vec<_>>(),
+        ["before", "after"]
+    );
+    let names: Vec<String> = std::fs::read_dir(host.state_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+    assert_eq!(host.info(DRM_CONF)["gpu"], 6);
+}
+
+/// ADDs killed at arbitrary moments (waiting, discovering, writing): the
+/// file stays valid, every allocation whole, every ADD that said yes is
+/// recorded, and the lock is free afterwards.
+#[test]
+fn random_kills_during_adds_leave_a_consistent_state() {
+    let host = eight_gpus();
+    // A fixed xorshift sequence: the same schedule on every run.
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let mut children: Vec<(String, Child, Duration)> = (0..16)
+        .map(|i| {
+            let id = format!("pod{i}");
+            let delay = Duration::from_millis(next() % 250);
+            // Each ADD that gets a GPU holds the lock 25 ms before saving:
+            // the 8 take at least 200 ms in all, so kills land in every
+            // phase (waiting, discovering, holding, writing).
+            let hold = [("CDIGEN_TEST_HOLD_LOCK_MS", "25")];
+            (id.clone(), spawn_add(&host, &id, &hold), delay)
+        })
+        .collect();
+    let start = Instant::now();
+    children.sort_by_key(|(_, _, d)| *d);
+    let mut said_yes = Vec::new();
+    let mut killed = 0;
+    for (id, mut c, delay) in children {
+        if let Some(wait) = delay.checked_sub(start.elapsed()) {
+            std::thread::sleep(wait);
+        }
+        if c.try_wait().unwrap().is_none() {
+            c.kill().unwrap();
+            killed += 1;
+        }
+        let out = c.wait_with_output().unwrap();
+        if out.status.code() == Some(0) {
+            said_yes.push(id);
+        }
+    }
+    eprintln!("killed {killed} of 16; {} said yes", said_yes.len());
+    assert!(killed > 0);
+    let recorded = check_state(&host);
+    for id in &said_yes {
+        assert!(
+            recorded.iter().any(|(r, _)| r == id),
+            "{id} said yes but is not recorded"
+        );
+    }
+    // The lock is free and the count adds up.
+    assert_eq!(host.info(DRM_CONF)["gpu"], 8 - recorded.len());
+    let names: Vec<String> = std::fs::read_dir(host.state_dir())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+}
