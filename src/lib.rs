@@ -37,3 +37,4 @@ pub mod root;
 pub mod snapshot;
 pub mod sysfs;
 pub mod write;
+pub mod watch;
