@@ -584,8 +584,8 @@ pub fn apply_all(
         .iter()
         .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
     if has_devinfo || (!devinfo_generators.is_empty() && devinfo_dir.exists()) {
-        let (changes, errors) = apply_devinfo(devinfo_dir, plans, &devinfo_generators)
-            .map_err(dir_err(devinfo_dir))?;
+        let (changes, errors) =
+            apply_devinfo(devinfo_dir, plans, &devinfo_generators).map_err(dir_err(devinfo_dir))?;
         applied.devinfo = changes;
         applied.errors.extend(errors);
     }

@@ -36,5 +36,5 @@ pub mod render;
 pub mod root;
 pub mod snapshot;
 pub mod sysfs;
-pub mod write;
 pub mod watch;
+pub mod write;

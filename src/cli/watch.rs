@@ -1,12 +1,10 @@
 //! `cdigen watch`: picks the event source, installs the signal handlers
 //! and runs [`crate::watch::run`] over the generate pipeline.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::Duration;
 
 use super::{EXIT_OK, EventSourceKind, WatchArgs};
-use crate::discover::BACKENDS;
 use crate::watch::{self, Config, Control, EventSource, NoEvents, Pipeline};
 
 pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<u8> {
@@ -39,9 +37,10 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<u8> {
 /// The subsystems any backend listens to (`None`: some backend takes any
 /// event). A superset of what the generators need, so it stays right when
 /// SIGHUP reloads other definitions.
-fn backend_subsystems() -> Option<BTreeSet<String>> {
-    let mut all = BTreeSet::new();
-    for b in BACKENDS {
+#[cfg(feature = "udev")]
+fn backend_subsystems() -> Option<std::collections::BTreeSet<String>> {
+    let mut all = std::collections::BTreeSet::new();
+    for b in crate::discover::BACKENDS {
         all.extend(b.uevent_subsystems()?.iter().map(|s| (*s).to_string()));
     }
     Some(all)
@@ -88,7 +87,6 @@ fn open_udev() -> anyhow::Result<Box<dyn EventSource>> {
 
 #[cfg(not(feature = "udev"))]
 fn open_udev() -> anyhow::Result<Box<dyn EventSource>> {
-    let _ = backend_subsystems;
     anyhow::bail!(
         "this cdigen was built without udev support: rebuild with `cargo build --features udev` \
 (needs libudev-dev and pkg-config), or use --source netlink (kernel uevents, no libudev)"

@@ -152,7 +152,10 @@ mod tests {
         let last = t0 + Duration::from_micros(49_990);
         assert_eq!(d.deadline(), Some(last + 500 * MS));
         assert_eq!(d.take_due(last + 499 * MS), None);
-        assert_eq!(d.take_due(last + 500 * MS), Some(only(&["amd-gpu", "vfio"])));
+        assert_eq!(
+            d.take_due(last + 500 * MS),
+            Some(only(&["amd-gpu", "vfio"]))
+        );
         assert!(!d.is_pending());
         assert_eq!(d.take_due(last + 10_000 * MS), None, "only once");
     }

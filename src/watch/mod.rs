@@ -85,7 +85,7 @@ pub fn affected(watched: &[Watched], event: &Event) -> Option<Scope> {
         .filter(|w| {
             w.subsystems
                 .as_ref()
-                .is_none_or(|s| s.iter().any(|x| *x == dev.subsystem))
+                .is_none_or(|s| s.contains(&dev.subsystem))
         })
         .map(|w| w.name.clone())
         .collect();
@@ -162,7 +162,7 @@ impl fmt::Display for FileChange {
         };
         write!(f, "{word} {}", self.path.display())?;
         if let Some(n) = self.devices.filter(|_| self.action != Action::Removed) {
-            write!(f, ": {n} device{}", if n == 1 { "" } else { "s" })?;
+            write!(f, ": {}", count(n as u64, "device"))?;
         }
         let mut parts = Vec::new();
         for (word, names) in [("added", &self.added), ("removed", &self.removed)] {
@@ -174,6 +174,15 @@ impl fmt::Display for FileChange {
             write!(f, " ({})", parts.join("; "))?;
         }
         Ok(())
+    }
+}
+
+/// `1 file`, `2 files`.
+fn count(n: u64, word: &str) -> String {
+    if n == 1 {
+        format!("1 {word}")
+    } else {
+        format!("{n} {word}s")
     }
 }
 
@@ -195,9 +204,11 @@ fn shorten(names: &[String]) -> String {
 pub struct Summary {
     /// Events received.
     pub events: u64,
-    /// Regenerations of every generator (start, timer, SIGHUP).
+    /// Regenerations of every generator at start, on the timer and on
+    /// SIGHUP.
     pub full_passes: u64,
-    /// Regenerations of the generators events affected.
+    /// Regenerations after events (of every generator when events were
+    /// lost).
     pub event_passes: u64,
     /// Files created, updated or removed.
     pub files_changed: u64,
@@ -322,10 +333,9 @@ struct Watch<'a> {
 impl Watch<'_> {
     fn pass(&mut self, scope: &Scope, reason: Reason) {
         let full = *scope == Scope::All;
-        if full {
-            self.summary.full_passes += 1;
-        } else {
-            self.summary.event_passes += 1;
+        match reason {
+            Reason::Events => self.summary.event_passes += 1,
+            Reason::Start | Reason::Timer | Reason::Reload => self.summary.full_passes += 1,
         }
         let started = Instant::now();
         match self.regen.regenerate(scope) {
@@ -387,8 +397,8 @@ pub fn run(
     let mut debouncer = Debouncer::new(config.debounce, config.max_delay);
     let mut source_failed = false;
     tracing::info!(
-        "watching {} generators (events: {}; full re-check every {})",
-        watched.len(),
+        "watching {} (events: {}; full re-check every {})",
+        count(watched.len() as u64, "generator"),
         source.name(),
         humantime::format_duration(config.interval)
     );
@@ -459,12 +469,13 @@ pub fn run(
     if let Some(r) = watch.ready.take() {
         r.withdraw();
     }
+    let s = watch.summary;
     tracing::info!(
-        "stopping: {} events, {} regenerations ({} full), {} files changed",
-        watch.summary.events,
-        watch.summary.full_passes + watch.summary.event_passes,
-        watch.summary.full_passes,
-        watch.summary.files_changed
+        "stopping after {}, {} ({} full), {} changed",
+        count(s.events, "event"),
+        count(s.full_passes + s.event_passes, "regeneration"),
+        s.full_passes,
+        count(s.files_changed, "file")
     );
     Ok(watch.summary)
 }

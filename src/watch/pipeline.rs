@@ -173,8 +173,7 @@ impl Regenerate for Pipeline {
     }
 
     fn udev_busy(&self) -> bool {
-        self.root()
-            .is_ok_and(|r| r.exists(Path::new(UDEV_QUEUE)))
+        self.root().is_ok_and(|r| r.exists(Path::new(UDEV_QUEUE)))
     }
 }
 

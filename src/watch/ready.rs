@@ -29,8 +29,8 @@ pub(super) fn check_unused(file: Option<&Path>) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).with_context(|| format!("--ready-file {}", path.display())),
         Ok(m) => {
-            let ours = m.is_file()
-                && std::fs::read(path).is_ok_and(|b| b.starts_with(MARKER.as_bytes()));
+            let ours =
+                m.is_file() && std::fs::read(path).is_ok_and(|b| b.starts_with(MARKER.as_bytes()));
             if !ours {
                 anyhow::bail!(
                     "refusing to use --ready-file {}: it exists and was not written by cdigen watch",

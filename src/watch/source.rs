@@ -142,11 +142,19 @@ mod tests {
         assert!(t.elapsed() >= Duration::from_millis(30));
 
         src_tx.write_all(b"x").unwrap();
-        let r = wait(Some(src_rx.as_fd()), wake_rx.as_fd(), Duration::from_secs(5));
+        let r = wait(
+            Some(src_rx.as_fd()),
+            wake_rx.as_fd(),
+            Duration::from_secs(5),
+        );
         assert_eq!(r.unwrap(), Ready::Source);
 
         wake_tx.write_all(b"x").unwrap();
-        let r = wait(Some(src_rx.as_fd()), wake_rx.as_fd(), Duration::from_secs(5));
+        let r = wait(
+            Some(src_rx.as_fd()),
+            wake_rx.as_fd(),
+            Duration::from_secs(5),
+        );
         assert_eq!(r.unwrap(), Ready::Wake);
     }
 

@@ -350,7 +350,10 @@ fn change_lines_name_the_file_the_count_and_the_names() {
         added: Vec::new(),
         removed: names(&["a/b=0", "a/b=all"]),
     };
-    assert_eq!(c.to_string(), "removed /run/cdi/x.yaml (removed a/b=0, a/b=all)");
+    assert_eq!(
+        c.to_string(),
+        "removed /run/cdi/x.yaml (removed a/b=0, a/b=all)"
+    );
     let many: Vec<String> = (0..100).map(|i| format!("v/f={i}")).collect();
     let c = FileChange {
         path: "v.yaml".into(),

@@ -41,10 +41,22 @@ fn parses_real_kernel_packets() {
 fn rejects_packets_missing_keys_or_with_unknown_actions() {
     let cases: &[(&[u8], &str)] = &[
         (b"", "action not found"),
-        (b"add@/x\0DEVPATH=/x\0SUBSYSTEM=drm\0SEQNUM=1", "action not found"),
-        (b"add@/x\0ACTION=add\0SUBSYSTEM=drm\0SEQNUM=1", "devpath not found"),
-        (b"add@/x\0ACTION=add\0DEVPATH=/x\0SEQNUM=1", "subsystem not found"),
-        (b"add@/x\0ACTION=add\0DEVPATH=/x\0SUBSYSTEM=drm", "seq missing"),
+        (
+            b"add@/x\0DEVPATH=/x\0SUBSYSTEM=drm\0SEQNUM=1",
+            "action not found",
+        ),
+        (
+            b"add@/x\0ACTION=add\0SUBSYSTEM=drm\0SEQNUM=1",
+            "devpath not found",
+        ),
+        (
+            b"add@/x\0ACTION=add\0DEVPATH=/x\0SEQNUM=1",
+            "subsystem not found",
+        ),
+        (
+            b"add@/x\0ACTION=add\0DEVPATH=/x\0SUBSYSTEM=drm",
+            "seq missing",
+        ),
         (
             b"frob@/x\0ACTION=frob\0DEVPATH=/x\0SUBSYSTEM=drm\0SEQNUM=1",
             "Unexpected action: frob",
