@@ -457,11 +457,34 @@ fn sighup_regenerates_and_sigterm_exits_0_promptly_removing_the_ready_file() {
 }
 
 #[test]
-fn sigint_exits_0_too() {
+fn systemd_hears_ready_reloading_and_stopping_and_sigint_exits_0() {
     let (tmp, _root) = machine("empty");
-    let mut child = spawn_watch(tmp.path(), &[], &[]);
-    eventually("ready file", || tmp.path().join("ready").exists());
+    let notify_path = tmp.path().join("notify");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let recv = || {
+        let mut buf = [0u8; 256];
+        let n = notify.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let mut child = spawn_watch(
+        tmp.path(),
+        &[],
+        &[("NOTIFY_SOCKET", notify_path.display().to_string())],
+    );
+    assert_eq!(recv(), "READY=1\n");
+    assert!(tmp.path().join("ready").exists(), "ready file first");
+    signal(&child, "HUP");
+    let reloading = recv();
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading}"
+    );
+    assert_eq!(recv(), "READY=1\n");
     signal(&child, "INT");
+    assert_eq!(recv(), "STOPPING=1\n");
     assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
 }
 
@@ -569,5 +592,79 @@ fn a_foreign_ready_file_is_refused() {
     assert_eq!(
         fs::read_to_string(tmp.path().join("ready")).unwrap(),
         "mine\n"
+    );
+}
+
+/// Real udev event delivery: umockdev's testbed stands in for udevd and
+/// sends a libudev-format `add` event, which the binary (built with the
+/// `udev` feature, libudev preloaded with umockdev) receives through its
+/// libudev monitor, and regenerates. Needs `umockdev` and `python3-gi`
+/// with `gir1.2-umockdev-1.0` (Debian), which CI does not install.
+#[cfg(feature = "udev")]
+#[test]
+#[ignore = "needs umockdev-wrapper and /usr/bin/python3 with gi.repository.UMockdev"]
+fn udev_events_from_umockdev_reach_the_watch() {
+    let (tmp, root) = machine("intel-laptop");
+    let aside = hide_npu(&root);
+    let script = tmp.path().join("umockdev.py");
+    fs::write(
+        &script,
+        r#"
+import os, subprocess, sys, time
+import gi
+gi.require_version('UMockdev', '1.0')
+from gi.repository import UMockdev
+cdigen, link, aside = sys.argv[1:4]
+tb = UMockdev.Testbed.new()
+syspath = tb.add_device('accel', 'accel0', None, ['dev', '261:0'], ['DEVNAME', 'accel/accel0'])
+env = dict(os.environ, LD_PRELOAD='libumockdev-preload.so.0', UMOCKDEV_DIR=tb.get_root_dir(),
+           RUST_LOG='cdigen::watch=trace', CDIGEN_GENERATORS='/nonexistent-cdigen-user-generators',
+           CDIGEN_DEVINFO_DIR='devinfo')
+with open('log', 'w') as log:
+    p = subprocess.Popen([cdigen, 'watch', '--source', 'udev', '--root', 'root', '--output-dir', 'cdi',
+                          '--debounce', '50ms', '--ready-file', 'ready'], env=env, stderr=log)
+def wait_for(path):
+    for _ in range(200):
+        if os.path.exists(path):
+            return True
+        time.sleep(0.05)
+    return False
+ok = wait_for('ready')
+os.rename(aside, link)
+tb.uevent(syspath, 'add')
+ok = ok and wait_for('cdi/intel.com-npu.yaml')
+p.terminate()
+sys.exit(0 if ok and p.wait() == 0 else 1)
+"#,
+    )
+    .unwrap();
+    let out = Command::new("umockdev-wrapper")
+        .current_dir(tmp.path())
+        .arg("/usr/bin/python3")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_cdigen"))
+        .arg(root.join(NPU_LINK))
+        .arg(&aside)
+        .output()
+        .expect("umockdev-wrapper (Debian package umockdev)");
+    let log = log_of(tmp.path());
+    assert!(
+        out.status.success(),
+        "{}\n{log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        log.contains(" INFO watching 8 generators (events: udev; "),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            r#"TRACE Device(DeviceEvent { action: "add", subsystem: "accel", devpath: "/devices/accel0" })"#
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains(" INFO wrote cdi/intel.com-npu.yaml: 2 devices (added intel.com/npu=0, intel.com/npu=all)"),
+        "{log}"
     );
 }

@@ -34,8 +34,8 @@ pub struct Pipeline {
     format: Option<Format>,
     generators: Vec<Loaded>,
     templates: Templates,
-    /// Discovery warnings already logged (each is logged once, not at
-    /// every pass).
+    /// The last discovery's warnings: a warning is logged when it
+    /// appears, not again at every pass while it stays.
     warned: BTreeSet<(PathBuf, String)>,
 }
 
@@ -116,13 +116,15 @@ impl Regenerate for Pipeline {
     fn regenerate(&mut self, scope: &Scope) -> anyhow::Result<Pass> {
         let root = self.root()?;
         let found = discover::discover(&root, &self.source.backends)?;
-        for w in &found.warnings {
-            let key = (w.path.clone(), w.message.clone());
-            if !self.warned.contains(&key) {
-                tracing::warn!("{}: {}", key.0.display(), key.1);
-                self.warned.insert(key);
-            }
+        let warnings: BTreeSet<(PathBuf, String)> = found
+            .warnings
+            .iter()
+            .map(|w| (w.path.clone(), w.message.clone()))
+            .collect();
+        for (path, message) in warnings.difference(&self.warned) {
+            tracing::warn!("{}: {message}", path.display());
         }
+        self.warned = warnings;
         let selected: Vec<Loaded> = self
             .generators
             .iter()
