@@ -582,3 +582,67 @@ pub fn preview(dir: &Path, plans: &[Planned]) -> Vec<(Change, Option<Vec<u8>>)> 
     }
     out
 }
+
+/// What [`apply_all`] did: every file's change, and the per-generator
+/// failures.
+#[derive(Debug, Default)]
+pub struct Applied {
+    /// Spec files.
+    pub specs: Vec<Change>,
+    /// Device-info files (`devices` is 1 for each file written).
+    pub devinfo: Vec<Change>,
+    /// Files not written or not removed, each naming its file.
+    pub errors: Vec<Error>,
+}
+
+/// A directory [`apply_all`] could not write to at all.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write to {}", dir.display())]
+pub struct DirError {
+    /// The directory.
+    pub dir: PathBuf,
+    /// The cause.
+    #[source]
+    pub source: write::Error,
+}
+
+/// Writes `plans` (of `generators`) as `cdigen generate` does: specs into
+/// `output_dir`, device-info files of the generators that write them into
+/// `devinfo_dir`, and removes those generators' stale files. A directory
+/// is not even created when there is nothing to write into it and nothing
+/// stale could be there.
+///
+/// # Errors
+/// [`DirError`] when a directory cannot be created, opened or locked.
+pub fn apply_all(
+    output_dir: &Path,
+    devinfo_dir: &Path,
+    generators: &[Loaded],
+    plans: &[Planned],
+) -> Result<Applied, DirError> {
+    let dir_err = |dir: &Path| {
+        let dir = dir.to_path_buf();
+        move |source| DirError { dir, source }
+    };
+    let mut applied = Applied::default();
+    if output_dir.exists() || plans.iter().any(|p| p.spec.is_some()) {
+        let (changes, errors) = apply(output_dir, plans).map_err(dir_err(output_dir))?;
+        applied.specs = changes;
+        applied.errors.extend(errors);
+    }
+    let devinfo_generators: Vec<&str> = generators
+        .iter()
+        .filter(|g| g.generator.device_info)
+        .map(|g| g.generator.name.as_str())
+        .collect();
+    let has_devinfo = plans
+        .iter()
+        .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
+    if has_devinfo || (!devinfo_generators.is_empty() && devinfo_dir.exists()) {
+        let (changes, errors) =
+            apply_devinfo(devinfo_dir, plans, &devinfo_generators).map_err(dir_err(devinfo_dir))?;
+        applied.devinfo = changes;
+        applied.errors.extend(errors);
+    }
+    Ok(applied)
+}

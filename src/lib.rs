@@ -41,4 +41,5 @@ pub mod render;
 pub mod root;
 pub mod snapshot;
 pub mod sysfs;
+pub mod watch;
 pub mod write;

@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use super::{EXIT_FINDINGS, EXIT_OK, GenerateArgs};
-use crate::generate::{Action, Planned, apply, apply_devinfo, plan_all, preview};
+use crate::generate::{Action, Planned, apply_all, plan_all, preview};
 use crate::write::ManagedDir;
 use crate::write::Outcome;
 
@@ -84,37 +84,22 @@ pub(crate) fn run(
         return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
     }
 
-    // Nothing to write and nothing stale: do not even create the directory.
-    if args.output_dir.exists() || plans.iter().any(|p| p.spec.is_some()) {
-        let (changes, errors) = apply(&args.output_dir, &plans)
-            .with_context(|| format!("cannot write to {}", args.output_dir.display()))?;
-        for c in &changes {
-            writeln!(
-                out,
-                "{}: {} ({})",
-                c.action.as_str(),
-                c.path.display(),
-                devices(c.devices)
-            )?;
-        }
-        for e in errors {
-            writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
-            failed = true;
-        }
+    let applied = apply_all(&args.output_dir, &args.devinfo_dir, &generators, &plans)?;
+    for c in &applied.specs {
+        writeln!(
+            out,
+            "{}: {} ({})",
+            c.action.as_str(),
+            c.path.display(),
+            devices(c.devices)
+        )?;
     }
-    let has_devinfo = plans
-        .iter()
-        .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
-    if has_devinfo || (!devinfo_generators.is_empty() && args.devinfo_dir.exists()) {
-        let (changes, errors) = apply_devinfo(&args.devinfo_dir, &plans, &devinfo_generators)
-            .with_context(|| format!("cannot write to {}", args.devinfo_dir.display()))?;
-        for c in &changes {
-            writeln!(out, "{}: {}", c.action.as_str(), c.path.display())?;
-        }
-        for e in errors {
-            writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
-            failed = true;
-        }
+    for c in &applied.devinfo {
+        writeln!(out, "{}: {}", c.action.as_str(), c.path.display())?;
+    }
+    for e in applied.errors {
+        writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+        failed = true;
     }
     if plans.iter().all(|p| p.spec.is_none()) && !failed {
         tracing::info!("no device matched any generator");

@@ -11,9 +11,10 @@ mod discover;
 mod generate;
 mod list;
 mod output;
-mod pipeline;
+pub(crate) mod pipeline;
 mod plugin;
 mod validate;
+mod watch;
 
 use std::ffi::OsString;
 use std::io::{self, Write};
@@ -136,6 +137,28 @@ pub enum Command {
         after_help = "Exit status: 0 success (always for DEL), 1 error (the JSON says which)."
     )]
     Plugin(PluginArgs),
+    /// Keep CDI specs and device-info files current while devices come and go.
+    ///
+    /// Runs until SIGTERM or SIGINT (exit status 0). It first generates every selected generator,
+    /// as `cdigen generate` does, then listens for device events (uevents) and, after a quiet
+    /// period (--debounce, at most --max-delay after the first event of a burst), regenerates the
+    /// generators whose backends care about the events' subsystems (drm, accel, pci, vfio, net,
+    /// infiniband, vdpa, module, ...). Only files whose content changed are written, atomically;
+    /// each change is logged on one line (`updated /var/run/cdi/amd.com-gpu.yaml: 2 devices (added
+    /// amd.com/gpu=1)`). Everything is also regenerated every --interval, since some changes send no
+    /// event (MIG reconfiguration, nodes made by nvidia-modprobe), and on SIGHUP, which first
+    /// re-reads the generator definitions and templates.
+    ///
+    /// Event sources (--source): `netlink` reads the kernel's uevents directly (no libudev needed;
+    /// it works in a pod without hostNetwork); `udev` reads udevd's events through libudev, after its
+    /// rules ran, and needs a cdigen built with the `udev` feature; `none` uses only the re-check and
+    /// SIGHUP. `auto` takes udev when built with it and udevd runs, else netlink, else none.
+    ///
+    /// Readiness: --ready-file is created once the first full generation succeeded and removed on
+    /// exit (for a Kubernetes exec readiness probe); under systemd, READY=1 is sent at the same
+    /// moment (Type=notify or Type=notify-reload units). Logs go to stderr, without timestamps;
+    /// under journald each line carries its priority. The default log level is info.
+    Watch(WatchArgs),
 }
 
 /// Arguments of `cdigen plugin`.
@@ -164,6 +187,54 @@ pub struct PluginArgs {
         env = "CDIGEN_STATE_DIR"
     )]
     pub state_dir: PathBuf,
+}
+
+/// Where `cdigen watch` hears about device changes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum EventSourceKind {
+    /// udev when built with it and udevd runs, else netlink, else none.
+    Auto,
+    /// udevd's events through libudev (cargo feature `udev`).
+    Udev,
+    /// The kernel's uevents from a netlink socket.
+    Netlink,
+    /// No events: the periodic re-check and SIGHUP only.
+    None,
+}
+
+/// Arguments of `cdigen watch`.
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Where to discover devices.
+    #[command(flatten)]
+    pub source: SourceArgs,
+    /// Generators and templates.
+    #[command(flatten)]
+    pub defs: DefinitionArgs,
+    /// Directory to write CDI specs to.
+    #[arg(long, value_name = "DIR", default_value = crate::cdi::DYNAMIC_DIR)]
+    pub output_dir: PathBuf,
+    /// Directory for NPWG device-info files of generators that write them.
+    #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
+    pub devinfo_dir: PathBuf,
+    /// Spec format, overriding the generators'.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<SpecFormat>,
+    /// Where device events come from.
+    #[arg(long = "source", value_enum, value_name = "SOURCE", default_value_t = EventSourceKind::Auto)]
+    pub events: EventSourceKind,
+    /// Quiet period after the last event before regenerating (500ms, 2s, ...).
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = watch::duration)]
+    pub debounce: std::time::Duration,
+    /// Longest wait after the first event of a burst, however many follow.
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::duration)]
+    pub max_delay: std::time::Duration,
+    /// Regenerate everything this often, events or not (at least 1s).
+    #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = watch::interval)]
+    pub interval: std::time::Duration,
+    /// Create FILE once the first full generation succeeded; remove it on exit.
+    #[arg(long, value_name = "FILE")]
+    pub ready_file: Option<PathBuf>,
 }
 
 /// Arguments of `cdigen snapshot`.
@@ -373,6 +444,9 @@ pub fn init_logging(cli: &Cli) {
         "error"
     } else {
         match cli.verbose {
+            // A daemon logs its changes by default (the watch's own lines;
+            // discovery's notes stay at -v).
+            0 if matches!(cli.command, Command::Watch(_)) => "warn,cdigen::watch=info",
             0 => "warn",
             1 => "info",
             2 => "debug",
@@ -382,6 +456,15 @@ pub fn init_logging(cli: &Cli) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level));
     use std::io::IsTerminal as _;
+    if stderr_is_journal() {
+        let _ = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_ansi(false)
+            .with_writer(io::stderr)
+            .event_format(JournalFormat)
+            .try_init();
+        return;
+    }
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_ansi(io::stderr().is_terminal())
@@ -389,6 +472,48 @@ pub fn init_logging(cli: &Cli) {
         .with_target(false)
         .without_time()
         .try_init();
+}
+
+/// Whether stderr is connected to journald: systemd sets `JOURNAL_STREAM`
+/// to the device and inode of that stream (a child whose stderr was
+/// redirected inherits the variable but not the stream).
+fn stderr_is_journal() -> bool {
+    use std::os::fd::AsFd as _;
+    let Some(want) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Ok(stat) = rustix::fs::fstat(io::stderr().as_fd()) else {
+        return false;
+    };
+    want.to_str() == Some(&format!("{}:{}", stat.st_dev, stat.st_ino))
+}
+
+/// Log lines for journald: the priority as a `<N>` prefix (sd-daemon(3)),
+/// which journald strips and records, and the message; no level word, no
+/// timestamp.
+struct JournalFormat;
+
+impl<S, N> tracing_subscriber::fmt::FormatEvent<S, N> for JournalFormat
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+    N: for<'a> tracing_subscriber::fmt::FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &tracing_subscriber::fmt::FmtContext<'_, S, N>,
+        mut writer: tracing_subscriber::fmt::format::Writer<'_>,
+        event: &tracing::Event<'_>,
+    ) -> std::fmt::Result {
+        let priority = match *event.metadata().level() {
+            tracing::Level::ERROR => 3,
+            tracing::Level::WARN => 4,
+            tracing::Level::INFO => 6,
+            _ => 7,
+        };
+        write!(writer, "<{priority}>")?;
+        ctx.field_format().format_fields(writer.by_ref(), event)?;
+        writeln!(writer)
+    }
 }
 
 /// Runs a parsed command line, printing to `out` and `err`; returns the
@@ -427,6 +552,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Check(args) => check::run(args, out),
         Command::Snapshot(args) => snapshot(args, out),
         Command::Plugin(args) => plugin::run(args, out),
+        Command::Watch(args) => watch::run(args),
     }
 }
 

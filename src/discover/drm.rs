@@ -49,6 +49,12 @@ impl Backend for Drm {
         10
     }
 
+    fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
+        // Cards, render and accel nodes come and go with their PCI or
+        // platform device binding a driver; /dev/kfd is its own class.
+        Some(&["drm", "accel", "kfd", "pci", "platform"])
+    }
+
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
         let root = cx.root;
         let root_err = |source| Error::Root {

@@ -111,6 +111,13 @@ pub trait Backend: Sync {
     /// # Errors
     /// [`Error`] only when the backend as a whole cannot run.
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error>;
+    /// The uevent subsystems (`SUBSYSTEM=` of kernel and udev events) whose
+    /// events can change what this backend finds; `cdigen watch`
+    /// regenerates this backend's generators on those. `None` (the
+    /// default): any event may.
+    fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
+        None
+    }
 }
 
 /// Every backend, in the order they run.
@@ -140,6 +147,11 @@ impl Backend for Static {
 
     fn discover(&self, _: &Context, _: &mut Report) -> Result<Vec<Device>, Error> {
         Ok(Vec::new())
+    }
+
+    fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
+        // Configured devices: no event changes them.
+        Some(&[])
     }
 }
 

@@ -41,6 +41,12 @@ impl Backend for Sriov {
         30
     }
 
+    fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
+        // VFs appear as PCI functions when sriov_numvfs is written; their
+        // netdevs, RDMA devices and vhost-net/tun nodes follow.
+        Some(&["pci", "net", "infiniband", "misc"])
+    }
+
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
         let root = cx.root;
         let root_err = |source| Error::Root {

@@ -157,6 +157,10 @@ impl Backend for Vdpa {
         30
     }
 
+    fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
+        Some(&["vdpa", "vhost-vdpa", "virtio", "net", "pci"])
+    }
+
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
         let root = cx.root;
         let names = root

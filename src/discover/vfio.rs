@@ -48,6 +48,12 @@ impl Backend for Vfio {
         20
     }
 
+    fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
+        // vfio-pci binding (pci), group nodes (vfio), iommufd cdevs
+        // (vfio-dev), /dev/vfio/vfio and /dev/iommu (misc).
+        Some(&["pci", "vfio", "vfio-dev", "misc"])
+    }
+
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
         let root = cx.root;
         let root_err = |source| Error::Root {

@@ -85,6 +85,13 @@ impl Backend for Nvidia {
         40
     }
 
+    fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
+        // Loading the driver (module), GPUs binding it (pci) and nvidia-drm
+        // (drm). MIG reconfiguration and nodes made by nvidia-modprobe send
+        // no event: `watch` catches those on its periodic re-check.
+        Some(&["pci", "module", "drm"])
+    }
+
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
         let root = cx.root;
         let gpus_dir = proc_path("driver/nvidia/gpus");

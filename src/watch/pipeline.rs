@@ -1,0 +1,213 @@
+//! [`Pipeline`]: the watch's [`Regenerate`], the same discover → plan →
+//! write steps as `cdigen generate`, restricted to the affected
+//! generators.
+//!
+//! Discovery always runs every selected backend (precedence between
+//! backends needs all of them: a GPU the NVIDIA backend claims is not the
+//! DRM backend's); only the affected generators are planned and written,
+//! and the writer leaves files with unchanged bytes untouched.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use super::{FileChange, Pass, Regenerate, Scope, Watched};
+use crate::cdi::{self, Format};
+use crate::cli::{DefinitionArgs, SourceArgs};
+use crate::discover;
+use crate::generate::{Action, Change, Planned, apply_all, plan_all};
+use crate::generator::Loaded;
+use crate::render::Templates;
+use crate::root::HostRoot;
+
+/// udevd keeps this file while its event queue is not empty (what
+/// `udevadm settle` waits for).
+const UDEV_QUEUE: &str = "/run/udev/queue";
+
+/// The `generate` pipeline over fixed arguments.
+pub struct Pipeline {
+    source: SourceArgs,
+    defs: DefinitionArgs,
+    output_dir: PathBuf,
+    devinfo_dir: PathBuf,
+    format: Option<Format>,
+    generators: Vec<Loaded>,
+    templates: Templates,
+    /// The last discovery's warnings: a warning is logged when it
+    /// appears, not again at every pass while it stays.
+    warned: BTreeSet<(PathBuf, String)>,
+}
+
+/// The uevent subsystems of a generator: its backend's (see
+/// [`discover::Backend::uevent_subsystems`]); `None` (any event) for a
+/// backend that does not say.
+pub fn subsystems_of(loaded: &Loaded) -> Option<Vec<String>> {
+    // A generator whose definition names its own subsystems (a generic
+    // backend's) would take precedence here.
+    discover::backend(&loaded.generator.backend)
+        .ok()?
+        .uevent_subsystems()
+        .map(|s| s.iter().map(|x| (*x).to_string()).collect())
+}
+
+impl Pipeline {
+    /// Loads the definitions and checks the arguments, as `generate` does.
+    ///
+    /// # Errors
+    /// An unknown backend or generator, invalid definitions or templates,
+    /// or no generator selected.
+    pub fn new(
+        source: SourceArgs,
+        defs: DefinitionArgs,
+        output_dir: PathBuf,
+        devinfo_dir: PathBuf,
+        format: Option<Format>,
+    ) -> anyhow::Result<Self> {
+        for name in &source.backends {
+            discover::backend(name)?;
+        }
+        let (generators, templates) = load(&defs, &source)?;
+        Ok(Pipeline {
+            source,
+            defs,
+            output_dir,
+            devinfo_dir,
+            format,
+            generators,
+            templates,
+            warned: BTreeSet::new(),
+        })
+    }
+
+    fn root(&self) -> anyhow::Result<HostRoot> {
+        Ok(HostRoot::open(&self.source.root)
+            .with_context(|| format!("cannot use {} as the root", self.source.root.display()))?
+            .with_driver_root(&self.source.driver_root))
+    }
+}
+
+fn load(defs: &DefinitionArgs, source: &SourceArgs) -> anyhow::Result<(Vec<Loaded>, Templates)> {
+    let (generators, templates) = crate::cli::pipeline::definitions(defs, source)?;
+    if generators.is_empty() {
+        anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
+    }
+    Ok((generators, templates))
+}
+
+impl Regenerate for Pipeline {
+    fn watched(&self) -> Vec<Watched> {
+        self.generators
+            .iter()
+            .map(|l| Watched {
+                name: l.generator.name.clone(),
+                subsystems: subsystems_of(l),
+            })
+            .collect()
+    }
+
+    fn reload(&mut self) -> anyhow::Result<()> {
+        let (generators, templates) = load(&self.defs, &self.source)?;
+        self.generators = generators;
+        self.templates = templates;
+        Ok(())
+    }
+
+    fn regenerate(&mut self, scope: &Scope) -> anyhow::Result<Pass> {
+        let root = self.root()?;
+        let found = discover::discover(&root, &self.source.backends)?;
+        let warnings: BTreeSet<(PathBuf, String)> = found
+            .warnings
+            .iter()
+            .map(|w| (w.path.clone(), w.message.clone()))
+            .collect();
+        for (path, message) in warnings.difference(&self.warned) {
+            tracing::warn!("{}: {message}", path.display());
+        }
+        self.warned = warnings;
+        let selected: Vec<Loaded> = self
+            .generators
+            .iter()
+            .filter(|l| scope.contains(&l.generator.name))
+            .cloned()
+            .collect();
+        let planning = plan_all(&selected, &self.templates, &found, self.format);
+        let plans = planning.planned;
+        let plan_errors = planning.failed.into_iter().map(|f| f.error);
+        let before = old_names(&self.output_dir, &plans);
+        let applied = apply_all(&self.output_dir, &self.devinfo_dir, &selected, &plans)?;
+        let mut pass = Pass {
+            generators: selected.iter().map(|l| l.generator.name.clone()).collect(),
+            changes: Vec::new(),
+            errors: plan_errors
+                .into_iter()
+                .chain(applied.errors)
+                .map(|e| format!("{:#}", anyhow::Error::from(e)))
+                .collect(),
+        };
+        for c in applied.specs.iter().filter(|c| changed(c)) {
+            let old = before
+                .iter()
+                .find(|(path, _)| *path == c.path)
+                .map(|(_, names)| names.clone())
+                .unwrap_or_default();
+            let new: BTreeSet<String> = plans
+                .iter()
+                .find(|p| self.output_dir.join(&p.file) == c.path)
+                .map(|p| p.names().into_iter().collect())
+                .unwrap_or_default();
+            pass.changes.push(FileChange {
+                path: c.path.clone(),
+                action: c.action,
+                devices: Some(c.devices),
+                added: new.difference(&old).cloned().collect(),
+                removed: old.difference(&new).cloned().collect(),
+            });
+        }
+        for c in applied.devinfo.iter().filter(|c| changed(c)) {
+            pass.changes.push(FileChange {
+                path: c.path.clone(),
+                action: c.action,
+                devices: None,
+                added: Vec::new(),
+                removed: Vec::new(),
+            });
+        }
+        Ok(pass)
+    }
+
+    fn udev_busy(&self) -> bool {
+        self.root().is_ok_and(|r| r.exists(Path::new(UDEV_QUEUE)))
+    }
+}
+
+fn changed(c: &Change) -> bool {
+    c.action != Action::Unchanged
+}
+
+/// The device names in the spec files the plans may replace or remove, as
+/// they are before writing: (path, names). Files that do not parse give no
+/// names (the change is still logged).
+fn old_names(dir: &Path, plans: &[Planned]) -> Vec<(PathBuf, BTreeSet<String>)> {
+    let mut out = Vec::new();
+    for p in plans {
+        let path = dir.join(&p.file);
+        let Ok(bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        if bytes == p.bytes {
+            continue;
+        }
+        let names = Format::from_path(&path)
+            .and_then(|f| cdi::codec::parse(&bytes, f).ok())
+            .map(|spec| {
+                cdi::dirs::qualified_names(&spec)
+                    .iter()
+                    .map(ToString::to_string)
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push((path, names));
+    }
+    out
+}

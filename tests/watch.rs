@@ -1,0 +1,670 @@
+//! `cdigen watch` on copies of fixture machines changed under it: the loop
+//! driven by scripted events (and by kernel-format packets through the
+//! netlink source's parser) over the real generate pipeline, and the
+//! binary under signals.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[path = "support/machine.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::os::fd::BorrowedFd;
+use std::os::unix::fs::MetadataExt as _;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, Sender, channel};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use cdigen::cli::{DefinitionArgs, SourceArgs};
+use cdigen::generate::Action;
+use cdigen::watch::{
+    Config, Control, DeviceEvent, Event, EventSource, Pass, Pipeline, Summary, run,
+};
+use support::machine;
+
+/// The NPU's class link on the intel-laptop machine: hidden before the
+/// watch starts, restored to "add" the device.
+const NPU_LINK: &str = "sys/class/accel/accel0";
+
+/// Events from a channel (see the unit tests for why the short steps).
+struct Scripted(Receiver<Event>);
+
+impl EventSource for Scripted {
+    fn name(&self) -> &'static str {
+        "scripted"
+    }
+    fn next(&mut self, timeout: Duration, _: BorrowedFd<'_>) -> io::Result<Option<Event>> {
+        Ok(self
+            .0
+            .recv_timeout(timeout.min(Duration::from_millis(5)))
+            .ok())
+    }
+}
+
+fn dev(action: &str, subsystem: &str, devpath: &str) -> Event {
+    Event::Device(DeviceEvent {
+        action: action.into(),
+        subsystem: subsystem.into(),
+        devpath: devpath.into(),
+    })
+}
+
+/// The generate pipeline over `tmp/root`, writing to `tmp/cdi` and
+/// `tmp/devinfo`, built-in definitions only.
+fn pipeline(tmp: &Path) -> Pipeline {
+    Pipeline::new(
+        SourceArgs {
+            root: tmp.join("root"),
+            backends: Vec::new(),
+            driver_root: "/".into(),
+        },
+        DefinitionArgs {
+            generators: Some("/nonexistent-cdigen-user-generators".into()),
+            templates: None,
+            only: Vec::new(),
+        },
+        tmp.join("cdi"),
+        tmp.join("devinfo"),
+        None,
+    )
+    .unwrap()
+}
+
+struct Running {
+    tx: Sender<Event>,
+    control: Arc<Control>,
+    passes: Arc<Mutex<Vec<Pass>>>,
+    handle: thread::JoinHandle<Summary>,
+}
+
+impl Running {
+    fn passes(&self) -> usize {
+        self.passes.lock().unwrap().len()
+    }
+
+    fn wait_passes(&self, n: usize) {
+        eventually(&format!("{n} passes"), || self.passes() >= n);
+    }
+
+    fn stop(self) -> (Summary, Vec<Pass>) {
+        self.control.stop();
+        let summary = self.handle.join().unwrap();
+        let passes = self.passes.lock().unwrap().clone();
+        (summary, passes)
+    }
+}
+
+/// Runs the watch over `tmp`'s machine on a thread.
+fn start(tmp: &Path, debounce_ms: u64) -> Running {
+    let (tx, rx) = channel();
+    let control = Arc::new(Control::new().unwrap());
+    let passes = Arc::new(Mutex::new(Vec::new()));
+    let mut regen = pipeline(tmp);
+    let (c, p) = (Arc::clone(&control), Arc::clone(&passes));
+    let config = Config {
+        debounce: Duration::from_millis(debounce_ms),
+        max_delay: Duration::from_secs(5),
+        interval: Duration::from_secs(3600),
+        ready_file: None,
+    };
+    let handle = thread::spawn(move || {
+        let mut source = Scripted(rx);
+        run(&config, &mut source, &mut regen, &c, &mut |pass| {
+            p.lock().unwrap().push(pass.clone())
+        })
+        .unwrap()
+    });
+    let running = Running {
+        tx,
+        control,
+        passes,
+        handle,
+    };
+    running.wait_passes(1);
+    running
+}
+
+fn eventually(what: &str, f: impl Fn() -> bool) {
+    let t = Instant::now();
+    while !f() {
+        assert!(t.elapsed() < Duration::from_secs(20), "timed out: {what}");
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// (mtime in ns, inode) of every file in the output directories, state
+/// files included.
+fn stamps(tmp: &Path) -> BTreeMap<PathBuf, (i128, u64)> {
+    let mut out = BTreeMap::new();
+    for dir in ["cdi", "devinfo"] {
+        for e in fs::read_dir(tmp.join(dir)).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            let ns = i128::from(m.mtime()) * 1_000_000_000 + i128::from(m.mtime_nsec());
+            out.insert(e.path(), (ns, m.ino()));
+        }
+    }
+    out
+}
+
+fn hide_npu(root: &Path) -> PathBuf {
+    let aside = root.parent().unwrap().join("accel0.aside");
+    fs::rename(root.join(NPU_LINK), &aside).unwrap();
+    aside
+}
+
+#[test]
+fn a_burst_of_5000_events_gives_at_most_two_regenerations_and_a_current_spec() {
+    let (tmp, root) = machine("intel-laptop");
+    let aside = hide_npu(&root);
+    let w = start(tmp.path(), 200);
+    let npu = tmp.path().join("cdi/intel.com-npu.yaml");
+    assert!(!npu.exists(), "no NPU at start");
+    let gpu = tmp.path().join("cdi/intel.com-gpu.yaml");
+    assert!(gpu.exists());
+
+    fs::rename(&aside, root.join(NPU_LINK)).unwrap();
+    let sent = Instant::now();
+    for i in 0..5000 {
+        let e = match i % 4 {
+            0 => dev(
+                "add",
+                "accel",
+                "/devices/pci0000:00/0000:00:0b.0/accel/accel0",
+            ),
+            1 => dev(
+                "change",
+                "drm",
+                "/devices/pci0000:00/0000:00:02.0/drm/card1",
+            ),
+            2 => dev("bind", "pci", "/devices/pci0000:00/0000:00:0b.0"),
+            _ => dev("change", "tty", "/devices/virtual/tty/tty1"),
+        };
+        w.tx.send(e).unwrap();
+    }
+    eventually("the NPU spec", || npu.exists());
+    let current_after = sent.elapsed();
+    // Let anything else the burst would cause happen.
+    thread::sleep(Duration::from_millis(800));
+    let (summary, passes) = w.stop();
+
+    assert_eq!(summary.events, 5000);
+    assert_eq!(summary.full_passes, 1);
+    assert!(
+        (1..=2).contains(&summary.event_passes),
+        "5000 events gave {} regenerations",
+        summary.event_passes
+    );
+    assert!(
+        current_after < Duration::from_secs(5),
+        "spec current {current_after:?} after the burst began"
+    );
+    let text = fs::read_to_string(&npu).unwrap();
+    let golden =
+        fs::read_to_string("fixtures/intel-laptop/expected/cdi/intel.com-npu.yaml").unwrap();
+    assert_eq!(text, golden, "the same spec generate writes");
+    // The NPU appeared once, in the first event pass.
+    let created: Vec<String> = passes
+        .iter()
+        .flat_map(|p| &p.changes)
+        .filter(|c| c.path == npu)
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(created.len(), 1, "{created:?}");
+}
+
+#[test]
+fn an_unchanged_host_gets_no_write_however_many_events() {
+    let (tmp, _root) = machine("example");
+    let w = start(tmp.path(), 50);
+    let before = stamps(tmp.path());
+    assert!(
+        before.keys().any(|p| p.ends_with("cdi/amd.com-gpu.yaml"))
+            && before.keys().any(|p| p.ends_with("cdi/.cdigen-state"))
+            && before
+                .keys()
+                .any(|p| p.ends_with("devinfo/cdigen.io-vdpa-vdpa0-device.json")),
+        "{before:?}"
+    );
+    for _ in 0..200 {
+        w.tx.send(dev("change", "pci", "/devices/pci0000:00/0000:00:01.1"))
+            .unwrap();
+    }
+    w.tx.send(Event::Lost).unwrap();
+    w.wait_passes(2);
+    w.control.reload();
+    let n = w.passes();
+    w.wait_passes(n + 1);
+    let (summary, passes) = w.stop();
+
+    assert!(
+        summary.event_passes >= 1 && summary.full_passes == 2,
+        "{summary:?}"
+    );
+    assert_eq!(
+        summary.files_changed,
+        passes[0].changes.len() as u64,
+        "only the start pass wrote"
+    );
+    for p in &passes[1..] {
+        assert!(p.changes.is_empty(), "{:?}", p.changes);
+        assert!(p.errors.is_empty(), "{:?}", p.errors);
+        assert_eq!(p.generators.len(), 8, "pci and lost events affect all");
+    }
+    assert_eq!(
+        stamps(tmp.path()),
+        before,
+        "no file touched, state included"
+    );
+}
+
+#[test]
+fn a_device_added_then_removed_is_written_then_removed_by_its_generators_only() {
+    let (tmp, root) = machine("intel-laptop");
+    let aside = hide_npu(&root);
+    let w = start(tmp.path(), 50);
+    let npu = tmp.path().join("cdi/intel.com-npu.yaml");
+
+    fs::rename(&aside, root.join(NPU_LINK)).unwrap();
+    w.tx.send(dev(
+        "add",
+        "accel",
+        "/devices/pci0000:00/0000:00:0b.0/accel/accel0",
+    ))
+    .unwrap();
+    w.wait_passes(2);
+    assert!(npu.exists());
+
+    fs::rename(root.join(NPU_LINK), &aside).unwrap();
+    w.tx.send(dev(
+        "remove",
+        "accel",
+        "/devices/pci0000:00/0000:00:0b.0/accel/accel0",
+    ))
+    .unwrap();
+    w.wait_passes(3);
+    assert!(!npu.exists());
+    let (summary, passes) = w.stop();
+    assert_eq!(summary.event_passes, 2);
+
+    // Only the DRM backend's generators ran for accel events.
+    for p in &passes[1..] {
+        assert!(p.generators.contains(&"intel-npu".to_string()));
+        assert!(
+            !p.generators.contains(&"vfio".to_string()),
+            "{:?}",
+            p.generators
+        );
+        assert!(!p.generators.contains(&"nvidia-gpu".to_string()));
+    }
+    let lines: Vec<String> = passes[1..]
+        .iter()
+        .flat_map(|p| p.changes.iter().map(ToString::to_string))
+        .collect();
+    let shown = npu.display();
+    assert_eq!(
+        lines,
+        [
+            format!("wrote {shown}: 2 devices (added intel.com/npu=0, intel.com/npu=all)"),
+            format!("removed {shown} (removed intel.com/npu=0, intel.com/npu=all)"),
+        ]
+    );
+    assert_eq!(passes[2].changes[0].action, Action::Removed);
+}
+
+#[test]
+fn kernel_packets_through_the_netlink_parser_drive_the_loop() {
+    let (tmp, root) = machine("intel-laptop");
+    let aside = hide_npu(&root);
+    let (tx, rx) = UnixDatagram::pair().unwrap();
+    let mut source = cdigen::watch::netlink::Netlink::from_fd(rx.into());
+    let mut regen = pipeline(tmp.path());
+    let control = Control::new().unwrap();
+    let config = Config {
+        debounce: Duration::from_millis(50),
+        ..Config::default()
+    };
+    let npu = tmp.path().join("cdi/intel.com-npu.yaml");
+    let summary = thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(300));
+            fs::rename(&aside, root.join(NPU_LINK)).unwrap();
+            tx.send(b"garbage").unwrap();
+            tx.send(
+                b"add@/devices/pci0000:00/0000:00:0b.0/accel/accel0\0ACTION=add\0\
+                  DEVPATH=/devices/pci0000:00/0000:00:0b.0/accel/accel0\0SUBSYSTEM=accel\0\
+                  MAJOR=261\0MINOR=0\0DEVNAME=accel/accel0\0SEQNUM=4711\0",
+            )
+            .unwrap();
+            eventually("the NPU spec", || npu.exists());
+            control.stop();
+        });
+        run(&config, &mut source, &mut regen, &control, &mut |_| {}).unwrap()
+    });
+    assert_eq!(summary.events, 1, "the garbage packet is skipped");
+    assert_eq!(summary.event_passes, 1);
+}
+
+// --- The binary -----------------------------------------------------------
+
+/// `cdigen watch --source none` over `tmp/root`, stderr to `tmp/log`.
+fn spawn_watch(tmp: &Path, extra: &[&str], env: &[(&str, String)]) -> Child {
+    let log = fs::File::create(tmp.join("log")).unwrap();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdigen"));
+    cmd.current_dir(tmp)
+        .args([
+            "watch",
+            "--root",
+            "root",
+            "--output-dir",
+            "cdi",
+            "--source",
+            "none",
+            "--ready-file",
+            "ready",
+        ])
+        .args(extra)
+        .env_remove("CDIGEN_ROOT")
+        .env_remove("CDIGEN_TEMPLATES")
+        .env_remove("RUST_LOG")
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .env("CDIGEN_DEVINFO_DIR", "devinfo")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().unwrap()
+}
+
+fn signal(child: &Child, sig: &str) {
+    let ok = Command::new("kill")
+        .args([&format!("-{sig}"), &child.id().to_string()])
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill -{sig}");
+}
+
+/// Waits for the process to end, at most `limit`: its exit code.
+fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
+    let t = Instant::now();
+    while t.elapsed() < limit {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status.code();
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+    let _ = child.kill();
+    panic!("still running after {limit:?}");
+}
+
+fn log_of(tmp: &Path) -> String {
+    fs::read_to_string(tmp.join("log")).unwrap()
+}
+
+#[test]
+fn sighup_regenerates_and_sigterm_exits_0_promptly_removing_the_ready_file() {
+    let (tmp, root) = machine("intel-laptop");
+    let aside = hide_npu(&root);
+    let mut child = spawn_watch(tmp.path(), &[], &[]);
+    let ready = tmp.path().join("ready");
+    eventually("ready file", || ready.exists());
+    let npu = tmp.path().join("cdi/intel.com-npu.yaml");
+    assert!(!npu.exists());
+
+    fs::rename(&aside, root.join(NPU_LINK)).unwrap();
+    signal(&child, "HUP");
+    eventually("the NPU spec after SIGHUP", || npu.exists());
+
+    let t = Instant::now();
+    signal(&child, "TERM");
+    let code = wait_exit(&mut child, Duration::from_secs(5));
+    assert_eq!(code, Some(0), "{}", log_of(tmp.path()));
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
+    assert!(!ready.exists(), "ready file removed on exit");
+
+    let log = log_of(tmp.path());
+    let lines: Vec<&str> = log.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            " INFO watching 8 generators (events: none; full re-check every 10m)",
+            " INFO wrote cdi/intel.com-gpu.yaml: 2 devices (added intel.com/gpu=0, intel.com/gpu=all)",
+            " INFO wrote cdi/intel.com-npu.yaml: 2 devices (added intel.com/npu=0, intel.com/npu=all)",
+            " INFO stopping after 0 events, 2 regenerations (2 full), 2 files changed",
+        ],
+        "{log}"
+    );
+}
+
+#[test]
+fn systemd_hears_ready_reloading_and_stopping_and_sigint_exits_0() {
+    let (tmp, _root) = machine("empty");
+    let notify_path = tmp.path().join("notify");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let recv = || {
+        let mut buf = [0u8; 256];
+        let n = notify.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    };
+    let mut child = spawn_watch(
+        tmp.path(),
+        &[],
+        &[("NOTIFY_SOCKET", notify_path.display().to_string())],
+    );
+    assert_eq!(recv(), "READY=1\n");
+    assert!(tmp.path().join("ready").exists(), "ready file first");
+    signal(&child, "HUP");
+    let reloading = recv();
+    assert!(
+        reloading.starts_with("RELOADING=1\nMONOTONIC_USEC="),
+        "{reloading}"
+    );
+    assert_eq!(recv(), "READY=1\n");
+    signal(&child, "INT");
+    assert_eq!(recv(), "STOPPING=1\n");
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+}
+
+#[test]
+fn under_journald_each_line_carries_its_priority() {
+    let (tmp, root) = machine("intel-laptop");
+    let aside = hide_npu(&root);
+    // systemd sets JOURNAL_STREAM to the device and inode of the stream
+    // stderr is connected to: here the log file.
+    fs::File::create(tmp.path().join("log")).unwrap();
+    let m = fs::metadata(tmp.path().join("log")).unwrap();
+    let stream = format!("{}:{}", m.dev(), m.ino());
+    // A ready file of a killed earlier run is replaced.
+    fs::write(tmp.path().join("ready"), "cdigen watch ready: pid 1\n").unwrap();
+    let mut child = spawn_watch(
+        tmp.path(),
+        &["--generator", "intel-npu"],
+        &[("JOURNAL_STREAM", stream)],
+    );
+    let ready = tmp.path().join("ready");
+    eventually("ready file", || {
+        fs::read_to_string(&ready).is_ok_and(|t| !t.contains("pid 1\n"))
+    });
+    fs::rename(&aside, root.join(NPU_LINK)).unwrap();
+    signal(&child, "HUP");
+    eventually("the NPU spec", || {
+        tmp.path().join("cdi/intel.com-npu.yaml").exists()
+    });
+    signal(&child, "TERM");
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+    let log = log_of(tmp.path());
+    assert_eq!(
+        log.lines().collect::<Vec<_>>(),
+        [
+            "<6>watching 1 generator (events: none; full re-check every 10m)",
+            "<6>wrote cdi/intel.com-npu.yaml: 2 devices (added intel.com/npu=0, intel.com/npu=all)",
+            "<6>stopping after 0 events, 2 regenerations (2 full), 1 file changed",
+        ],
+        "{log}"
+    );
+}
+
+#[test]
+fn bad_arguments_exit_2_with_the_reason() {
+    let (tmp, _root) = machine("empty");
+    let (code, _, err) =
+        support::cdigen(tmp.path(), &["watch", "--root", "root", "--interval", "0s"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("invalid value '0s' for '--interval <DURATION>': must be at least 1s"),
+        "{err}"
+    );
+    let (code, _, err) = support::cdigen(
+        tmp.path(),
+        &["watch", "--root", "root", "--debounce", "soon"],
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("examples: 500ms, 5s, 10m"), "{err}");
+    let (code, _, err) = support::cdigen(
+        tmp.path(),
+        &["watch", "--root", "root", "--generator", "nope"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("cdigen: unknown generator \"nope\""),
+        "{err}"
+    );
+}
+
+#[cfg(not(feature = "udev"))]
+#[test]
+fn source_udev_without_the_feature_says_what_to_rebuild_with() {
+    let (tmp, _root) = machine("empty");
+    let (code, _, err) =
+        support::cdigen(tmp.path(), &["watch", "--root", "root", "--source", "udev"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "cdigen: this cdigen was built without udev support: rebuild with `cargo build --features udev` \
+(needs libudev-dev and pkg-config), or use --source netlink (kernel uevents, no libudev)\n"
+    );
+}
+
+#[test]
+fn a_foreign_ready_file_is_refused() {
+    let (tmp, _root) = machine("empty");
+    fs::write(tmp.path().join("ready"), "mine\n").unwrap();
+    let (code, _, err) = support::cdigen(
+        tmp.path(),
+        &[
+            "watch",
+            "--root",
+            "root",
+            "--source",
+            "none",
+            "--ready-file",
+            "ready",
+        ],
+    );
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "cdigen: refusing to use --ready-file ready: it exists and was not written by cdigen watch\n"
+    );
+    assert_eq!(
+        fs::read_to_string(tmp.path().join("ready")).unwrap(),
+        "mine\n"
+    );
+}
+
+/// Real udev event delivery: umockdev's testbed stands in for udevd and
+/// sends a libudev-format `add` event, which the binary (built with the
+/// `udev` feature, libudev preloaded with umockdev) receives through its
+/// libudev monitor, and regenerates. Needs `umockdev` and `python3-gi`
+/// with `gir1.2-umockdev-1.0` (Debian), which CI does not install.
+#[cfg(feature = "udev")]
+#[test]
+#[ignore = "needs umockdev-wrapper and /usr/bin/python3 with gi.repository.UMockdev"]
+fn udev_events_from_umockdev_reach_the_watch() {
+    let (tmp, root) = machine("intel-laptop");
+    let aside = hide_npu(&root);
+    let script = tmp.path().join("umockdev.py");
+    fs::write(
+        &script,
+        r#"
+import os, subprocess, sys, time
+import gi
+gi.require_version('UMockdev', '1.0')
+from gi.repository import UMockdev
+cdigen, link, aside = sys.argv[1:4]
+tb = UMockdev.Testbed.new()
+syspath = tb.add_device('accel', 'accel0', None, ['dev', '261:0'], ['DEVNAME', 'accel/accel0'])
+env = dict(os.environ, LD_PRELOAD='libumockdev-preload.so.0', UMOCKDEV_DIR=tb.get_root_dir(),
+           RUST_LOG='cdigen::watch=trace', CDIGEN_GENERATORS='/nonexistent-cdigen-user-generators',
+           CDIGEN_DEVINFO_DIR='devinfo')
+with open('log', 'w') as log:
+    p = subprocess.Popen([cdigen, 'watch', '--source', 'udev', '--root', 'root', '--output-dir', 'cdi',
+                          '--debounce', '50ms', '--ready-file', 'ready'], env=env, stderr=log)
+def wait_for(path):
+    for _ in range(200):
+        if os.path.exists(path):
+            return True
+        time.sleep(0.05)
+    return False
+ok = wait_for('ready')
+os.rename(aside, link)
+tb.uevent(syspath, 'add')
+ok = ok and wait_for('cdi/intel.com-npu.yaml')
+p.terminate()
+sys.exit(0 if ok and p.wait() == 0 else 1)
+"#,
+    )
+    .unwrap();
+    let out = Command::new("umockdev-wrapper")
+        .current_dir(tmp.path())
+        .arg("/usr/bin/python3")
+        .arg(&script)
+        .arg(env!("CARGO_BIN_EXE_cdigen"))
+        .arg(root.join(NPU_LINK))
+        .arg(&aside)
+        .output()
+        .expect("umockdev-wrapper (Debian package umockdev)");
+    let log = log_of(tmp.path());
+    assert!(
+        out.status.success(),
+        "{}\n{log}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        log.contains(" INFO watching 8 generators (events: udev; "),
+        "{log}"
+    );
+    assert!(
+        log.contains(
+            r#"TRACE Device(DeviceEvent { action: "add", subsystem: "accel", devpath: "/devices/accel0" })"#
+        ),
+        "{log}"
+    );
+    assert!(
+        log.contains(" INFO wrote cdi/intel.com-npu.yaml: 2 devices (added intel.com/npu=0, intel.com/npu=all)"),
+        "{log}"
+    );
+}
