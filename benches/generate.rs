@@ -8,7 +8,8 @@
 //! discovery, planning (select + render + validate + serialize, plus
 //! device-info files, for every built-in generator), the first write into
 //! an empty spec dir (and, for the NIC machines, an empty device-info
-//! dir), and an unchanged re-run of the whole pipeline.
+//! dir), an unchanged re-run of the whole pipeline, and `check` of the
+//! written (current) files: discovery, planning and the comparison.
 
 #![allow(
     clippy::unwrap_used,
@@ -23,8 +24,9 @@ use std::time::{Duration, Instant};
 #[path = "../tests/support/synth.rs"]
 mod synth;
 
+use cdigen::check;
 use cdigen::discover;
-use cdigen::generate::{apply, apply_devinfo, plan_one};
+use cdigen::generate::{apply, apply_devinfo, plan_all, plan_one};
 use cdigen::generator;
 use cdigen::render::Templates;
 use cdigen::root::HostRoot;
@@ -76,12 +78,31 @@ fn pipeline(
     (t1 - t0, t2 - t1, t3 - t2, found.devices.len(), infos)
 }
 
+/// `cdigen check` of what [`pipeline`] wrote: everything must be current.
+fn check_current(root: &Path, out: &Path, devinfo: Option<&Path>) -> Duration {
+    let t = Instant::now();
+    let host = HostRoot::open(root).expect("root");
+    let found = discover::discover(&host, &[]).expect("discover");
+    let gens = generator::load(&[]).expect("generators");
+    let templates = Templates::load(None).expect("templates");
+    let plans = plan_all(&gens, &templates, &found, None);
+    let dirs = check::Dirs {
+        output_dir: out.to_path_buf(),
+        devinfo_dir: devinfo.map_or_else(|| out.join("no-devinfo"), Path::to_path_buf),
+        spec_dirs: vec![out.to_path_buf()],
+    };
+    let report = check::run(&host, &plans, &dirs);
+    let elapsed = t.elapsed();
+    assert!(report.current, "{:?}", report.findings);
+    elapsed
+}
+
 /// Times the pipeline on the machine `build` writes, and prints one row.
 fn row(label: &str, build: impl FnOnce(&Path), devinfo: bool) {
     let tmp = tempfile::tempdir().expect("tempdir");
     let root = tmp.path().join("root");
     build(&root);
-    let (mut d, mut p, mut w, mut re) = (vec![], vec![], vec![], vec![]);
+    let (mut d, mut p, mut w, mut re, mut ck) = (vec![], vec![], vec![], vec![], vec![]);
     let (mut devices, mut infos) = (0, 0);
     for i in 0..RUNS {
         let out = tmp.path().join(format!("cdi-{i}"));
@@ -95,6 +116,7 @@ fn row(label: &str, build: impl FnOnce(&Path), devinfo: bool) {
         let t = Instant::now();
         pipeline(&root, &out, info_dir);
         re.push(t.elapsed());
+        ck.push(check_current(&root, &out, info_dir));
     }
     let devices = if devinfo {
         format!("{devices} ({infos} info)")
@@ -102,16 +124,17 @@ fn row(label: &str, build: impl FnOnce(&Path), devinfo: bool) {
         devices.to_string()
     };
     println!(
-        "{label:<14} {devices:<17} {:<11?} {:<11?} {:<13?} {:?}",
+        "{label:<14} {devices:<17} {:<11?} {:<11?} {:<13?} {:<22?} {:?}",
         median(d),
         median(p),
         median(w),
-        median(re)
+        median(re),
+        median(ck)
     );
 }
 
 fn main() {
-    let header = "devices           discover    plan        write(first)  full-rerun(unchanged)";
+    let header = "devices           discover    plan        write(first)  full-rerun(unchanged)  check(current)";
     println!("AMD GPUs\n{:<14} {header}", "gpus");
     for gpus in [64usize, 1024] {
         row(&gpus.to_string(), |root| synth::amd_gpus(root, gpus), false);
