@@ -6,6 +6,7 @@
 //! unreadable inputs). Errors are printed as a chain:
 //! `cdigen: cannot do X: because Y: because Z`.
 
+mod completions;
 mod discover;
 mod generate;
 mod list;
@@ -18,6 +19,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use completions::{Shell, script as completion_script};
 pub use output::OutputFormat;
 
 /// Exit code: success.
@@ -86,6 +88,21 @@ pub enum Command {
     /// at (git cannot store device nodes). Nothing else is copied. `cdigen generate --root DIR`
     /// then gives the same result as on the host.
     Snapshot(SnapshotArgs),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    ///
+    /// The Debian package installs all three. For one user, without the package: `cdigen
+    /// completions bash > ~/.local/share/bash-completion/completions/cdigen`, or `cdigen
+    /// completions fish > ~/.config/fish/completions/cdigen.fish`; for zsh, write _cdigen into a
+    /// directory of $fpath.
+    Completions(CompletionsArgs),
+}
+
+/// Arguments of `cdigen completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to write the completion script for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: Shell,
 }
 
 /// Arguments of `cdigen snapshot`.
@@ -302,6 +319,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
         Command::Snapshot(args) => snapshot(args, out),
+        Command::Completions(args) => completions::run(args, out),
     }
 }
 
