@@ -7,6 +7,7 @@
 //! `cdigen: cannot do X: because Y: because Z`.
 
 mod check;
+mod completions;
 mod discover;
 mod generate;
 mod list;
@@ -22,6 +23,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+pub use completions::{Shell, script as completion_script};
 pub use output::OutputFormat;
 
 /// Exit code: success.
@@ -159,6 +161,13 @@ pub enum Command {
     /// moment (Type=notify or Type=notify-reload units). Logs go to stderr, without timestamps;
     /// under journald each line carries its priority. The default log level is info.
     Watch(WatchArgs),
+    /// Print a shell completion script (bash, zsh or fish) to stdout.
+    ///
+    /// The Debian package installs all three. For one user, without the package: `cdigen
+    /// completions bash > ~/.local/share/bash-completion/completions/cdigen`, or `cdigen
+    /// completions fish > ~/.config/fish/completions/cdigen.fish`; for zsh, write _cdigen into a
+    /// directory of $fpath.
+    Completions(CompletionsArgs),
 }
 
 /// Arguments of `cdigen plugin`.
@@ -235,6 +244,14 @@ pub struct WatchArgs {
     /// Create FILE once the first full generation succeeded; remove it on exit.
     #[arg(long, value_name = "FILE")]
     pub ready_file: Option<PathBuf>,
+}
+
+/// Arguments of `cdigen completions`.
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to write the completion script for.
+    #[arg(value_enum, value_name = "SHELL")]
+    pub shell: Shell,
 }
 
 /// Arguments of `cdigen snapshot`.
@@ -553,6 +570,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Snapshot(args) => snapshot(args, out),
         Command::Plugin(args) => plugin::run(args, out),
         Command::Watch(args) => watch::run(args),
+        Command::Completions(args) => completions::run(args, out),
     }
 }
 

@@ -1,0 +1,148 @@
+# Print an optspec for argparse to handle cmd's options that are independent of any subcommand.
+function __fish_cdigen_global_optspecs
+    string join \n v/verbose q/quiet h/help V/version
+end
+
+function __fish_cdigen_needs_command
+    # Figure out if the current invocation already has a command.
+    set -l cmd (commandline -opc)
+    set -e cmd[1]
+    argparse -s (__fish_cdigen_global_optspecs) -- $cmd 2>/dev/null
+    or return
+    if set -q argv[1]
+        # Also print the command, so this can be used to figure out what it is.
+        echo $argv[1]
+        return 1
+    end
+    return 0
+end
+
+function __fish_cdigen_using_subcommand
+    set -l cmd (__fish_cdigen_needs_command)
+    test -z "$cmd"
+    and return 1
+    contains -- $cmd[1] $argv
+end
+
+complete -c cdigen -n "__fish_cdigen_needs_command" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_needs_command" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_needs_command" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_needs_command" -s V -l version -d 'Print version'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "generate" -d 'Discover devices and write CDI specs and device-info files'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "discover" -d 'Discover devices and print what was found, without writing anything'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "list" -d 'List the fully-qualified CDI device names (vendor/class=name) in the spec directories'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "validate" -d 'Validate CDI spec files and directories by the rules runtimes apply'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "check" -d 'Check that the specs and device-info files on disk are what generate would write now'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "snapshot" -d 'Record what cdigen reads from this host into a fixture tree, for bug reports and tests'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "plugin" -d 'Act as a CDI plugin of the 2017 draft: allocate devices to request IDs'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "watch" -d 'Keep CDI specs and device-info files current while devices come and go'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh or fish) to stdout'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l backend -d 'Only run this backend (repeatable)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l output-dir -d 'Directory to write CDI specs to: /etc/cdi for driver install hooks, /var/run/cdi for regeneration at boot or on hotplug' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l output -d 'Write the one selected generator\'s spec to FILE instead (- for stdout); no device-info files are written then' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l format -d 'Spec format, overriding the generators\' (default: each generator\'s, YAML for the built-in ones)' -r -f -a "json\t'JSON'
+yaml\t'YAML, every string quoted'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l dry-run -d 'Print what would change and write nothing'
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l diff -d 'With --dry-run, also print a unified diff of each change'
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l backend -d 'Only run this backend (repeatable)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s o -l output-format -d 'Output format' -r -f -a "text\t'Plain text, for people'
+json\t'One JSON document'
+yaml\t'One YAML document (every string quoted)'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l spec-dir -d 'A spec directory to read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l backend -d 'Only run this backend (repeatable)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s o -l output-format -d 'Output format: names one per line, or records with the file each comes from' -r -f -a "text\t'Plain text, for people'
+json\t'One JSON document'
+yaml\t'One YAML document (every string quoted)'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l discovered -d 'List the names `cdigen generate` would write, from the devices discovered now'
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand validate" -s o -l output-format -d 'Output format' -r -f -a "text\t'One line per finding, then a summary'
+json\t'One JSON document with every file\'s findings'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand validate" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand validate" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand validate" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l backend -d 'Only run this backend (repeatable)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l output-dir -d 'Directory generate writes CDI specs to' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l devinfo-dir -d 'Directory generate writes NPWG device-info files to' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l spec-dir -d 'A spec directory runtimes read, lowest priority first, for conflicts and shadowing (repeatable; default: /etc/cdi then /var/run/cdi)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l format -d 'Spec format generate is given with --format, if any' -r -f -a "json\t'JSON'
+yaml\t'YAML, every string quoted'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s o -l output-format -d 'Output format' -r -f -a "text\t'Plain text, for people'
+json\t'One JSON document'
+yaml\t'One YAML document (every string quoted)'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -l root -d 'Read sysfs, procfs and /dev under this directory instead of /' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -l output -d 'Directory to create the fixture tree in (must not exist or be empty)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l state-dir -d 'Directory of the allocations file (allocations.json) and its lock' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l backend -d 'Only run this backend (repeatable)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l output-dir -d 'Directory to write CDI specs to' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l format -d 'Spec format, overriding the generators\'' -r -f -a "json\t'JSON'
+yaml\t'YAML, every string quoted'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l source -d 'Where device events come from' -r -f -a "auto\t'udev when built with it and udevd runs, else netlink, else none'
+udev\t'udevd\'s events through libudev (cargo feature `udev`)'
+netlink\t'The kernel\'s uevents from a netlink socket'
+none\t'No events: the periodic re-check and SIGHUP only'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait after the first event of a burst, however many follow' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l interval -d 'Regenerate everything this often, events or not (at least 1s)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l ready-file -d 'Create FILE once the first full generation succeeded; remove it on exit' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand completions" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand completions" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "generate" -d 'Discover devices and write CDI specs and device-info files'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "discover" -d 'Discover devices and print what was found, without writing anything'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "list" -d 'List the fully-qualified CDI device names (vendor/class=name) in the spec directories'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "validate" -d 'Validate CDI spec files and directories by the rules runtimes apply'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "check" -d 'Check that the specs and device-info files on disk are what generate would write now'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "snapshot" -d 'Record what cdigen reads from this host into a fixture tree, for bug reports and tests'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "plugin" -d 'Act as a CDI plugin of the 2017 draft: allocate devices to request IDs'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "watch" -d 'Keep CDI specs and device-info files current while devices come and go'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "completions" -d 'Print a shell completion script (bash, zsh or fish) to stdout'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
