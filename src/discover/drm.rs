@@ -8,8 +8,9 @@
 //! one GPU are unrelated, so pairing by number would be wrong. PCI parents
 //! are identified by address, others by bus and name.
 //!
-//! For amdgpu GPUs the ROCm compute node `/dev/kfd` (`/sys/class/kfd/kfd`)
-//! is added with role `kfd`: ROCm needs it alongside the render node.
+//! ROCm's compute node `/dev/kfd` is not a DRM node: the `amd-gpu`
+//! definition joins it to AMD GPUs declaratively (`join`, found by the
+//! generic backend).
 //!
 //! `/dev/dri/by-path/<ID_PATH>-card|render` links are recorded when they
 //! exist on the host and name the node; they are symlinks, so they must
@@ -92,17 +93,11 @@ impl Backend for Drm {
             return Ok(Vec::new());
         }
         let ids = cx.pci_ids();
-        let kfd = read_kfd(root, report);
         let mut devices = Vec::new();
         for (parent, mut nodes) in groups {
             let Some(mut dev) = read_parent(root, &parent, ids, report) else {
                 continue;
             };
-            if dev.driver.as_deref() == Some("amdgpu")
-                && let Some(k) = &kfd
-            {
-                nodes.push(k.clone());
-            }
             nodes.sort_by(|a, b| {
                 (role_rank(&a.role), a.minor, &a.name).cmp(&(role_rank(&b.role), b.minor, &b.name))
             });
@@ -121,20 +116,6 @@ impl Backend for Drm {
         }
         Ok(devices)
     }
-}
-
-/// The ROCm compute node, when the kfd driver is loaded.
-fn read_kfd(root: &HostRoot, report: &mut Report) -> Option<Node> {
-    let entry = sys_path("class/kfd/kfd");
-    if !root.exists(&entry) {
-        return None;
-    }
-    read_node(root, &entry, "kfd", "kfd", "dri/kfd", report).map(|mut n| {
-        if n.path == "/dev/dri/kfd" {
-            n.path = dev_path("kfd").display().to_string();
-        }
-        n
-    })
 }
 
 /// Reads the parent device of a group of nodes.
