@@ -152,7 +152,7 @@ impl Backend for Generic {
                 .iter()
                 .filter(|s| s.matcher.source.subsystem == subsystem)
                 .collect();
-            for (entry, on_bus) in entries(root, subsystem, report)? {
+            for (entry, on_bus) in entries(root, subsystem, report) {
                 let Some(name) = entry.file_name().and_then(|n| n.to_str()) else {
                     continue;
                 };
@@ -179,11 +179,7 @@ impl Backend for Generic {
 /// The class and bus entries of `subsystem` (`/sys/class/tty/ttyUSB0`),
 /// each once (a name in both views is the same device), with whether it
 /// came from the bus view.
-fn entries(
-    root: &HostRoot,
-    subsystem: &str,
-    report: &mut Report,
-) -> Result<Vec<(PathBuf, bool)>, Error> {
+fn entries(root: &HostRoot, subsystem: &str, report: &mut Report) -> Vec<(PathBuf, bool)> {
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
     for (dir, on_bus) in [
@@ -203,7 +199,7 @@ fn entries(
             }
         }
     }
-    Ok(out)
+    out
 }
 
 /// Reads one entry, returns the device when a source matches it.
@@ -218,6 +214,16 @@ fn read_device(
     links: &mut LinkDirs,
     report: &mut Report,
 ) -> Option<Device> {
+    // Class directories hold attribute files too (`abi_version`): only
+    // entries with a device number are devices.
+    match read_value(root, &entry.join("dev")) {
+        Ok(None) => return None,
+        Ok(Some(_)) => {}
+        Err(e) => {
+            report.warn(entry.join("dev"), format!("{e}; skipping {name}"));
+            return None;
+        }
+    }
     let node = read_node(root, entry, name, ROLE, name, report)?;
     let real = match root.resolve(entry) {
         Ok(p) => p,
@@ -403,8 +409,8 @@ fn find_parent(
 }
 
 /// A file's text without its trailing newline, `None` when absent (or a
-/// directory: `device` is a link, not an attribute); bounded to
-/// [`MAX_READ`] bytes.
+/// directory: `device` is a link, not an attribute; or below a file);
+/// bounded to [`MAX_READ`] bytes.
 fn read_value(root: &HostRoot, path: &Path) -> Result<Option<String>, String> {
     match root.read_limited(path, MAX_READ) {
         Ok(bytes) => {
@@ -415,9 +421,13 @@ fn read_value(root: &HostRoot, path: &Path) -> Result<Option<String>, String> {
             Ok(Some(text))
         }
         Err(e) if e.is_not_found() => Ok(None),
-        // A link to a device (`device`, `subsystem`), not an attribute.
+        // A link to a device (`device`, `subsystem`), not an attribute; or
+        // a path below a file (a class attribute file's `dev`).
         Err(crate::root::Error::Io { cause, .. })
-            if cause.kind() == std::io::ErrorKind::IsADirectory =>
+            if matches!(
+                cause.kind(),
+                std::io::ErrorKind::IsADirectory | std::io::ErrorKind::NotADirectory
+            ) =>
         {
             Ok(None)
         }

@@ -510,6 +510,17 @@ fn something_else_at_the_node_path_drops_the_device() {
 }
 
 #[test]
+fn class_attribute_files_are_not_devices() {
+    let (t, _) = machine();
+    write(t.path(), "sys/class/tty/abi_version", b"1\n");
+    let root = HostRoot::open(t.path()).unwrap();
+    let g = def("t", "{subsystem: tty, name: [\"*\"]}");
+    let (devices, warnings) = run(&root, &[&g]);
+    assert_eq!(ids(&devices), ["tty:tty5", "tty:ttyUSB0", "tty:ttyUSB1"]);
+    assert_eq!(warnings, Vec::<String>::new());
+}
+
+#[test]
 fn a_missing_class_and_bus_is_no_error() {
     let (_t, root) = machine();
     let g = def("t", "{subsystem: hidraw}");
