@@ -38,6 +38,12 @@ fn median(mut v: Vec<Duration>) -> Duration {
     v.get(v.len() / 2).copied().unwrap_or_default()
 }
 
+/// The built-in generators `generate` runs by default.
+fn enabled_generators() -> Vec<generator::Loaded> {
+    let all = generator::load(&[]).expect("generators");
+    all.into_iter().filter(|l| l.generator.enabled).collect()
+}
+
 /// One run of the pipeline: times of discovery, planning and writing,
 /// with the number of devices found and of device-info files planned.
 /// Device-info files are written into `devinfo` when given.
@@ -48,10 +54,11 @@ fn pipeline(
 ) -> (Duration, Duration, Duration, usize, usize) {
     let t0 = Instant::now();
     let host = HostRoot::open(root).expect("root");
-    let found = discover::discover(&host, &[]).expect("discover");
+    let gens = enabled_generators();
+    let found =
+        discover::discover_for(&host, &[], gens.iter().map(|l| &l.generator)).expect("discover");
     assert!(found.warnings.is_empty(), "{:?}", found.warnings);
     let t1 = Instant::now();
-    let gens = generator::load(&[]).expect("generators");
     let templates = Templates::load(None).expect("templates");
     let plans: Vec<_> = gens
         .iter()
@@ -82,8 +89,9 @@ fn pipeline(
 fn check_current(root: &Path, out: &Path, devinfo: Option<&Path>) -> Duration {
     let t = Instant::now();
     let host = HostRoot::open(root).expect("root");
-    let found = discover::discover(&host, &[]).expect("discover");
-    let gens = generator::load(&[]).expect("generators");
+    let gens = enabled_generators();
+    let found =
+        discover::discover_for(&host, &[], gens.iter().map(|l| &l.generator)).expect("discover");
     let templates = Templates::load(None).expect("templates");
     let plans = plan_all(&gens, &templates, &found, None);
     let dirs = check::Dirs {

@@ -17,6 +17,7 @@ use crate::cdi::{self, Format, Spec, Version};
 use crate::devinfo;
 use crate::discover::Discovery;
 use crate::generator::{Generator, Loaded};
+use crate::model::Device;
 use crate::render::Templates;
 use crate::write::{self, ManagedDir, Outcome};
 
@@ -114,16 +115,64 @@ impl Planned {
     }
 }
 
-/// The devices generator `g` takes from `discovery`, each with only the
-/// nodes it gives (its node roles, its VFIO mode), in discovery order. The
-/// one selection shared by `generate`, `list --discovered` and the CDI
-/// plugin.
-pub fn select(g: &Generator, discovery: &Discovery) -> Vec<crate::model::Device> {
-    discovery
+/// The devices `g` takes from `discovery`, in identity order (PCI
+/// addresses, then natural order: `tty:tty2` before `tty:tty10`), each with
+/// only the nodes it wants: the devices its spec describes, and the ones
+/// an allocator hands out.
+///
+/// Candidates are the devices of the generator's backend (for the generic
+/// backend, those its `match` found: run discovery with
+/// [`crate::discover::discover_for`] and this generator). The nodes of its
+/// `join`s are added to each candidate (bound to a listed driver, if
+/// any), then `select` filters, the VFIO mode picks VFIO nodes, and the
+/// first `reserve` devices are left out.
+pub fn select_devices(g: &Generator, discovery: &Discovery) -> Vec<Device> {
+    let generic = |d: &&Device| d.backend == crate::discover::generic::NAME;
+    let joins: Vec<Vec<&crate::model::Node>> = (0..g.join.len())
+        .map(|i| {
+            let tag = join_tag(&g.name, i);
+            discovery
+                .devices
+                .iter()
+                .filter(generic)
+                .filter(|d| {
+                    d.generic
+                        .as_ref()
+                        .is_some_and(|x| x.joined_by.contains(&tag))
+                })
+                .flat_map(|d| d.nodes.iter())
+                .collect()
+        })
+        .collect();
+    let mut selected: Vec<Device> = discovery
         .devices
         .iter()
         .filter(|d| d.backend == g.backend)
-        .filter_map(|d| g.select.apply(d))
+        .filter(|d| {
+            !generic(d)
+                || d.generic
+                    .as_ref()
+                    .is_some_and(|x| x.matched_by.contains(&g.name))
+        })
+        .map(|d| {
+            let mut d = d.clone();
+            for (j, nodes) in g.join.iter().zip(&joins) {
+                let bound = d.driver.as_ref().is_some_and(|x| j.drivers.contains(x));
+                if !j.drivers.is_empty() && !bound {
+                    continue;
+                }
+                for n in nodes {
+                    if !d.nodes.iter().any(|x| x.path == n.path) {
+                        d.nodes.push(crate::model::Node {
+                            role: j.role.clone(),
+                            ..(*n).clone()
+                        });
+                    }
+                }
+            }
+            d
+        })
+        .filter_map(|d| g.select.apply(&d))
         .filter_map(|mut d| {
             // The generator's VFIO mode picks among the nodes the host offers.
             if let Some(v) = &d.vfio {
@@ -142,7 +191,29 @@ pub fn select(g: &Generator, discovery: &Discovery) -> Vec<crate::model::Device>
             }
             Some(d)
         })
-        .collect()
+        .collect();
+    selected.sort_by(|a, b| crate::render::identity_cmp(&a.id, &b.id));
+    let reserve = usize::try_from(g.reserve).unwrap_or(usize::MAX);
+    if reserve > 0 {
+        let kept = selected.split_off(reserve.min(selected.len()));
+        tracing::debug!(
+            "generator {}: reserving {} for the system",
+            g.name,
+            selected
+                .iter()
+                .map(|d| d.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        selected = kept;
+    }
+    selected
+}
+
+/// How the generic backend records that a device was found by a
+/// generator's `join[i]`: `amd-gpu.join[0]`.
+pub fn join_tag(generator: &str, i: usize) -> String {
+    format!("{generator}.join[{i}]")
 }
 
 /// Builds the spec of one generator from the discovered devices.
@@ -158,7 +229,7 @@ pub fn plan_one(
     let g: &Generator = &loaded.generator;
     let format = format.unwrap_or(g.output.format);
     let file = g.file_name(format);
-    let selected = select(g, discovery);
+    let selected = select_devices(g, discovery);
     let devinfo = if g.device_info {
         device_infos(g, &selected)?
     } else {
@@ -181,6 +252,23 @@ pub fn plan_one(
             source_file: loaded.source.clone(),
             source,
         })?;
+    if spec.devices.is_empty() {
+        // Every selected device went unnamed (no serial number, names two
+        // devices share): as when nothing is selected, no spec.
+        tracing::warn!(
+            "generator {}: none of the {} selected devices got a name; writing no spec",
+            g.name,
+            selected.len()
+        );
+        return Ok(Planned {
+            generator: g.name.clone(),
+            file,
+            spec: None,
+            bytes: Vec::new(),
+            devinfo,
+            device_info: g.device_info,
+        });
+    }
     let min = cdi::version::minimum_required(&spec).version;
     spec.cdi_version = match g.cdi_version.as_deref().and_then(Version::parse) {
         Some(pinned) => pinned.to_string(),
@@ -646,3 +734,6 @@ pub fn apply_all(
     }
     Ok(applied)
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,9 @@
 //! - [`root`]: the host as seen through `--root`; the only reader of
 //!   sysfs, procfs and `/dev`. [`sysfs`] has the pure value parsers.
 //! - [`discover`]: one backend per device family behind one trait (DRM,
-//!   VFIO, SR-IOV, vDPA), producing the [`model`].
+//!   VFIO, SR-IOV, vDPA, NVIDIA, and the generic backend, which finds any
+//!   character device a generator definition describes), producing the
+//!   [`model`].
 //! - [`generator`]: the declarative generator definitions and device
 //!   selection; [`render`]: the handlebars templates.
 //! - [`cdi`]: the CDI spec model, names, versions, validation, encoding, and

@@ -15,7 +15,8 @@ pub struct Device {
     /// The backend that found it (`drm`).
     pub backend: String,
     /// Stable identity: the PCI address (`0000:03:00.0`) or, for other
-    /// buses, `<bus>:<name>` (`platform:fec00000.v3d`).
+    /// buses, `<bus>:<name>` (`platform:fec00000.v3d`); for the generic
+    /// backend, `<subsystem>:<kernel name>` (`tty:ttyUSB0`).
     pub id: String,
     /// Real sysfs path of the device (`/sys/devices/...`): the key under
     /// which backends claim devices.
@@ -51,10 +52,30 @@ pub struct Device {
     /// NVIDIA GPU or MIG device facts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvidia: Option<NvidiaInfo>,
+    /// Generic backend facts: the class device and the definitions that
+    /// matched it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub generic: Option<GenericInfo>,
     /// Host files the device needs in the container (driver libraries,
     /// utilities, firmware, sockets).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub mounts: Vec<MountSpec>,
+}
+
+/// A device the generic backend found for one or more definitions.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GenericInfo {
+    /// The class or bus it was found in (`tty`).
+    pub subsystem: String,
+    /// Its kernel name (`ttyUSB0`).
+    pub name: String,
+    /// Generator definitions whose `match` selects it.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub matched_by: Vec<String>,
+    /// The `join` entries that add its node to their generator's devices
+    /// (`amd-gpu.join[0]`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub joined_by: Vec<String>,
 }
 
 /// A bind mount of a host file into the container.

@@ -276,6 +276,97 @@ fn every_machine_matches_its_goldens() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Built-in generators that are disabled by default: each runs on each
+/// machine with `--generator NAME`, and where it writes a spec, the spec
+/// (`cdi/`), the command's output (warnings included) and what the generic
+/// backend found for it are goldens under `expected/opt-in/<generator>/`.
+#[test]
+fn opt_in_generators_match_their_goldens() {
+    let disabled: Vec<String> = cdigen::generator::load(&[])
+        .unwrap()
+        .into_iter()
+        .filter(|l| !l.generator.enabled)
+        .map(|l| l.generator.name)
+        .collect();
+    assert!(
+        disabled.contains(&"generic-tty".to_string()),
+        "expected the disabled generic definitions, found {disabled:?}"
+    );
+    let mut failures = Vec::new();
+    let mut written = 0;
+    for m in machines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = prepared_root(&m, tmp.path());
+        let root_str = root.to_str().unwrap();
+        for g in &disabled {
+            let want_dir = fixtures_dir().join(&m).join("expected/opt-in").join(g);
+            let out_dir = tmp.path().join(g).join("cdi");
+            let (code, stdout, stderr) = cdigen(&[
+                "generate",
+                "--root",
+                root_str,
+                "--generator",
+                g,
+                "--output-dir",
+                out_dir.to_str().unwrap(),
+            ]);
+            assert_eq!(code, 0, "{m}: generate --generator {g}: {stdout}{stderr}");
+            let got = specs_in(&out_dir);
+            if bless() {
+                let _ = fs::remove_dir_all(&want_dir);
+            }
+            if got.is_empty() {
+                if !bless() && want_dir.exists() {
+                    failures.push(format!(
+                        "{m}: {g} wrote nothing, but {} exists",
+                        want_dir.display()
+                    ));
+                }
+                continue;
+            }
+            written += 1;
+            for (name, text) in &got {
+                golden(&want_dir.join("cdi").join(name), text, &mut failures);
+            }
+            if !bless() {
+                for name in specs_in(&want_dir.join("cdi")).keys() {
+                    if !got.contains_key(name) {
+                        failures.push(format!(
+                            "{m}: {g}: expected {name}, but generate did not write it"
+                        ));
+                    }
+                }
+            }
+            let output = format!("{stdout}{stderr}")
+                .replace(out_dir.to_str().unwrap(), "OUT")
+                .replace(root_str, "ROOT");
+            golden(&want_dir.join("generate.txt"), &output, &mut failures);
+            let (code, json, stderr) = cdigen(&[
+                "discover",
+                "--root",
+                root_str,
+                "--generator",
+                g,
+                "--backend",
+                "generic",
+                "-o",
+                "json",
+            ]);
+            assert_eq!(code, 0, "{m}: {stderr}");
+            golden(
+                &want_dir.join("discover.json"),
+                &json.replace(root_str, "ROOT"),
+                &mut failures,
+            );
+        }
+    }
+    assert!(
+        written >= 3,
+        "expected opt-in specs on the fixtures, got {written}"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 #[test]
 fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
     for m in machines() {
@@ -315,5 +406,18 @@ fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
         };
         let (da, db) = (discover(&root), discover(&snap));
         assert_eq!(da, db, "{m}: snapshot changed discovery");
+        // The snapshot holds what the disabled definitions scan too.
+        let opt_in = |r: &Path| {
+            let mut args = vec!["discover", "--root", r.to_str().unwrap(), "-o", "json"];
+            for g in ["generic-tty", "usb-serial", "accel"] {
+                args.extend(["--generator", g]);
+            }
+            cdigen(&args).1
+        };
+        assert_eq!(
+            opt_in(&root),
+            opt_in(&snap),
+            "{m}: snapshot changed opt-in discovery"
+        );
     }
 }

@@ -465,7 +465,7 @@ fn unknown_backend_and_generator_are_usage_errors() {
     );
     assert_eq!(
         err,
-        "cdigen: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, nvidia, static)\n"
+        "cdigen: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, nvidia, generic, static)\n"
     );
     assert_eq!(code, 2);
     let (code, _, err) = cdigen(
@@ -482,7 +482,7 @@ fn unknown_backend_and_generator_are_usage_errors() {
     );
     assert_eq!(
         err,
-        "cdigen: unknown generator \"nope\" (known: amd-gpu, drm, intel-gpu, intel-npu, nvidia, sriov, vdpa, vfio)\n"
+        "cdigen: unknown generator \"nope\" (known: accel, amd-gpu, drm, generic-tty, intel-gpu, intel-npu, nvidia, sriov, usb-serial, vdpa, vfio)\n"
     );
     assert_eq!(code, 2);
 }

@@ -465,7 +465,7 @@ fn bad_configuration_is_error_100_naming_the_field() {
         info(&conf(json!({"generator": "nope"}))),
         format!(
             "args.generator: no generator named \"nope\" (known: {})",
-            "amd-gpu, drm, intel-gpu, intel-npu, nvidia, sriov, vdpa, vfio"
+            "accel, amd-gpu, drm, generic-tty, intel-gpu, intel-npu, nvidia, sriov, usb-serial, vdpa, vfio"
         )
     );
     // Unknown args are ignored with a warning on stderr (stdout stays JSON).
@@ -752,6 +752,61 @@ fn rpi_fixture_platform_gpus() {
     );
     // The draft's whitelist takes PCI vendors only: nothing here.
     assert_eq!(host.info(DRM_CONF)["gpu"], 0);
+}
+
+/// The draft's `/etc/cdi/tty.d/generic.conf`, verbatim.
+const TTY_CONF: &str = r#"{
+  "cdiVersion": "0.0.1",
+  "name": "TTYs",
+  "type": "tty",
+  "plugin": "generic-tty",
+  "args": {
+    "num_system_reserved": 12
+  }
+}
+"#;
+
+/// INFO example 2 and ADD example 2, run as the draft runs them: the
+/// binary linked as `generic-tty`, on the `serial-host` fixture (VTs tty0
+/// to tty63; tty0 is the current-console alias and never handed out, tty1
+/// to tty12 are reserved), through the shipped `generic-tty` definition,
+/// which is disabled for `generate` but serves the plugin when named.
+#[test]
+fn seed_tty_examples() {
+    let tmp = TempDir::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/serial-host/root");
+    let host = Host::new(tmp, root);
+    let info = [("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "INFO")];
+    let r = host.run_as("generic-tty", &info, Some(TTY_CONF));
+    assert_eq!(r.code, 0, "{r:?}");
+    // The draft's host had 32 free; this one has tty13..tty63.
+    assert_eq!(r.json.unwrap(), json!({"cdiVersion": "0.0.1", "tty": 51}));
+
+    let r = host.run_as("generic-tty", &add_env("tty:3", "7890"), Some(TTY_CONF));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.1", "devices": ["/dev/tty13", "/dev/tty14", "/dev/tty15"]})
+    );
+    let r = host.run_as("generic-tty", &info, Some(TTY_CONF));
+    assert_eq!(r.json.unwrap()["tty"], 48);
+
+    // Reserving fewer than the definition does hands out tty3 next: the
+    // configuration's number replaces the definition's `reserve`.
+    let two = TTY_CONF.replace("\"num_system_reserved\": 12", "\"num_system_reserved\": 2");
+    let r = host.run_as("generic-tty", &add_env("tty:1", "other"), Some(&two));
+    assert_eq!(r.json.unwrap()["devices"], json!(["/dev/tty3"]));
+
+    // DEL gives the three back.
+    let del = [
+        ("CDI_VERSION", "0.0.1"),
+        ("CDI_COMMAND", "DEL"),
+        ("CDI_REQUEST_ID", "7890"),
+    ];
+    let r = host.run_as("generic-tty", &del, Some(TTY_CONF));
+    assert_eq!((r.code, r.json), (0, None));
+    let r = host.run_as("generic-tty", &info, Some(TTY_CONF));
+    assert_eq!(r.json.unwrap()["tty"], 51);
 }
 
 /// A device that vanished from the host is released with a warning.

@@ -173,7 +173,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__discover)
-            opts="-o -v -q -h --root --backend --driver-root --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --root --backend --driver-root --generators --generator --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -188,6 +188,14 @@ _cdigen() {
                     return 0
                     ;;
                 --driver-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --generators)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --generator)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -495,7 +503,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__snapshot)
-            opts="-v -q -h --root --driver-root --output --verbose --quiet --help"
+            opts="-v -q -h --root --driver-root --output --generators --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -510,6 +518,10 @@ _cdigen() {
                     return 0
                     ;;
                 --output)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --generators)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -57,6 +57,8 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -s h -l help -d 
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l backend -d 'Only run this backend (repeatable)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]: the generic backend scans what their `match` and `join` sections declare' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l generator -d 'Scan for this generator\'s devices, enabled or not (repeatable; default: every enabled generator). Only the generic backend depends on the generators' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s o -l output-format -d 'Output format' -r -f -a "text\t'Plain text, for people'
 json\t'One JSON document'
 yaml\t'One YAML document (every string quoted)'"
@@ -102,6 +104,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s h -l help -d 'Pr
 complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -l root -d 'Read sysfs, procfs and /dev under this directory instead of /' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -l output -d 'Directory to create the fixture tree in (must not exist or be empty)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]: the generic backend records what every one of them (enabled or not) scans' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -s h -l help -d 'Print help (see more with \'--help\')'

@@ -10,11 +10,11 @@ use crate::check::{self, Dirs, Severity, plural};
 use crate::generate::plan_all;
 
 pub(crate) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let (root, found) = super::pipeline::discover(&args.source)?;
     let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
     if generators.is_empty() {
         anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
     }
+    let (root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
     let plans = plan_all(&generators, &templates, &found, args.format.map(Into::into));
     let spec_dirs = if args.spec_dirs.is_empty() {
         crate::cdi::DEFAULT_SPEC_DIRS

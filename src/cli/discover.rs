@@ -6,7 +6,8 @@ use super::output::{OutputFormat, write_structured};
 use super::{DiscoverArgs, EXIT_OK};
 
 pub(crate) fn run(args: &DiscoverArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let (_root, found) = super::pipeline::discover(&args.source)?;
+    let generators = super::pipeline::generators(args.generators.as_deref(), &args.only)?;
+    let (_root, found) = super::pipeline::discover(&args.source, &generators)?;
     match args.output_format {
         OutputFormat::Text => {
             let mut rows = vec![[
@@ -34,6 +35,7 @@ pub(crate) fn run(args: &DiscoverArgs, out: &mut dyn Write) -> anyhow::Result<u8
                         }
                     })
                     .or_else(|| d.attrs.get("compatible").cloned())
+                    .or_else(|| d.attrs.get("product").cloned())
                     .unwrap_or_default();
                 rows.push([
                     d.backend.clone(),

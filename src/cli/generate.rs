@@ -15,11 +15,11 @@ pub(crate) fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> anyhow::Result<u8> {
-    let (_root, found) = super::pipeline::discover(&args.source)?;
     let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
     if generators.is_empty() {
         anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
     }
+    let (_root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
     let format = args.format.map(Into::into);
     let planning = plan_all(&generators, &templates, &found, format);
     let mut failed = !planning.failed.is_empty();

@@ -53,8 +53,8 @@ struct WouldWrite {
 
 /// `list --discovered`: the names `generate` would produce now.
 fn discovered(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
-    let (_root, found) = super::pipeline::discover(&args.source)?;
     let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
+    let (_root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
     let mut rows = Vec::new();
     let mut code = EXIT_OK;
     for g in &generators {

@@ -40,7 +40,7 @@ pub const EXIT_ERROR: u8 = 2;
     version,
     about,
     long_about = "Discover the devices a Linux host has (DRM GPUs, VFIO, SR-IOV VFs, vDPA, NVIDIA \
-GPUs with MIG) and write the Container Device Interface (CDI) specs and device-info files that \
+GPUs with MIG, and any character device a generator definition describes) and write the Container Device Interface (CDI) specs and device-info files that \
 container runtimes and Kubernetes need to hand them to containers.",
     after_help = "Exit status: 0 success, 1 findings or failures (invalid specs, a file not \
 written), 2 usage or environment errors."
@@ -63,6 +63,10 @@ pub enum Command {
     /// Discover devices and write CDI specs and device-info files.
     Generate(GenerateArgs),
     /// Discover devices and print what was found, without writing anything.
+    ///
+    /// The generic backend finds the devices the generator definitions describe (their `match`
+    /// and `join` sections): those of every enabled definition, or of the ones named with
+    /// --generator, enabled or not. Each generic device lists the definitions that matched it.
     Discover(DiscoverArgs),
     /// List the fully-qualified CDI device names (vendor/class=name) in the spec directories.
     ///
@@ -120,7 +124,8 @@ pub enum Command {
     /// Runs discovery with every backend and copies exactly the sysfs and procfs files, symlinks
     /// and directories it read into DIR, plus a dev.manifest describing the /dev entries it looked
     /// at (git cannot store device nodes). Nothing else is copied. `cdigen generate --root DIR`
-    /// then gives the same result as on the host.
+    /// then gives the same result as on the host. The generic backend scans what every generator
+    /// definition declares, enabled or not.
     Snapshot(SnapshotArgs),
     /// Act as a CDI plugin of the 2017 draft: allocate devices to request IDs.
     ///
@@ -271,6 +276,11 @@ pub struct SnapshotArgs {
     /// Directory to create the fixture tree in (must not exist or be empty).
     #[arg(long, value_name = "DIR")]
     pub output: PathBuf,
+    /// Directory of generator definitions (*.yaml) that add to or replace the built-in ones
+    /// [default: /etc/cdigen/generators.d, when it exists]: the generic backend records what
+    /// every one of them (enabled or not) scans.
+    #[arg(long, value_name = "DIR", env = "CDIGEN_GENERATORS")]
+    pub generators: Option<PathBuf>,
 }
 
 /// Where devices are discovered from.
@@ -392,6 +402,15 @@ pub struct DiscoverArgs {
     /// Where to discover devices.
     #[command(flatten)]
     pub source: SourceArgs,
+    /// Directory of generator definitions (*.yaml) that add to or replace the built-in ones
+    /// [default: /etc/cdigen/generators.d, when it exists]: the generic backend scans what
+    /// their `match` and `join` sections declare.
+    #[arg(long, value_name = "DIR", env = "CDIGEN_GENERATORS")]
+    pub generators: Option<PathBuf>,
+    /// Scan for this generator's devices, enabled or not (repeatable; default: every enabled
+    /// generator). Only the generic backend depends on the generators.
+    #[arg(long = "generator", value_name = "NAME")]
+    pub only: Vec<String>,
     /// Output format.
     #[arg(short, long = "output-format", value_enum, default_value_t = OutputFormat::Text)]
     pub output_format: OutputFormat,
@@ -607,7 +626,14 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         .with_context(|| format!("cannot use {} as the root", args.root.display()))?
         .with_driver_root(&args.driver_root)
         .recording();
-    let found = crate::discover::discover(&root, &[])?;
+    // Every definition, enabled or not, so that a later run with any of
+    // them finds on the snapshot what it would find on the host.
+    let user_dir = args
+        .generators
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(crate::generator::USER_DIR));
+    let all = crate::generator::load(&[user_dir])?;
+    let found = crate::discover::discover_for(&root, &[], all.iter().map(|l| &l.generator))?;
     let record = root.take_record();
     let summary = crate::snapshot::write(&record, &args.output)?;
     writeln!(

@@ -14,16 +14,74 @@ use crate::root::HostRoot;
 /// Where user templates live when `--templates` is not given.
 pub(crate) const USER_TEMPLATES: &str = "/etc/cdigen/templates";
 
-/// Opens the root and runs discovery.
-pub(crate) fn discover(source: &SourceArgs) -> anyhow::Result<(HostRoot, Discovery)> {
+/// Opens the root and runs discovery for `generators` (what they ask the
+/// generic backend to scan; see [`discover::discover_for`]).
+pub(crate) fn discover(
+    source: &SourceArgs,
+    generators: &[Loaded],
+) -> anyhow::Result<(HostRoot, Discovery)> {
     let root = HostRoot::open(&source.root)
         .with_context(|| format!("cannot use {} as the root", source.root.display()))?
         .with_driver_root(&source.driver_root);
-    let found = discover::discover(&root, &source.backends)?;
+    let found = discover::discover_for(
+        &root,
+        &source.backends,
+        generators.iter().map(|l| &l.generator),
+    )?;
     for w in &found.warnings {
         tracing::warn!("{}: {}", w.path.display(), w.message);
     }
     Ok((root, found))
+}
+
+/// The devices `generate` needs for `generators`: those of `--backend`
+/// (when given), plus the generic devices their `join`s add, so that
+/// `--backend drm` still gives AMD GPUs `/dev/kfd`.
+pub(crate) fn discover_for_generate(
+    source: &SourceArgs,
+    generators: &[Loaded],
+) -> anyhow::Result<(HostRoot, Discovery)> {
+    let mut source = source.clone();
+    source.backends = generate_backends(&source, generators);
+    discover(&source, generators)
+}
+
+/// The backends to run for `generators`: `--backend` (empty: all), plus
+/// the generic backend when a generator `join`s generic devices.
+pub(crate) fn generate_backends(source: &SourceArgs, generators: &[Loaded]) -> Vec<String> {
+    let mut backends = source.backends.clone();
+    let generic = discover::generic::NAME.to_string();
+    if !backends.is_empty()
+        && !backends.contains(&generic)
+        && generators.iter().any(|l| !l.generator.join.is_empty())
+    {
+        backends.push(generic);
+    }
+    backends
+}
+
+/// Loads the definitions (built-in, then `dir`, default
+/// `/etc/cdigen/generators.d`) and picks the ones to run: the `only` names
+/// (enabled or not), or every enabled one.
+pub(crate) fn generators(dir: Option<&Path>, only: &[String]) -> anyhow::Result<Vec<Loaded>> {
+    let user_dir = dir.map_or_else(|| PathBuf::from(generator::USER_DIR), Path::to_path_buf);
+    let all = generator::load(&[user_dir])?;
+    for name in only {
+        if !all.iter().any(|l| &l.generator.name == name) {
+            let known: Vec<&str> = all.iter().map(|l| l.generator.name.as_str()).collect();
+            anyhow::bail!("unknown generator {name:?} (known: {})", known.join(", "));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|l| {
+            if only.is_empty() {
+                l.generator.enabled
+            } else {
+                only.contains(&l.generator.name)
+            }
+        })
+        .collect())
 }
 
 /// Loads generators (built-in, then the user directory) and templates, and
@@ -33,31 +91,13 @@ pub(crate) fn definitions(
     defs: &DefinitionArgs,
     source: &SourceArgs,
 ) -> anyhow::Result<(Vec<Loaded>, Templates)> {
-    let user_dir = defs
-        .generators
-        .clone()
-        .unwrap_or_else(|| PathBuf::from(generator::USER_DIR));
-    let all = generator::load(&[user_dir])?;
     let templates_dir = match &defs.templates {
         Some(d) => Some(d.clone()),
         None => Some(PathBuf::from(USER_TEMPLATES)).filter(|p| Path::new(p).is_dir()),
     };
     let templates = Templates::load(templates_dir.as_deref())?;
-    for name in &defs.only {
-        if !all.iter().any(|l| &l.generator.name == name) {
-            let known: Vec<&str> = all.iter().map(|l| l.generator.name.as_str()).collect();
-            anyhow::bail!("unknown generator {name:?} (known: {})", known.join(", "));
-        }
-    }
-    let chosen: Vec<Loaded> = all
+    let chosen: Vec<Loaded> = generators(defs.generators.as_deref(), &defs.only)?
         .into_iter()
-        .filter(|l| {
-            if defs.only.is_empty() {
-                l.generator.enabled
-            } else {
-                defs.only.contains(&l.generator.name)
-            }
-        })
         .filter(|l| source.backends.is_empty() || source.backends.contains(&l.generator.backend))
         .collect();
     for l in &chosen {

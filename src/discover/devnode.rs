@@ -1,12 +1,14 @@
-//! What the host's `/dev` says about a node a backend found in sysfs or
-//! procfs: shared by the backends, each of which decides what a missing or
-//! wrong entry means for its devices.
+//! Device nodes shared by the backends: reading a class device's node from
+//! its sysfs `dev` and `uevent` files, and what the host's `/dev` says
+//! about it. Each backend decides what a missing or wrong entry means for
+//! its devices.
 
 use std::path::Path;
 
 use super::Report;
 use crate::model::{HostNode, Node};
-use crate::root::{DevEntry, DevKind, Error, HostRoot};
+use crate::root::{DevEntry, DevKind, Error, HostRoot, dev_path, parse_majmin};
+use crate::sysfs::parse_uevent;
 
 /// A node's entry in the host's `/dev`.
 pub(crate) enum OnHost {
@@ -53,4 +55,136 @@ pub(crate) fn with_host_checked(node: Node, e: &DevEntry, report: &mut Report) -
         );
     }
     with_host(node, e)
+}
+
+/// Reads a class device's character node from `<entry>/dev`
+/// (`"226:1\n"`, authoritative) and `<entry>/uevent` (`DEVNAME=dri/card1`,
+/// else `default_devname`, a path below `/dev`). `None` when the entry has
+/// no `dev` (not a numbered device) or a malformed one (with a warning).
+pub(crate) fn read_node(
+    root: &HostRoot,
+    entry: &Path,
+    name: &str,
+    role: &str,
+    default_devname: &str,
+    report: &mut Report,
+) -> Option<Node> {
+    let dev_file = entry.join("dev");
+    let value = match root.read_attr_opt(&dev_file) {
+        Ok(Some(v)) => v,
+        Ok(None) => return None, // not a numbered device
+        Err(e) => {
+            report.warn(&dev_file, format!("{e}; skipping {name}"));
+            return None;
+        }
+    };
+    let Some((major, minor)) = parse_majmin(&value) else {
+        report.warn(
+            &dev_file,
+            format!("{value:?} is not MAJOR:MINOR; skipping {name}"),
+        );
+        return None;
+    };
+    let devname = devname_from_uevent(root, entry, major, minor, report)
+        .unwrap_or_else(|| default_devname.to_string());
+    Some(Node {
+        role: role.to_string(),
+        name: name.to_string(),
+        path: dev_path(&devname).display().to_string(),
+        node_type: "c".into(),
+        major,
+        minor,
+        host: None,
+    })
+}
+
+/// `DEVNAME` from a uevent file, cross-checked against `dev`. Returns
+/// `None` (use the default) when absent or unsafe.
+fn devname_from_uevent(
+    root: &HostRoot,
+    entry: &Path,
+    major: u32,
+    minor: u32,
+    report: &mut Report,
+) -> Option<String> {
+    let path = entry.join("uevent");
+    let text = match root.read_attr_opt(&path) {
+        Ok(t) => t?,
+        Err(e) => {
+            report.warn(&path, format!("{e}; using the default device name"));
+            return None;
+        }
+    };
+    let kv = parse_uevent(&text);
+    let get = |k: &str| kv.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
+    if let (Some(ma), Some(mi)) = (get("MAJOR"), get("MINOR"))
+        && (ma != major.to_string() || mi != minor.to_string())
+    {
+        report.warn(
+            &path,
+            format!("MAJOR={ma} MINOR={mi} disagrees with dev {major}:{minor}; trusting dev"),
+        );
+    }
+    let name = get("DEVNAME")?;
+    if !is_safe_devname(name) {
+        report.warn(
+            &path,
+            format!("DEVNAME {name:?} is not a plain path below /dev; using the default"),
+        );
+        return None;
+    }
+    Some(name.to_string())
+}
+
+/// A relative path of plain components (`dri/card1`): no `..`, no empty or
+/// hidden components, only `[A-Za-z0-9_.:-]`.
+pub(crate) fn is_safe_devname(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name.split('/').all(|c| {
+            !c.is_empty()
+                && !c.starts_with('.')
+                && c.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
+        })
+}
+
+/// Looks the node up in the host's `/dev`: records mode and owner when it is
+/// a character device, drops it (with a warning) when something else sits
+/// at its path (a runtime would refuse the container).
+pub(crate) fn check_host_node(root: &HostRoot, node: Node, report: &mut Report) -> Option<Node> {
+    match on_host(root, &node) {
+        OnHost::Missing => Some(node),
+        OnHost::Char(e) => Some(with_host_checked(node, &e, report)),
+        OnHost::Other(kind) => {
+            report.warn(
+                &node.path,
+                format!(
+                    "not a character device (a {kind:?}); runtimes would refuse it, skipping this node"
+                ),
+            );
+            None
+        }
+        OnHost::Unreadable(e) => {
+            report.warn(&node.path, format!("{e}; not using host mode/owner"));
+            Some(node)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devnames() {
+        assert!(is_safe_devname("dri/card1"));
+        assert!(is_safe_devname("accel/accel0"));
+        assert!(!is_safe_devname("../etc/passwd"));
+        assert!(!is_safe_devname("dri/../card1"));
+        assert!(!is_safe_devname("/dev/dri/card1"));
+        assert!(!is_safe_devname("dri//card1"));
+        assert!(!is_safe_devname("dri/card1\"x"));
+        assert!(!is_safe_devname(""));
+    }
 }

@@ -8,8 +8,9 @@
 //! one GPU are unrelated, so pairing by number would be wrong. PCI parents
 //! are identified by address, others by bus and name.
 //!
-//! For amdgpu GPUs the ROCm compute node `/dev/kfd` (`/sys/class/kfd/kfd`)
-//! is added with role `kfd`: ROCm needs it alongside the render node.
+//! ROCm's compute node `/dev/kfd` is not a DRM node: the `amd-gpu`
+//! definition joins it to AMD GPUs declaratively (`join`, found by the
+//! generic backend).
 //!
 //! `/dev/dri/by-path/<ID_PATH>-card|render` links are recorded when they
 //! exist on the host and name the node; they are symlinks, so they must
@@ -18,12 +19,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::devnode::{OnHost, on_host, with_host_checked};
+use super::devnode::{check_host_node, read_node};
 use super::pci::{link, read_function};
 use super::pciids::PciIds;
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, Link, Node};
-use crate::root::{DevKind, HostRoot, dev_path, parse_majmin, sys_path};
+use crate::root::{DevKind, HostRoot, dev_path, sys_path};
 use crate::sysfs::{node_number, parse_uevent};
 
 /// The DRM backend.
@@ -77,7 +78,12 @@ impl Backend for Drm {
                     continue;
                 };
                 let entry = class_dir.join(&name);
-                let Some(node) = read_node(root, &entry, &name, role, class, report) else {
+                let default_devname = match class {
+                    "accel" => format!("accel/{name}"),
+                    _ => format!("dri/{name}"),
+                };
+                let Some(node) = read_node(root, &entry, &name, role, &default_devname, report)
+                else {
                     continue;
                 };
                 match root.resolve(&entry.join("device")) {
@@ -93,17 +99,11 @@ impl Backend for Drm {
             return Ok(Vec::new());
         }
         let ids = cx.pci_ids();
-        let kfd = read_kfd(root, report);
         let mut devices = Vec::new();
         for (parent, mut nodes) in groups {
             let Some(mut dev) = read_parent(root, &parent, ids, report) else {
                 continue;
             };
-            if dev.driver.as_deref() == Some("amdgpu")
-                && let Some(k) = &kfd
-            {
-                nodes.push(k.clone());
-            }
             nodes.sort_by(|a, b| {
                 (role_rank(&a.role), a.minor, &a.name).cmp(&(role_rank(&b.role), b.minor, &b.name))
             });
@@ -122,112 +122,6 @@ impl Backend for Drm {
         }
         Ok(devices)
     }
-}
-
-/// Reads a class entry's `dev` and `uevent` into a node.
-fn read_node(
-    root: &HostRoot,
-    entry: &Path,
-    name: &str,
-    role: &str,
-    class: &str,
-    report: &mut Report,
-) -> Option<Node> {
-    let dev_file = entry.join("dev");
-    let value = match root.read_attr_opt(&dev_file) {
-        Ok(Some(v)) => v,
-        Ok(None) => return None, // not a numbered device
-        Err(e) => {
-            report.warn(&dev_file, format!("{e}; skipping {name}"));
-            return None;
-        }
-    };
-    let Some((major, minor)) = parse_majmin(&value) else {
-        report.warn(
-            &dev_file,
-            format!("{value:?} is not MAJOR:MINOR; skipping {name}"),
-        );
-        return None;
-    };
-    let default_devname = match class {
-        "accel" => format!("accel/{name}"),
-        _ => format!("dri/{name}"),
-    };
-    let devname = devname_from_uevent(root, entry, major, minor, report).unwrap_or(default_devname);
-    Some(Node {
-        role: role.to_string(),
-        name: name.to_string(),
-        path: dev_path(&devname).display().to_string(),
-        node_type: "c".into(),
-        major,
-        minor,
-        host: None,
-    })
-}
-
-/// `DEVNAME` from a uevent file, cross-checked against `dev`. Returns
-/// `None` (use the default) when absent or unsafe.
-fn devname_from_uevent(
-    root: &HostRoot,
-    entry: &Path,
-    major: u32,
-    minor: u32,
-    report: &mut Report,
-) -> Option<String> {
-    let path = entry.join("uevent");
-    let text = match root.read_attr_opt(&path) {
-        Ok(t) => t?,
-        Err(e) => {
-            report.warn(&path, format!("{e}; using the default device name"));
-            return None;
-        }
-    };
-    let kv = parse_uevent(&text);
-    let get = |k: &str| kv.iter().find(|(key, _)| *key == k).map(|(_, v)| *v);
-    if let (Some(ma), Some(mi)) = (get("MAJOR"), get("MINOR"))
-        && (ma != major.to_string() || mi != minor.to_string())
-    {
-        report.warn(
-            &path,
-            format!("MAJOR={ma} MINOR={mi} disagrees with dev {major}:{minor}; trusting dev"),
-        );
-    }
-    let name = get("DEVNAME")?;
-    if !is_safe_devname(name) {
-        report.warn(
-            &path,
-            format!("DEVNAME {name:?} is not a plain path below /dev; using the default"),
-        );
-        return None;
-    }
-    Some(name.to_string())
-}
-
-/// A relative path of plain components (`dri/card1`): no `..`, no empty or
-/// hidden components, only `[A-Za-z0-9_.:-]`.
-pub(crate) fn is_safe_devname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 255
-        && name.split('/').all(|c| {
-            !c.is_empty()
-                && !c.starts_with('.')
-                && c.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
-        })
-}
-
-/// The ROCm compute node, when the kfd driver is loaded.
-fn read_kfd(root: &HostRoot, report: &mut Report) -> Option<Node> {
-    let entry = sys_path("class/kfd/kfd");
-    if !root.exists(&entry) {
-        return None;
-    }
-    read_node(root, &entry, "kfd", "kfd", "kfd", report).map(|mut n| {
-        if n.path == "/dev/dri/kfd" {
-            n.path = dev_path("kfd").display().to_string();
-        }
-        n
-    })
 }
 
 /// Reads the parent device of a group of nodes.
@@ -272,29 +166,6 @@ fn read_parent(
     Some(dev)
 }
 
-/// Looks the node up in the host's `/dev`: records mode and owner when it is
-/// a character device, drops it (with a warning) when something else sits
-/// at its path (a runtime would refuse the container).
-fn check_host_node(root: &HostRoot, node: Node, report: &mut Report) -> Option<Node> {
-    match on_host(root, &node) {
-        OnHost::Missing => Some(node),
-        OnHost::Char(e) => Some(with_host_checked(node, &e, report)),
-        OnHost::Other(kind) => {
-            report.warn(
-                &node.path,
-                format!(
-                    "not a character device (a {kind:?}); runtimes would refuse it, skipping this node"
-                ),
-            );
-            None
-        }
-        OnHost::Unreadable(e) => {
-            report.warn(&node.path, format!("{e}; not using host mode/owner"));
-            Some(node)
-        }
-    }
-}
-
 /// `/dev/dri/by-path/<ID_PATH>-card|render` links that exist on the host and
 /// name one of the device's nodes.
 fn by_path_links(root: &HostRoot, dev: &Device, nodes: &[Node], report: &mut Report) -> Vec<Link> {
@@ -337,21 +208,4 @@ fn by_path_links(root: &HostRoot, dev: &Device, nodes: &[Node], report: &mut Rep
         }
     }
     links
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn devnames() {
-        assert!(is_safe_devname("dri/card1"));
-        assert!(is_safe_devname("accel/accel0"));
-        assert!(!is_safe_devname("../etc/passwd"));
-        assert!(!is_safe_devname("dri/../card1"));
-        assert!(!is_safe_devname("/dev/dri/card1"));
-        assert!(!is_safe_devname("dri//card1"));
-        assert!(!is_safe_devname("dri/card1\"x"));
-        assert!(!is_safe_devname(""));
-    }
 }

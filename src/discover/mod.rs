@@ -11,8 +11,9 @@
 //! backend of higher precedence is removed from the others' results, so a
 //! more specific backend always wins, whatever the order they run in.
 
-mod devnode;
+pub(crate) mod devnode;
 pub mod drm;
+pub mod generic;
 pub mod nvidia;
 pub mod pci;
 pub mod pciids;
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
+use crate::generator::Generator;
 use crate::model::Device;
 use crate::root::HostRoot;
 
@@ -73,22 +75,41 @@ pub enum Error {
     UnknownBackend(String),
 }
 
-/// What a discovery run shares between its backends: the root, and the
-/// PCI ID database, parsed at most once per run (it is about 1.4 MB).
+/// What a discovery run shares between its backends: the root, the PCI
+/// ID database, parsed at most once per run (it is about 1.4 MB), and what
+/// the generic backend is to scan.
 #[derive(Debug)]
 pub struct Context<'a> {
     /// The host.
     pub root: &'a HostRoot,
     pci_ids: std::sync::OnceLock<Option<pciids::PciIds>>,
+    sources: Vec<generic::Source>,
 }
 
 impl<'a> Context<'a> {
-    /// A context for one discovery run over `root`.
+    /// A context for one discovery run over `root`, with nothing for the
+    /// generic backend to scan.
     pub fn new(root: &'a HostRoot) -> Self {
         Context {
             root,
             pci_ids: std::sync::OnceLock::new(),
+            sources: Vec::new(),
         }
+    }
+
+    /// The context with what `generators` ask the generic backend to scan
+    /// (their `match` and `join` sections).
+    pub fn with_generators<'g>(
+        mut self,
+        generators: impl IntoIterator<Item = &'g Generator>,
+    ) -> Self {
+        self.sources = generic::sources(generators);
+        self
+    }
+
+    /// What the generic backend scans.
+    pub fn sources(&self) -> &[generic::Source] {
+        &self.sources
     }
 
     /// The PCI ID database under the root, loaded on first use; `None`
@@ -127,6 +148,7 @@ pub static BACKENDS: &[&dyn Backend] = &[
     &sriov::Sriov,
     &vdpa::Vdpa,
     &nvidia::Nvidia,
+    &generic::Generic,
     &Static,
 ];
 
@@ -182,15 +204,34 @@ pub struct Discovery {
 }
 
 /// Runs the named backends (all when `only` is empty) and applies
-/// precedence.
+/// precedence. The generic backend finds nothing here: see
+/// [`discover_for`].
 ///
 /// # Errors
 /// [`Error`] for an unknown backend name or a backend that cannot run.
 pub fn discover(root: &HostRoot, only: &[String]) -> Result<Discovery, Error> {
+    discover_for(root, only, [])
+}
+
+/// [`discover`] for these generator definitions: the generic backend
+/// scans what their `match` and `join` sections declare (see
+/// [`generic::sources`]); the other backends do not depend on them.
+///
+/// # Errors
+/// [`Error`] for an unknown backend name or a backend that cannot run.
+pub fn discover_for<'g>(
+    root: &HostRoot,
+    only: &[String],
+    generators: impl IntoIterator<Item = &'g Generator>,
+) -> Result<Discovery, Error> {
     for name in only {
         backend(name)?;
     }
-    discover_with(BACKENDS, root, only)
+    run(
+        BACKENDS,
+        Context::new(root).with_generators(generators),
+        only,
+    )
 }
 
 /// [`discover`] over a given set of backends.
@@ -202,8 +243,11 @@ pub fn discover_with(
     root: &HostRoot,
     only: &[String],
 ) -> Result<Discovery, Error> {
+    run(backends, Context::new(root), only)
+}
+
+fn run(backends: &[&dyn Backend], cx: Context, only: &[String]) -> Result<Discovery, Error> {
     let mut report = Report::default();
-    let cx = Context::new(root);
     let mut found: Vec<(u8, Device)> = Vec::new();
     // Precedence is applied across all backends even when only some are
     // asked for, so that `--backend drm` never shows a device that a more
@@ -320,7 +364,7 @@ mod tests {
         assert_eq!(
             backend("nope").err().map(|e| e.to_string()),
             Some(
-                "unknown backend \"nope\" (known: drm, vfio, sriov, vdpa, nvidia, static)"
+                "unknown backend \"nope\" (known: drm, vfio, sriov, vdpa, nvidia, generic, static)"
                     .to_string()
             )
         );

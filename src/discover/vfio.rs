@@ -136,7 +136,7 @@ pub(crate) fn class_node(
                 .find(|(k, _)| *k == "DEVNAME")
                 .map(|(_, v)| v.to_string())
         })
-        .filter(|d| super::drm::is_safe_devname(d))
+        .filter(|d| super::devnode::is_safe_devname(d))
         .unwrap_or_else(|| default_devname.to_string());
     Some(Node {
         role: role.to_string(),

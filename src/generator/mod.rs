@@ -7,6 +7,7 @@
 //! bad value is an error naming the file, the line, and what was expected.
 
 pub mod select;
+pub mod source;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +35,15 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("sriov.yaml", include_str!("../../generators/sriov.yaml")),
     ("vdpa.yaml", include_str!("../../generators/vdpa.yaml")),
     ("nvidia.yaml", include_str!("../../generators/nvidia.yaml")),
+    (
+        "generic-tty.yaml",
+        include_str!("../../generators/generic-tty.yaml"),
+    ),
+    (
+        "usb-serial.yaml",
+        include_str!("../../generators/usb-serial.yaml"),
+    ),
+    ("accel.yaml", include_str!("../../generators/accel.yaml")),
 ];
 
 /// Where users put their own definitions.
@@ -55,9 +65,23 @@ pub struct Generator {
     pub backend: String,
     /// CDI kind of the spec, `vendor/class`.
     pub kind: String,
+    /// What the `generic` backend scans for this generator (required with
+    /// backend `generic`, refused with any other).
+    #[serde(default, rename = "match", skip_serializing_if = "Option::is_none")]
+    pub source: Option<source::Match>,
+    /// Shared nodes (found by the generic backend) added to every device
+    /// this generator selects, like ROCm's `/dev/kfd` for AMD GPUs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub join: Vec<source::Join>,
     /// Which devices to take.
     #[serde(default)]
     pub select: select::Select,
+    /// Leave out the first N selected devices, in identity order (natural
+    /// order of kernel names: `tty2` before `tty10`): the seed's
+    /// `num_system_reserved`. Reserved devices are in no CDI device, `all`
+    /// included.
+    #[serde(default)]
+    pub reserve: u32,
     /// Device names to emit, in order; each selected device gets one CDI
     /// device per strategy (plus one `all` device if listed).
     #[serde(default = "default_names")]
@@ -145,7 +169,12 @@ fn default_names() -> Vec<NameStrategy> {
 }
 
 /// How CDI device names are made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+///
+/// Written as a word (`index`), or as a one-key map for the strategies
+/// that take a value (`{attr: serial}`). A device the strategy cannot
+/// name (no such attribute, an invalid CDI name) gets no name from it,
+/// with a warning; a name two devices would share is given to neither.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum NameStrategy {
     /// `0`, `1`, ... in order of identity (PCI address order).
@@ -162,11 +191,34 @@ pub enum NameStrategy {
     /// The device's UUID (`GPU-...`; `MIG-...` when known), as
     /// `nvidia-ctk --device-name-strategy=uuid` names them.
     Uuid,
+    /// The value of one of the device's recorded attributes (`serial`:
+    /// the USB serial number of a serial adapter).
+    Attr(String),
+    /// The file name of the symlink in this directory below `/dev` that
+    /// names the device's node (`serial/by-path`: a stable port name);
+    /// the first in sorted order when there are several.
+    Link(String),
+    /// A handlebars template over the device, as `cdigen discover -o json`
+    /// shows it (`"{{attrs.idVendor}}-{{attrs.serial}}"`), rendered strictly:
+    /// a missing value leaves the device unnamed, with a warning.
+    Template(String),
+}
+
+impl std::fmt::Display for NameStrategy {
+    /// As written in a definition: `index`, `attr: serial`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NameStrategy::Attr(v) | NameStrategy::Link(v) | NameStrategy::Template(v) => {
+                write!(f, "{}: {v:?}", self.as_str())
+            }
+            _ => write!(f, "{:?}", self.as_str()),
+        }
+    }
 }
 
 impl NameStrategy {
-    /// The name as written in a definition (`index`).
-    pub fn as_str(self) -> &'static str {
+    /// The strategy's word as written in a definition (`index`, `attr`).
+    pub fn as_str(&self) -> &'static str {
         match self {
             NameStrategy::Index => "index",
             NameStrategy::Pci => "pci",
@@ -174,6 +226,9 @@ impl NameStrategy {
             NameStrategy::All => "all",
             NameStrategy::Group => "group",
             NameStrategy::Uuid => "uuid",
+            NameStrategy::Attr(_) => "attr",
+            NameStrategy::Link(_) => "link",
+            NameStrategy::Template(_) => "template",
         }
     }
 }
@@ -330,6 +385,43 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
         ));
     }
     crate::discover::backend(&g.backend).map_err(|e| invalid("backend", e.to_string()))?;
+    match (&g.source, g.backend == crate::discover::generic::NAME) {
+        (None, true) => {
+            return Err(invalid(
+                "match",
+                "required with backend generic: which class or bus to scan, like `match: {subsystem: tty, name: [\"ttyUSB*\"]}`".into(),
+            ));
+        }
+        (Some(_), false) => {
+            return Err(invalid(
+                "match",
+                format!(
+                    "only for backend generic (backend {} has `select`)",
+                    g.backend
+                ),
+            ));
+        }
+        (Some(m), true) => {
+            m.compile()
+                .map_err(|(field, message)| invalid(&format!("match.{field}"), message))?;
+        }
+        (None, false) => {}
+    }
+    for (i, j) in g.join.iter().enumerate() {
+        j.source
+            .compile()
+            .map_err(|(field, message)| invalid(&format!("join[{i}].match.{field}"), message))?;
+        if !select::NODE_ROLES.contains(&j.role.as_str()) {
+            return Err(invalid(
+                &format!("join[{i}].role"),
+                format!(
+                    "{:?} is not a node role (expected one of {})",
+                    j.role,
+                    select::NODE_ROLES.join(", ")
+                ),
+            ));
+        }
+    }
     Kind::parse(&g.kind).map_err(|e| invalid("kind", e.to_string()))?;
     if !is_plain_name(&g.template) {
         return Err(invalid(
@@ -343,7 +435,7 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
     if g.names.is_empty() {
         return Err(invalid(
             "names",
-            "must list at least one of index, pci, node, all".into(),
+            "must list at least one name strategy (index, pci, node, group, uuid, attr, link, template, all)".into(),
         ));
     }
     if g.names == [NameStrategy::All] {
@@ -351,13 +443,23 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
     }
     let mut seen = Vec::new();
     for (i, n) in g.names.iter().enumerate() {
-        if seen.contains(n) {
-            return Err(invalid(
-                &format!("names[{i}]"),
-                format!("{:?} listed twice", n.as_str()),
-            ));
+        if seen.contains(&n) {
+            return Err(invalid(&format!("names[{i}]"), format!("{n} listed twice")));
         }
-        seen.push(*n);
+        seen.push(n);
+        let field = format!("names[{i}].{}", n.as_str());
+        match n {
+            NameStrategy::Attr(a) => {
+                source::check_attr_name(a).map_err(|m| invalid(&field, m))?;
+            }
+            NameStrategy::Link(dir) => {
+                source::check_link_dir(dir).map_err(|m| invalid(&field, m))?;
+            }
+            NameStrategy::Template(t) => {
+                crate::render::check_name_template(t).map_err(|m| invalid(&field, m))?;
+            }
+            _ => {}
+        }
     }
     if let Some(file) = &g.output.file {
         let plain = file

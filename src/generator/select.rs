@@ -8,7 +8,7 @@ use crate::model::{Device, Node};
 use crate::sysfs::parse_hex_id;
 
 /// Node roles the backends produce.
-pub const NODE_ROLES: [&str; 22] = [
+pub const NODE_ROLES: [&str; 23] = [
     "primary",
     "render",
     "accel",
@@ -31,6 +31,7 @@ pub const NODE_ROLES: [&str; 22] = [
     "nvidia-uvm-tools",
     "nvidia-mig-config",
     "nvidia-mig-monitor",
+    "generic",
 ];
 
 /// Roles that never make a device selected on their own: shared nodes

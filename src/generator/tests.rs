@@ -172,7 +172,11 @@ fn builtins_parse_and_check() {
             "{file}: template {:?} is not built in ({templates:?})",
             g.template
         );
-        assert!(g.enabled, "{file}");
+        // Only safe definitions run by default: the generic ones for
+        // consoles and serial lines, and the vendor-neutral accel one (the
+        // DRM backend already offers accel devices), are opt-in.
+        let opt_in = ["generic-tty", "usb-serial", "accel"].contains(&g.name.as_str());
+        assert_eq!(g.enabled, !opt_in, "{file}");
         assert!(crate::discover::backend(&g.backend).is_ok(), "{file}");
         // The file is named after the generator.
         assert_eq!(format!("{}.yaml", g.name), *file);
@@ -181,12 +185,15 @@ fn builtins_parse_and_check() {
         names,
         BTreeSet::from(
             [
+                "accel",
                 "amd-gpu",
                 "drm",
+                "generic-tty",
                 "intel-gpu",
                 "intel-npu",
                 "nvidia",
                 "sriov",
+                "usb-serial",
                 "vdpa",
                 "vfio"
             ]
@@ -207,11 +214,26 @@ fn builtin_amd_gpu_is_exactly_as_written() {
             enabled: true,
             backend: "drm".into(),
             kind: "amd.com/gpu".into(),
+            source: None,
+            join: vec![source::Join {
+                source: source::Match {
+                    subsystem: "kfd".into(),
+                    name: strings(&["kfd"]),
+                    attrs: BTreeMap::new(),
+                    properties: BTreeMap::new(),
+                    parent: None,
+                    expose: vec![],
+                    links: vec![],
+                },
+                role: "kfd".into(),
+                drivers: strings(&["amdgpu"]),
+            }],
             select: Select {
                 vendor_ids: strings(&["0x1002"]),
                 node_roles: strings(&["primary", "render", "kfd"]),
                 ..Default::default()
             },
+            reserve: 0,
             names: vec![NameStrategy::Index, NameStrategy::All],
             template: "drm".into(),
             output: Output {
@@ -242,7 +264,10 @@ fn defaults_of_a_minimal_definition() {
             enabled: true,
             backend: "drm".into(),
             kind: "example.com/gpu".into(),
+            source: None,
+            join: vec![],
             select: Select::default(),
+            reserve: 0,
             names: vec![NameStrategy::Index, NameStrategy::All],
             template: "drm".into(),
             output: Output::default(),
@@ -283,6 +308,8 @@ fn full_definition() {
             enabled: false,
             backend: "drm".into(),
             kind: "example.com/gpu".into(),
+            source: None,
+            join: vec![],
             select: Select {
                 vendor_ids: strings(&["0x10DE"]),
                 exclude_vendor_ids: strings(&["0x1002"]),
@@ -291,6 +318,7 @@ fn full_definition() {
                 node_roles: strings(&["render", "accel"]),
                 ..Default::default()
             },
+            reserve: 0,
             names: vec![NameStrategy::Pci, NameStrategy::Node, NameStrategy::All],
             template: "custom".into(),
             output: Output {
@@ -317,8 +345,9 @@ fn unknown_key_names_file_line_and_expected_keys() {
     assert_eq!(
         err_with("vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of name, \
-         description, enabled, backend, kind, select, names, template, output, device_nodes, \
-         links, cdi_version, vfio_mode, device_info, static_devices at line 5, column 1"
+         description, enabled, backend, kind, match, join, select, reserve, names, template, \
+         output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices at line \
+         5, column 1"
     );
     assert_eq!(
         err_with("select:\n  vendorids: [\"0x1002\"]\n"),
@@ -380,7 +409,7 @@ fn bad_enum_values() {
     assert_eq!(
         err_with("names: [first]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `first`, expected one of index, \
-         pci, node, all, group, uuid at line 5, column 9"
+         pci, node, all, group, uuid, attr, link, template at line 5, column 9"
     );
     assert_eq!(
         err_with("output:\n  format: toml\n"),
@@ -436,7 +465,7 @@ fn bad_name() {
 fn unknown_backend() {
     assert_eq!(
         err_replacing("backend", "backend: gpu"),
-        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, nvidia, static)"
+        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, nvidia, generic, static)"
     );
 }
 
@@ -476,8 +505,8 @@ fn template_must_be_a_plain_name() {
 fn names_empty_or_repeated() {
     assert_eq!(
         err_with("names: []\n"),
-        "/etc/cdigen/generators.d/test.yaml: names: must list at least one of index, pci, node, \
-         all"
+        "/etc/cdigen/generators.d/test.yaml: names: must list at least one name strategy (index, \
+         pci, node, group, uuid, attr, link, template, all)"
     );
     assert_eq!(
         err_with("names: [index, all, index]\n"),
@@ -520,7 +549,7 @@ fn bad_node_role() {
     assert_eq!(
         err_with("select:\n  node_roles: [render, card]\n"),
         "/etc/cdigen/generators.d/test.yaml: select.node_roles[1]: \"card\" is not a node role \
-         (expected one of primary, render, accel, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor)"
+         (expected one of primary, render, accel, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor, generic)"
     );
 }
 
@@ -604,12 +633,15 @@ fn summary(loaded: &[Loaded]) -> Vec<(String, String)> {
 
 fn builtin_summary() -> Vec<(String, String)> {
     [
+        "accel",
         "amd-gpu",
         "drm",
+        "generic-tty",
         "intel-gpu",
         "intel-npu",
         "nvidia",
         "sriov",
+        "usb-serial",
         "vdpa",
         "vfio",
     ]
@@ -667,9 +699,14 @@ fn load_user_replaces_adds_and_keeps_disabled() {
     assert_eq!(
         summary(&loaded),
         [
-            ("amd-gpu".to_string(), show(&amd)),
+            ("accel".to_string(), "builtin:generators/accel.yaml".into()),
+            ("amd-gpu".into(), show(&amd)),
             ("drm".into(), "builtin:generators/drm.yaml".into()),
             ("extra".into(), show(&extra)),
+            (
+                "generic-tty".into(),
+                "builtin:generators/generic-tty.yaml".into()
+            ),
             (
                 "intel-gpu".into(),
                 "builtin:generators/intel-gpu.yaml".into()
@@ -677,6 +714,10 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             ("intel-npu".into(), show(&off)),
             ("nvidia".into(), "builtin:generators/nvidia.yaml".into()),
             ("sriov".into(), "builtin:generators/sriov.yaml".into()),
+            (
+                "usb-serial".into(),
+                "builtin:generators/usb-serial.yaml".into()
+            ),
             ("vdpa".into(), "builtin:generators/vdpa.yaml".into()),
             ("vfio".into(), "builtin:generators/vfio.yaml".into()),
         ]
@@ -753,8 +794,8 @@ fn load_broken_file_is_its_error() {
         load(&[dir.to_path_buf()]).unwrap_err().to_string(),
         format!(
             "{}: unknown field `vendorids`, expected one of name, description, enabled, backend, \
-             kind, select, names, template, output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices at line 5, \
-             column 1",
+             kind, match, join, select, reserve, names, template, output, device_nodes, links, \
+             cdi_version, vfio_mode, device_info, static_devices at line 5, column 1",
             bad.display()
         )
     );
@@ -960,4 +1001,254 @@ fn select_builtin_definitions() {
         assert_eq!(sel("drm").apply(d), None, "{}", d.id);
     }
     assert_eq!(sel("drm").apply(&p), Some(p.clone()));
+}
+
+// ---------------------------------------------------------------- generic
+
+/// A generic definition: [`FILE`] with backend generic and `extra`.
+fn generic_err(extra: &str) -> String {
+    err(&format!(
+        "name: test\nbackend: generic\nkind: example.com/dev\ntemplate: generic\n{extra}"
+    ))
+}
+
+#[test]
+fn generic_definitions_parse_in_full() {
+    let g = parse(
+        Path::new(FILE),
+        "name: serial\nbackend: generic\nkind: example.com/serial\ntemplate: generic\n\
+         match:\n  subsystem: tty\n  name: [\"ttyUSB*\", \"ttyACM[0-9]\"]\n  \
+         attrs: {idVendor: \"0403\"}\n  properties: {DEVNAME: \"tty*\"}\n  \
+         parent: {subsystem: usb, devtype: usb_device}\n  expose: [product]\n  \
+         links: [serial/by-id]\n\
+         reserve: 2\n\
+         names: [{attr: serial}, {link: serial/by-path}, {template: \"{{generic.name}}-x\"}, node, all]\n",
+    )
+    .unwrap();
+    assert_eq!(
+        g.source,
+        Some(source::Match {
+            subsystem: "tty".into(),
+            name: strings(&["ttyUSB*", "ttyACM[0-9]"]),
+            attrs: BTreeMap::from([("idVendor".into(), "0403".into())]),
+            properties: BTreeMap::from([("DEVNAME".into(), "tty*".into())]),
+            parent: Some(source::Parent {
+                subsystem: "usb".into(),
+                devtype: Some("usb_device".into()),
+            }),
+            expose: strings(&["product"]),
+            links: strings(&["serial/by-id"]),
+        })
+    );
+    assert_eq!(g.reserve, 2);
+    assert_eq!(
+        g.names,
+        [
+            NameStrategy::Attr("serial".into()),
+            NameStrategy::Link("serial/by-path".into()),
+            NameStrategy::Template("{{generic.name}}-x".into()),
+            NameStrategy::Node,
+            NameStrategy::All,
+        ]
+    );
+}
+
+#[test]
+fn generic_needs_a_match_and_only_generic_has_one() {
+    assert_eq!(
+        generic_err(""),
+        "/etc/cdigen/generators.d/test.yaml: match: required with backend generic: which class \
+         or bus to scan, like `match: {subsystem: tty, name: [\"ttyUSB*\"]}`"
+    );
+    assert_eq!(
+        err_with("match: {subsystem: tty}\n"),
+        "/etc/cdigen/generators.d/test.yaml: match: only for backend generic (backend drm has \
+         `select`)"
+    );
+}
+
+#[test]
+fn generic_match_errors_name_the_field() {
+    for (m, want) in [
+        (
+            "{subsystem: Tty}",
+            "match.subsystem: \"Tty\" is not a class or bus name like \"tty\" or \"usb-serial\"",
+        ),
+        (
+            "{subsystem: block}",
+            "match.subsystem: block devices are not supported (the generic backend hands out \
+             character devices)",
+        ),
+        (
+            "{subsystem: tty, name: [\"ttyS*\", \"tty[\"]}",
+            "match.name[1]: \"tty[\" is not a valid glob: unclosed character class; missing ']'",
+        ),
+        (
+            "{subsystem: tty, name: [\"\"]}",
+            "match.name[0]: empty pattern (use \"*\" for any value)",
+        ),
+        (
+            "{subsystem: tty, attrs: {\"../serial\": \"x\"}}",
+            "match.attrs.../serial: \"../serial\" is not a sysfs attribute name like \"idVendor\"",
+        ),
+        (
+            "{subsystem: tty, attrs: {idVendor: \"04{03\"}}",
+            "match.attrs.idVendor: \"04{03\" is not a valid glob: unclosed alternate group; \
+             missing '}' (maybe escape '{' with '[{]'?)",
+        ),
+        (
+            "{subsystem: tty, properties: {devname: x}}",
+            "match.properties.devname: \"devname\" is not a uevent key like \"DEVTYPE\" (A-Z 0-9 _)",
+        ),
+        (
+            "{subsystem: tty, parent: {subsystem: \"usb/x\"}}",
+            "match.parent.subsystem: \"usb/x\" is not a bus name like \"usb\"",
+        ),
+        (
+            "{subsystem: tty, parent: {subsystem: usb, devtype: \"USB device\"}}",
+            "match.parent.devtype: \"USB device\" is not a device type like \"usb_device\"",
+        ),
+        (
+            "{subsystem: tty, expose: [serial, \"\"]}",
+            "match.expose[1]: \"\" is not a sysfs attribute name like \"serial\"",
+        ),
+        (
+            "{subsystem: tty, links: [\"../etc\"]}",
+            "match.links[0]: \"../etc\" is not a directory below /dev like \"serial/by-id\" \
+             (relative, no ..)",
+        ),
+        (
+            "{subsystem: tty, links: [/dev/serial/by-id]}",
+            "match.links[0]: \"/dev/serial/by-id\" is not a directory below /dev like \
+             \"serial/by-id\" (relative, no ..)",
+        ),
+    ] {
+        assert_eq!(
+            generic_err(&format!("match: {m}\n")),
+            format!("/etc/cdigen/generators.d/test.yaml: {want}"),
+            "{m}"
+        );
+    }
+    // Unknown keys are refused with the ones expected.
+    assert_eq!(
+        generic_err("match: {subsystem: tty, kernel: [tty1]}\n"),
+        "/etc/cdigen/generators.d/test.yaml: unknown field `kernel`, expected one of subsystem, \
+         name, attrs, properties, parent, expose, links at line 5, column 25"
+    );
+}
+
+#[test]
+fn join_errors_name_the_entry() {
+    assert_eq!(
+        err_with("join:\n  - match: {subsystem: kfd}\n    role: compute\n"),
+        format!(
+            "/etc/cdigen/generators.d/test.yaml: join[0].role: \"compute\" is not a node role \
+             (expected one of {})",
+            select::NODE_ROLES.join(", ")
+        )
+    );
+    assert_eq!(
+        err_with(
+            "join:\n  - match: {subsystem: kfd}\n    role: kfd\n  - match: {subsystem: kfd, name: [\"[\"]}\n    role: kfd\n"
+        ),
+        "/etc/cdigen/generators.d/test.yaml: join[1].match.name[0]: \"[\" is not a valid glob: \
+         unclosed character class; missing ']'"
+    );
+    assert_eq!(
+        err_with("join:\n  - match: {subsystem: kfd}\n"),
+        "/etc/cdigen/generators.d/test.yaml: missing field `role` at line 6, column 5"
+    );
+}
+
+#[test]
+fn reserve_is_a_count() {
+    assert_eq!(
+        parse(Path::new(FILE), &format!("{BASE}reserve: 12\n"))
+            .unwrap()
+            .reserve,
+        12
+    );
+    assert_eq!(
+        err_with("reserve: -1\n"),
+        "/etc/cdigen/generators.d/test.yaml: invalid u32 at line 5, column 10"
+    );
+    assert_eq!(
+        err_with("reserve: twelve\n"),
+        "/etc/cdigen/generators.d/test.yaml: invalid u32 at line 5, column 10"
+    );
+}
+
+#[test]
+fn value_name_strategies_are_checked() {
+    for (names, want) in [
+        (
+            "[{attr: \"a/b\"}]",
+            "names[0].attr: \"a/b\" is not an attribute name like \"serial\"",
+        ),
+        (
+            "[index, {link: /dev/serial/by-path}]",
+            "names[1].link: \"/dev/serial/by-path\" is not a directory below /dev like \
+             \"serial/by-id\" (relative, no ..)",
+        ),
+        (
+            "[{template: \"{{#if x}}\"}]",
+            "names[0].template: \"{{#if x}}\" is not a valid template: ",
+        ),
+        ("[{template: \" \"}]", "names[0].template: empty template"),
+        (
+            "[{attr: serial}, {attr: serial}]",
+            "names[1]: attr: \"serial\" listed twice",
+        ),
+    ] {
+        let got = err_with(&format!("names: {names}\n"));
+        let want = format!("/etc/cdigen/generators.d/test.yaml: {want}");
+        assert!(
+            got.starts_with(&want),
+            "{names}:\n got: {got}\nwant: {want}"
+        );
+    }
+    assert_eq!(
+        err_with("names: [{serial: x}]\n"),
+        "/etc/cdigen/generators.d/test.yaml: unknown variant `serial`, expected one of index, \
+         pci, node, all, group, uuid, attr, link, template at line 5, column 10"
+    );
+    // Two different attributes are fine (collisions are found per device).
+    assert_eq!(
+        parse(
+            Path::new(FILE),
+            &format!("{BASE}names: [{{attr: serial}}, {{attr: product}}]\n")
+        )
+        .unwrap()
+        .names
+        .len(),
+        2
+    );
+}
+
+proptest::proptest! {
+    /// Any pattern, attribute name or link directory is accepted or
+    /// refused with a message; nothing panics, and an accepted name glob
+    /// matches a name equal to a pattern without glob syntax.
+    #[test]
+    fn match_checks_never_panic(
+        name in "\\PC{0,40}",
+        key in "\\PC{0,12}",
+        value in "\\PC{0,40}",
+        dir in "[a-z./-]{0,20}",
+    ) {
+        let m = source::Match {
+            subsystem: "tty".into(),
+            name: vec![name.clone()],
+            attrs: BTreeMap::from([(key, value)]),
+            properties: BTreeMap::new(),
+            parent: None,
+            expose: vec![],
+            links: vec![dir],
+        };
+        if let Ok(c) = m.compile()
+            && !name.contains(['*', '?', '[', ']', '{', '}', '\\', '/'])
+        {
+            proptest::prop_assert!(c.name_matches(&name));
+        }
+    }
 }

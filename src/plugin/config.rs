@@ -39,8 +39,10 @@ pub struct Args {
     /// `vendorid_whitelist`: PCI vendor IDs (`"0x1234"`); empty means any.
     pub vendorid_whitelist: Vec<String>,
     /// `num_system_reserved`: how many devices at the start of the pool
-    /// are never handed out.
-    pub num_system_reserved: usize,
+    /// are never handed out; when given, it replaces the generator's own
+    /// `reserve` (the same notion: `generic-tty` reserves 12 VTs either
+    /// way).
+    pub num_system_reserved: Option<u32>,
 }
 
 impl Config {
@@ -156,12 +158,14 @@ fn parse_args(a: &Map<String, Value>, warnings: &mut Vec<String>) -> Result<Args
             }
             "vendorid_whitelist" => args.vendorid_whitelist = strings(value, key)?,
             "num_system_reserved" => {
-                args.num_system_reserved = value
-                    .as_u64()
-                    .and_then(|n| usize::try_from(n).ok())
-                    .ok_or_else(|| {
-                        bad("args.num_system_reserved: must be a non-negative integer".into())
-                    })?;
+                args.num_system_reserved = Some(
+                    value
+                        .as_u64()
+                        .and_then(|n| u32::try_from(n).ok())
+                        .ok_or_else(|| {
+                            bad("args.num_system_reserved: must be a non-negative integer".into())
+                        })?,
+                );
             }
             other => warnings.push(format!("configuration: ignoring unknown args.{other}")),
         }
@@ -211,10 +215,10 @@ mod tests {
         assert_eq!(c.generator(), "drm");
         assert_eq!(c.args.want_device_nodes, ["primary", "render"]);
         assert_eq!(c.args.vendorid_whitelist, ["0x1234", "0x2345"]);
-        assert_eq!(c.args.num_system_reserved, 0);
+        assert_eq!(c.args.num_system_reserved, None);
         let (c, _) = parse(TTY_CONF.as_bytes()).unwrap();
         assert_eq!(c.generator(), "generic-tty");
-        assert_eq!(c.args.num_system_reserved, 12);
+        assert_eq!(c.args.num_system_reserved, Some(12));
     }
 
     #[test]

@@ -44,7 +44,9 @@
 //!   match a non-empty list), `args.want_device_nodes` (node roles to hand
 //!   out; `want_device_types`, the draft's prose name, is read as an
 //!   alias) and `args.num_system_reserved` (the first N devices are never
-//!   handed out). Unknown `args` keys are ignored with a warning: args are
+//!   handed out; it replaces the generator's own `reserve`, the same
+//!   notion, so the draft's TTY configuration with 12 reserved hands out
+//!   `/dev/tty13` first from `generic-tty`, which reserves 12 itself). Unknown `args` keys are ignored with a warning: args are
 //!   each plugin's own.
 //! - **INFO** reports the free devices of the pool as `<type>`, and per
 //!   NUMA node of the pool's devices as `<type>-numa<N>`.
@@ -414,8 +416,15 @@ fn narrowing(cfg: &Config) -> Result<Select, Failure> {
 }
 
 /// The generator that defines the pool.
-fn generator_of(cfg: &Config, opts: &Options) -> Result<Loaded, Failure> {
-    let all = generator::load(&opts.generator_dirs).map_err(|e| Failure::host(&e))?;
+/// Every generator definition, enabled or not: the configuration may name
+/// a disabled one (the shipped `generic-tty`), and discovery scans for all
+/// of them so that no allocation looks vanished because its generator's
+/// devices were not looked for.
+fn definitions(opts: &Options) -> Result<Vec<Loaded>, Failure> {
+    generator::load(&opts.generator_dirs).map_err(|e| Failure::host(&e))
+}
+
+fn generator_of(cfg: &Config, all: &[Loaded]) -> Result<Loaded, Failure> {
     let name = cfg.generator();
     let field = if cfg.args.generator.is_some() {
         "args.generator"
@@ -427,12 +436,13 @@ fn generator_of(cfg: &Config, opts: &Options) -> Result<Loaded, Failure> {
         "{field}: no generator named {name:?} (known: {})",
         known.join(", ")
     );
-    all.into_iter()
+    all.iter()
         .find(|l| l.generator.name == name)
+        .cloned()
         .ok_or_else(|| Failure::new(Code::Config, "Invalid configuration").details(message))
 }
 
-fn discover_host(opts: &Options) -> Result<Discovery, Failure> {
+fn discover_host(opts: &Options, all: &[Loaded]) -> Result<Discovery, Failure> {
     let root = HostRoot::open(&opts.root)
         .map_err(|e| {
             Failure::host(&e).details(format!(
@@ -441,7 +451,8 @@ fn discover_host(opts: &Options) -> Result<Discovery, Failure> {
             ))
         })?
         .with_driver_root(&opts.driver_root);
-    let found = discover::discover(&root, &[]).map_err(|e| Failure::host(&e))?;
+    let found = discover::discover_for(&root, &[], all.iter().map(|l| &l.generator))
+        .map_err(|e| Failure::host(&e))?;
     for w in &found.warnings {
         tracing::warn!("{}: {}", w.path.display(), w.message);
     }
@@ -503,14 +514,14 @@ fn release_vanished(store: &mut Store, discovery: &Discovery) -> Result<(), Fail
 /// The pool: the generator's devices, narrowed, in `index` order, minus
 /// the reserved ones.
 fn pool(cfg: &Config, g: &Loaded, narrow: &Select, discovery: &Discovery) -> Vec<PoolDevice> {
-    let mut devices: Vec<_> = crate::generate::select(&g.generator, discovery)
+    let mut generator = g.generator.clone();
+    if let Some(n) = cfg.args.num_system_reserved {
+        generator.reserve = n;
+    }
+    // Already in `index` order, the reserved ones left out.
+    crate::generate::select_devices(&generator, discovery)
         .into_iter()
         .filter_map(|d| narrow.apply(&d))
-        .collect();
-    devices.sort_by(|a, b| crate::render::identity_cmp(&a.id, &b.id));
-    devices
-        .into_iter()
-        .skip(cfg.args.num_system_reserved)
         .map(|d| {
             let mut nodes: Vec<String> = Vec::new();
             for n in d.nodes {
@@ -530,9 +541,10 @@ fn pool(cfg: &Config, g: &Loaded, narrow: &Select, discovery: &Discovery) -> Vec
 
 fn info(cfg: &Config, opts: &Options, version: &str) -> Result<String, Failure> {
     let narrow = narrowing(cfg)?;
-    let g = generator_of(cfg, opts)?;
+    let all = definitions(opts)?;
+    let g = generator_of(cfg, &all)?;
     let mut store = open_store(opts)?;
-    let discovery = discover_host(opts)?;
+    let discovery = discover_host(opts, &all)?;
     release_vanished(&mut store, &discovery)?;
     let pool = pool(cfg, &g, &narrow, &discovery);
     let (total, per_node) = alloc::available(&pool, &store.state.taken());
@@ -554,9 +566,10 @@ fn add(cfg: &Config, inv: &Invocation, opts: &Options, version: &str) -> Result<
     let items = parse_request(inv.request.as_deref(), &cfg.resource_type)?;
     let prefer = parse_numa_locality(inv.numa_locality.as_deref())?;
     let narrow = narrowing(cfg)?;
-    let g = generator_of(cfg, opts)?;
+    let all = definitions(opts)?;
+    let g = generator_of(cfg, &all)?;
     let mut store = open_store(opts)?;
-    let discovery = discover_host(opts)?;
+    let discovery = discover_host(opts, &all)?;
     release_vanished(&mut store, &discovery)?;
     for item in &items {
         let spec = item.spec.to_string();
@@ -630,7 +643,7 @@ fn del(cfg: &Config, inv: &Invocation, opts: &Options) -> Result<(), Failure> {
     let request_id = parse_request_id(inv.request_id.as_deref())?;
     let mut store = open_store(opts)?;
     // DEL needs no discovery; when it fails, releasing still goes on.
-    match discover_host(opts) {
+    match definitions(opts).and_then(|all| discover_host(opts, &all)) {
         Ok(discovery) => release_vanished(&mut store, &discovery)?,
         Err(f) => tracing::warn!("not checking for vanished devices: {f}"),
     }

@@ -25,6 +25,7 @@ use crate::sysfs::PciAddress;
 /// The shipped templates: (name, content).
 pub const BUILTIN: &[(&str, &str)] = &[
     ("drm", include_str!("../../templates/drm.json.hbs")),
+    ("generic", include_str!("../../templates/generic.json.hbs")),
     ("nvidia", include_str!("../../templates/nvidia.json.hbs")),
     ("sriov", include_str!("../../templates/sriov.json.hbs")),
     ("vdpa", include_str!("../../templates/vdpa.json.hbs")),
@@ -106,6 +107,44 @@ pub fn json_escape(s: &str) -> String {
         .get(1..quoted.len().saturating_sub(1))
         .unwrap_or_default()
         .to_string()
+}
+
+/// Longest name template accepted.
+pub const MAX_NAME_TEMPLATE_LEN: usize = 512;
+
+/// Checks a `template` name strategy: it must compile (strict handlebars,
+/// over the device as `cdigen discover -o json` shows it).
+///
+/// # Errors
+/// What is wrong, for the definition's error message.
+pub fn check_name_template(template: &str) -> Result<(), String> {
+    if template.trim().is_empty() {
+        return Err("empty template".into());
+    }
+    if template.len() > MAX_NAME_TEMPLATE_LEN {
+        return Err(format!(
+            "template longer than {MAX_NAME_TEMPLATE_LEN} bytes"
+        ));
+    }
+    handlebars::Template::compile(template)
+        .map(|_| ())
+        .map_err(|e| format!("{template:?} is not a valid template: {e}"))
+}
+
+/// Renders a `template` name strategy for `device` and checks that the
+/// result is a valid CDI device name.
+///
+/// # Errors
+/// Why the device gets no name from it (a missing value, an invalid name).
+pub fn render_name(template: &str, device: &Device) -> Result<String, String> {
+    let mut hb = Handlebars::new();
+    hb.set_strict_mode(true);
+    hb.register_escape_fn(handlebars::no_escape);
+    let name = hb
+        .render_template(template, device)
+        .map_err(|e| format!("template {template:?}: {}", e.reason()))?;
+    cdi::name::validate_device_name(&name).map_err(|e| e.to_string())?;
+    Ok(name)
 }
 
 /// `{{json value}}`: the value as JSON (strings quoted and escaped).
@@ -219,6 +258,9 @@ impl Templates {
             });
         };
         let ctx = context(generator, devices);
+        for w in &ctx.warnings {
+            tracing::warn!("generator {}: {w}", generator.name);
+        }
         let text = self
             .registry
             .render(&generator.template, &ctx)
@@ -262,6 +304,10 @@ pub struct TemplateContext<'a> {
     pub resource_env: String,
     /// The CDI devices to emit.
     pub devices: Vec<CdiDevice<'a>>,
+    /// Devices left unnamed by a strategy, and names given to no device
+    /// because several would share them: logged by [`Templates::render`].
+    #[serde(skip)]
+    pub warnings: Vec<String>,
 }
 
 /// One CDI device to emit.
@@ -430,6 +476,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
         }
     };
     let mut out = Vec::new();
+    let mut warnings = Vec::new();
     for strategy in &generator.names {
         match strategy {
             NameStrategy::All => {}
@@ -500,9 +547,51 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
                     out.push(entry(name, vec![*d]));
                 }
             }
+            NameStrategy::Attr(_) | NameStrategy::Link(_) | NameStrategy::Template(_) => {
+                for d in &sorted {
+                    match strategy_name(strategy, d) {
+                        Ok(name) => out.push(entry(name, vec![*d])),
+                        Err(why) => {
+                            warnings.push(format!("{}: {why}, so no name from `{strategy}`", d.id))
+                        }
+                    }
+                }
+            }
         }
     }
-    if generator.names.contains(&NameStrategy::All) && !sorted.is_empty() {
+    // Never two CDI devices with one name: a name several devices would
+    // get (two adapters with one serial number) is given to none of them.
+    let with_all = generator.names.contains(&NameStrategy::All) && !sorted.is_empty();
+    // name -> the entries that have it (an entry may stand for several
+    // devices: a VFIO group)
+    let mut by_name: BTreeMap<&str, Vec<&CdiDevice>> = BTreeMap::new();
+    for e in &out {
+        by_name.entry(e.name.as_str()).or_default().push(e);
+    }
+    let shared: Vec<String> = by_name
+        .iter()
+        .filter(|(name, entries)| entries.len() > 1 || (with_all && **name == "all"))
+        .map(|(name, entries)| {
+            let ids: Vec<&str> = entries
+                .iter()
+                .flat_map(|e| e.members.iter().map(|m| m.id.as_str()))
+                .collect();
+            warnings.push(if entries.len() > 1 {
+                format!(
+                    "{name:?} would name {}; naming none of them so",
+                    ids.join(" and ")
+                )
+            } else {
+                format!(
+                    "{name:?} would name {} and the `all` device; naming only `all` so",
+                    ids.join(" and ")
+                )
+            });
+            (*name).to_string()
+        })
+        .collect();
+    out.retain(|e| !shared.contains(&e.name));
+    if with_all {
         out.push(entry("all".into(), sorted.clone()));
     }
     TemplateContext {
@@ -512,7 +601,37 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
         common_nodes,
         common_mounts,
         devices: out,
+        warnings,
     }
+}
+
+/// The name an `attr`, `link` or `template` strategy gives `d`.
+fn strategy_name(strategy: &NameStrategy, d: &Device) -> Result<String, String> {
+    let name = match strategy {
+        NameStrategy::Attr(a) => d
+            .attrs
+            .get(a)
+            .cloned()
+            .ok_or_else(|| format!("no attribute {a}"))?,
+        NameStrategy::Link(dir) => {
+            let base = Path::new("/dev").join(dir);
+            let mut names: Vec<&str> = d
+                .links
+                .iter()
+                .filter(|l| Path::new(&l.path).parent() == Some(base.as_path()))
+                .filter_map(|l| Path::new(&l.path).file_name()?.to_str())
+                .collect();
+            names.sort_unstable();
+            names
+                .first()
+                .map(|n| (*n).to_string())
+                .ok_or_else(|| format!("no link in {}", base.display()))?
+        }
+        NameStrategy::Template(t) => return render_name(t, d),
+        _ => return Err(format!("{strategy} is not a per-device name")),
+    };
+    cdi::name::validate_device_name(&name).map_err(|e| e.to_string())?;
+    Ok(name)
 }
 
 #[cfg(test)]

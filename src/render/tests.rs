@@ -974,11 +974,14 @@ fn user_template_replaces_builtin() {
         ("other.hbs", "not a template {{"),
     ]);
     let t = t.unwrap();
-    assert_eq!(t.names(), ["drm", "nvidia", "sriov", "vdpa", "vfio"]);
+    assert_eq!(
+        t.names(),
+        ["drm", "generic", "nvidia", "sriov", "vdpa", "vfio"]
+    );
     assert_eq!(
         format!("{t:?}"),
         format!(
-            "Templates {{ sources: {{\"drm\": {:?}, \"nvidia\": \"builtin:templates/nvidia.json.hbs\", \"sriov\": \"builtin:templates/sriov.json.hbs\", \
+            "Templates {{ sources: {{\"drm\": {:?}, \"generic\": \"builtin:templates/generic.json.hbs\", \"nvidia\": \"builtin:templates/nvidia.json.hbs\", \"sriov\": \"builtin:templates/sriov.json.hbs\", \
              \"vdpa\": \"builtin:templates/vdpa.json.hbs\", \"vfio\": \"builtin:templates/vfio.json.hbs\"}} }}",
             dir.path().join("drm.json.hbs")
         )
@@ -1003,11 +1006,12 @@ fn user_template_replaces_builtin() {
     // The built-in set alone.
     assert_eq!(
         builtin().names(),
-        ["drm", "nvidia", "sriov", "vdpa", "vfio"]
+        ["drm", "generic", "nvidia", "sriov", "vdpa", "vfio"]
     );
     assert_eq!(
         format!("{:?}", builtin()),
-        "Templates { sources: {\"drm\": \"builtin:templates/drm.json.hbs\", \"nvidia\": \
+        "Templates { sources: {\"drm\": \"builtin:templates/drm.json.hbs\", \"generic\": \
+         \"builtin:templates/generic.json.hbs\", \"nvidia\": \
          \"builtin:templates/nvidia.json.hbs\", \"sriov\": \
          \"builtin:templates/sriov.json.hbs\", \"vdpa\": \"builtin:templates/vdpa.json.hbs\", \
          \"vfio\": \"builtin:templates/vfio.json.hbs\"} }"
@@ -1022,7 +1026,7 @@ fn missing_template() {
             .render(&g, &[gpu("0000:03:00.0", 1)])
             .unwrap_err()
             .to_string(),
-        "generator \"test\": no template named \"nothere\" (known: drm, nvidia, sriov, vdpa, vfio)"
+        "generator \"test\": no template named \"nothere\" (known: drm, generic, nvidia, sriov, vdpa, vfio)"
     );
     let (_dir, t) = user_templates(&[("zz.json.hbs", "{}"), ("aa.json.hbs", "{}")]);
     assert_eq!(
@@ -1030,7 +1034,7 @@ fn missing_template() {
             .render(&g, &[gpu("0000:03:00.0", 1)])
             .unwrap_err()
             .to_string(),
-        "generator \"test\": no template named \"nothere\" (known: aa, drm, nvidia, sriov, vdpa, vfio, zz)"
+        "generator \"test\": no template named \"nothere\" (known: aa, drm, generic, nvidia, sriov, vdpa, vfio, zz)"
     );
 }
 
@@ -1214,5 +1218,234 @@ fn plan_render_error_names_the_definition() {
              mode Some(\"nope\")",
             dir.path().join("miss.json.hbs").display()
         )
+    );
+}
+
+// ---------------------------------------------------------------- generic names
+
+/// A generic tty device `name` with attributes and `/dev/serial` links.
+fn serial(name: &str, minor: u32, attrs: &[(&str, &str)], links: &[&str]) -> Device {
+    let path = format!("/dev/{name}");
+    Device {
+        backend: "generic".into(),
+        id: format!("tty:{name}"),
+        sysfs_path: format!("/sys/devices/virtual/x/{name}"),
+        bus: "usb-serial".into(),
+        nodes: vec![node("generic", name, &path, 188, minor)],
+        links: links
+            .iter()
+            .map(|l| link(&format!("/dev/serial/{l}"), &format!("../../{name}"), &path))
+            .collect(),
+        attrs: attrs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        generic: Some(crate::model::GenericInfo {
+            subsystem: "tty".into(),
+            name: name.into(),
+            matched_by: vec!["test".into()],
+            joined_by: vec![],
+        }),
+        ..Default::default()
+    }
+}
+
+fn generic_names(names: &str) -> Generator {
+    crate::generator::parse(
+        Path::new("test.yaml"),
+        &format!(
+            "name: test\nbackend: generic\nkind: example.com/serial\ntemplate: generic\n\
+             match: {{subsystem: tty}}\nnames: {names}\n"
+        ),
+    )
+    .unwrap()
+}
+
+fn names_and_warnings(g: &Generator, devices: &[Device]) -> (Vec<String>, Vec<String>) {
+    let ctx = context(g, devices);
+    (
+        ctx.devices.iter().map(|d| d.name.clone()).collect(),
+        ctx.warnings.clone(),
+    )
+}
+
+#[test]
+fn attr_names_skip_devices_without_a_valid_value() {
+    let devices = [
+        serial("ttyUSB0", 0, &[("serial", "A10K5PQR")], &[]),
+        serial("ttyUSB1", 1, &[], &[]),
+        serial("ttyUSB2", 2, &[("serial", "../x y")], &[]),
+        serial("ttyACM0", 3, &[("serial", "85734323231351E0E1A1")], &[]),
+    ];
+    let g = generic_names("[{attr: serial}, all]");
+    assert_eq!(
+        names_and_warnings(&g, &devices),
+        (
+            strings(&["85734323231351E0E1A1", "A10K5PQR", "all"]),
+            strings(&[
+                "tty:ttyUSB1: no attribute serial, so no name from `attr: \"serial\"`",
+                "tty:ttyUSB2: invalid device name \"../x y\": must start with an ASCII letter or \
+                 digit, so no name from `attr: \"serial\"`",
+            ])
+        )
+    );
+    // `all` still has every selected device, named or not.
+    let ctx = context(&g, &devices);
+    assert_eq!(ctx.devices.last().unwrap().members.len(), 4);
+}
+
+#[test]
+fn link_names_take_the_first_link_of_the_directory() {
+    let devices = [
+        serial(
+            "ttyUSB0",
+            0,
+            &[],
+            &[
+                "by-path/pci-0000:00:14.0-usbv2-0:2:1.0-port0",
+                "by-id/usb-FTDI_FT232R_USB_UART_A10K5PQR-if00-port0",
+                "by-path/pci-0000:00:14.0-usb-0:2:1.0-port0",
+            ],
+        ),
+        serial("ttyUSB1", 1, &[], &["by-id/usb-1a86_USB_Serial-if00-port0"]),
+    ];
+    let g = generic_names("[{link: serial/by-path}]");
+    assert_eq!(
+        names_and_warnings(&g, &devices),
+        (
+            strings(&["pci-0000:00:14.0-usb-0:2:1.0-port0"]),
+            strings(&[
+                "tty:ttyUSB1: no link in /dev/serial/by-path, so no name from `link: \"serial/by-path\"`"
+            ])
+        )
+    );
+}
+
+#[test]
+fn template_names_render_strictly_and_must_be_valid() {
+    let devices = [
+        serial("ttyUSB0", 0, &[("idVendor", "0403"), ("serial", "A1")], &[]),
+        serial("ttyUSB1", 1, &[("idVendor", "1a86")], &[]),
+        serial("ttyUSB2", 2, &[("idVendor", "04/3"), ("serial", "B2")], &[]),
+    ];
+    let g = generic_names("[{template: \"{{attrs.idVendor}}-{{attrs.serial}}-{{generic.name}}\"}]");
+    let (names, warnings) = names_and_warnings(&g, &devices);
+    assert_eq!(names, ["0403-A1-ttyUSB0"]);
+    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "tty:ttyUSB1: template \"{{attrs.idVendor}}-{{attrs.serial}}-{{generic.name}}\": "
+        ) && warnings[0].contains("attrs.serial"),
+        "{}",
+        warnings[0]
+    );
+    assert_eq!(
+        warnings[1],
+        "tty:ttyUSB2: invalid device name \"04/3-B2-ttyUSB2\": invalid character '/' (allowed: \
+         A-Z a-z 0-9 _ . : -), so no name from `template: \"{{attrs.idVendor}}-{{attrs.serial}}-{{generic.name}}\"`"
+    );
+    // A hostile value stays data: no HTML escaping, no template syntax.
+    let tricky = [serial("ttyUSB0", 0, &[("serial", "{{x}}&amp")], &[])];
+    let g = generic_names("[{template: \"s-{{attrs.serial}}\"}]");
+    let (names, warnings) = names_and_warnings(&g, &tricky);
+    assert_eq!(names, Vec::<String>::new());
+    assert!(warnings[0].contains("\"s-{{x}}&amp\""), "{warnings:?}");
+}
+
+#[test]
+fn a_name_two_devices_would_share_is_given_to_neither() {
+    let devices = [
+        serial("ttyUSB0", 0, &[("serial", "0001")], &[]),
+        serial("ttyUSB1", 1, &[("serial", "0001")], &[]),
+        serial("ttyUSB2", 2, &[("serial", "X2")], &[]),
+    ];
+    let g = generic_names("[index, {attr: serial}]");
+    assert_eq!(
+        names_and_warnings(&g, &devices),
+        (
+            strings(&["0", "1", "2", "X2"]),
+            strings(&["\"0001\" would name tty:ttyUSB0 and tty:ttyUSB1; naming none of them so"])
+        )
+    );
+    // Across strategies too: a serial that is another device's index.
+    let devices = [
+        serial("ttyUSB0", 0, &[("serial", "1")], &[]),
+        serial("ttyUSB1", 1, &[("serial", "Z")], &[]),
+    ];
+    assert_eq!(
+        names_and_warnings(&g, &devices),
+        (
+            strings(&["0", "Z"]),
+            strings(&["\"1\" would name tty:ttyUSB1 and tty:ttyUSB0; naming none of them so"])
+        )
+    );
+}
+
+#[test]
+fn a_device_named_all_leaves_the_name_to_the_all_device() {
+    let devices = [
+        serial("ttyUSB0", 0, &[("serial", "all")], &[]),
+        serial("ttyUSB1", 1, &[("serial", "B")], &[]),
+    ];
+    let g = generic_names("[{attr: serial}, all]");
+    assert_eq!(
+        names_and_warnings(&g, &devices),
+        (
+            strings(&["B", "all"]),
+            strings(&["\"all\" would name tty:ttyUSB0 and the `all` device; naming only `all` so"])
+        )
+    );
+    // Without an `all` device, "all" is a name like any other.
+    let g = generic_names("[{attr: serial}]");
+    assert_eq!(names_of(&g, &devices), ["all", "B"]);
+}
+
+#[test]
+fn generic_template_renders_nodes_and_links() {
+    let devices = [serial(
+        "ttyUSB0",
+        0,
+        &[("serial", "A1")],
+        &["by-id/usb-FTDI-if00-port0"],
+    )];
+    let g = generic_names("[{attr: serial}]");
+    let spec = builtin().render(&g, &devices).unwrap();
+    assert_eq!(spec.kind, "example.com/serial");
+    assert_eq!(
+        spec.devices,
+        [cdi_device(
+            "A1",
+            vec![dn("/dev/ttyUSB0", 188, 0)],
+            vec![bind("/dev/serial/by-id/usb-FTDI-if00-port0")]
+        )]
+    );
+}
+
+fn strings(v: &[&str]) -> Vec<String> {
+    v.iter().map(|s| (*s).to_string()).collect()
+}
+
+#[test]
+fn one_entry_for_several_devices_is_no_name_clash() {
+    // A VFIO group: one CDI device stands for both functions.
+    let vfio = |addr: &str| Device {
+        vfio: Some(crate::model::VfioInfo {
+            group: "32".into(),
+            noiommu: false,
+            group_devices: vec!["0000:65:00.0".into(), "0000:65:00.1".into()],
+            mode: "legacy".into(),
+        }),
+        ..gpu(addr, 1)
+    };
+    let devices = [vfio("0000:65:00.0"), vfio("0000:65:00.1")];
+    let g = with_names("drm", &[NameStrategy::Group]);
+    let ctx = context(&g, &devices);
+    assert_eq!(ctx.warnings, Vec::<String>::new());
+    assert_eq!(
+        ctx.devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.members.len()))
+            .collect::<Vec<_>>(),
+        [("32", 2)]
     );
 }

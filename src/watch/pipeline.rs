@@ -40,15 +40,26 @@ pub struct Pipeline {
 }
 
 /// The uevent subsystems of a generator: its backend's (see
-/// [`discover::Backend::uevent_subsystems`]); `None` (any event) for a
-/// backend that does not say.
+/// [`discover::Backend::uevent_subsystems`]), or for a generic generator
+/// the subsystem its `match` scans, plus those of its `join`s (`kfd` for
+/// `amd-gpu`); `None` (any event) for a backend that does not say.
 pub fn subsystems_of(loaded: &Loaded) -> Option<Vec<String>> {
-    // A generator whose definition names its own subsystems (a generic
-    // backend's) would take precedence here.
-    discover::backend(&loaded.generator.backend)
-        .ok()?
-        .uevent_subsystems()
-        .map(|s| s.iter().map(|x| (*x).to_string()).collect())
+    let g = &loaded.generator;
+    let mut out: Vec<String> = match &g.source {
+        Some(m) => vec![m.subsystem.clone()],
+        None => discover::backend(&g.backend)
+            .ok()?
+            .uevent_subsystems()?
+            .iter()
+            .map(|x| (*x).to_string())
+            .collect(),
+    };
+    for j in &g.join {
+        if !out.contains(&j.source.subsystem) {
+            out.push(j.source.subsystem.clone());
+        }
+    }
+    Some(out)
 }
 
 impl Pipeline {
@@ -115,7 +126,12 @@ impl Regenerate for Pipeline {
 
     fn regenerate(&mut self, scope: &Scope) -> anyhow::Result<Pass> {
         let root = self.root()?;
-        let found = discover::discover(&root, &self.source.backends)?;
+        let backends = crate::cli::pipeline::generate_backends(&self.source, &self.generators);
+        let found = discover::discover_for(
+            &root,
+            &backends,
+            self.generators.iter().map(|l| &l.generator),
+        )?;
         let warnings: BTreeSet<(PathBuf, String)> = found
             .warnings
             .iter()

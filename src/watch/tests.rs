@@ -398,3 +398,31 @@ fn affected_maps_subsystems_to_generators() {
         Some(["drm".to_string()].into_iter().collect())
     );
 }
+
+/// A generic generator listens to the subsystem its `match` scans, and a
+/// `join` adds its own subsystem to any generator's.
+#[test]
+fn generic_generators_listen_to_their_match_and_joins_add_theirs() {
+    let all = crate::generator::load(&[]).unwrap();
+    let of = |name: &str| {
+        let g = all.iter().find(|l| l.generator.name == name).unwrap();
+        subsystems_of(g).unwrap()
+    };
+    assert_eq!(of("generic-tty"), ["tty"]);
+    assert_eq!(of("usb-serial"), ["tty"]);
+    assert_eq!(of("accel"), ["accel"]);
+    // The DRM backend's own list already has kfd: no duplicate.
+    assert_eq!(of("amd-gpu"), ["drm", "accel", "kfd", "pci", "platform"]);
+    let mut g = all
+        .iter()
+        .find(|l| l.generator.name == "intel-gpu")
+        .unwrap()
+        .clone();
+    let amd = all.iter().find(|l| l.generator.name == "amd-gpu").unwrap();
+    g.generator.join = amd.generator.join.clone();
+    g.generator.join[0].source.subsystem = "misc".into();
+    assert_eq!(
+        subsystems_of(&g).unwrap(),
+        ["drm", "accel", "kfd", "pci", "platform", "misc"]
+    );
+}

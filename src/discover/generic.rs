@@ -1,0 +1,594 @@
+//! The generic backend: character devices of any sysfs class or bus (`tty`,
+//! `kfd`, `accel`, `hidraw`, `usbmisc`, `usb`, ...), found by
+//! configuration only.
+//!
+//! What it scans comes from the generator definitions of the run (see
+//! [`sources`]): each definition with `backend: generic` declares a
+//! [`Match`], and any definition may `join` shared nodes found the same
+//! way. Without definitions it finds nothing.
+//!
+//! For each source, the entries of `/sys/class/<subsystem>` and
+//! `/sys/bus/<subsystem>/devices` whose kernel name matches are read: the
+//! node from `dev` (`"188:0\n"`) and `uevent` (`DEVNAME=ttyUSB0`, default
+//! `/dev/<name>`), the `uevent` properties, the attribute globs (udev
+//! `ATTRS{}`: all on the device or all on one ancestor), the `parent` (the
+//! nearest ancestor of a bus and device type). A device matched by several
+//! definitions is reported once, with every definition that matched it in
+//! [`GenericInfo`], so that selection (a separate stage) can take the
+//! devices of one definition.
+//!
+//! Recorded attributes are bounded ([`MAX_VALUE_LEN`]) printable text; a
+//! value that is not is left out with a warning naming its file. `/dev`
+//! symlinks (`/dev/serial/by-id/...`) are recorded when they name the
+//! node; they are never device nodes.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Component, Path, PathBuf};
+
+use super::devnode::{check_host_node, is_safe_devname, read_node};
+use super::{Backend, Context, Error, Report};
+use crate::generator::source::{Compiled, MAX_VALUE_LEN, Match};
+use crate::generator::{Generator, NameStrategy};
+use crate::model::{Device, GenericInfo, Link, Node};
+use crate::root::{DevKind, HostRoot, dev_path, sys_path};
+use crate::sysfs::parse_uevent;
+
+/// The backend's name in definitions and `--backend`.
+pub const NAME: &str = "generic";
+
+/// Role of a generic device's node (a `join` gives joined nodes its own).
+pub const ROLE: &str = "generic";
+
+/// Most ancestors looked at above a device (real sysfs trees are about a
+/// dozen deep).
+const MAX_DEPTH: usize = 64;
+
+/// Largest attribute file read for a match (sysfs values are a page).
+const MAX_READ: u64 = 4096;
+
+/// The generic backend.
+#[derive(Debug, Clone, Copy)]
+pub struct Generic;
+
+/// Whether a source selects devices for its definition or joins their
+/// nodes to the definition's devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Usage {
+    /// The definition's `match`.
+    Match,
+    /// The definition's `join` entry of this index.
+    Join(usize),
+}
+
+/// One thing to scan for, from one generator definition.
+#[derive(Debug, Clone)]
+pub struct Source {
+    /// The definition's name.
+    pub generator: String,
+    /// Match or join.
+    pub usage: Usage,
+    /// The compiled match.
+    pub matcher: Compiled,
+    /// Attributes to record: the match's `expose` and `attrs`, and the
+    /// definition's `attr` names.
+    pub expose: BTreeSet<String>,
+    /// `/dev` directories whose links to record: the match's `links` and
+    /// the definition's `link` names.
+    pub link_dirs: BTreeSet<String>,
+}
+
+/// What the generic backend must scan for `generators`: their `match`es
+/// and `join`s. Definitions are checked when parsed, so a match that does
+/// not compile here is skipped with a log line.
+pub fn sources<'a>(generators: impl IntoIterator<Item = &'a Generator>) -> Vec<Source> {
+    let mut out = Vec::new();
+    for g in generators {
+        let mut named_attrs = BTreeSet::new();
+        let mut named_links = BTreeSet::new();
+        for n in &g.names {
+            match n {
+                NameStrategy::Attr(a) => {
+                    named_attrs.insert(a.clone());
+                }
+                NameStrategy::Link(d) => {
+                    named_links.insert(d.clone());
+                }
+                _ => {}
+            }
+        }
+        let mut add = |m: &Match, usage: Usage, names: bool| match m.compile() {
+            Ok(matcher) => {
+                let mut expose: BTreeSet<String> = m.expose.iter().cloned().collect();
+                expose.extend(m.attrs.keys().cloned());
+                let mut link_dirs: BTreeSet<String> = m.links.iter().cloned().collect();
+                if names {
+                    expose.extend(named_attrs.iter().cloned());
+                    link_dirs.extend(named_links.iter().cloned());
+                }
+                out.push(Source {
+                    generator: g.name.clone(),
+                    usage,
+                    matcher,
+                    expose,
+                    link_dirs,
+                });
+            }
+            Err((field, message)) => {
+                tracing::warn!("generator {}: {field}: {message}; not scanning it", g.name);
+            }
+        };
+        if let Some(m) = &g.source {
+            add(m, Usage::Match, true);
+        }
+        for (i, j) in g.join.iter().enumerate() {
+            add(&j.source, Usage::Join(i), false);
+        }
+    }
+    out
+}
+
+impl Backend for Generic {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    /// Lowest of the hardware backends: a device another backend reports
+    /// (a PCI function matched on bus `pci`) is theirs.
+    fn precedence(&self) -> u8 {
+        1
+    }
+
+    fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
+        let root = cx.root;
+        let sources = cx.sources();
+        let subsystems: BTreeSet<&str> = sources
+            .iter()
+            .map(|s| s.matcher.source.subsystem.as_str())
+            .collect();
+        let mut links = LinkDirs::default();
+        let mut devices: BTreeMap<String, Device> = BTreeMap::new();
+        for subsystem in subsystems {
+            let mine: Vec<&Source> = sources
+                .iter()
+                .filter(|s| s.matcher.source.subsystem == subsystem)
+                .collect();
+            for (entry, on_bus) in entries(root, subsystem, report) {
+                let Some(name) = entry.file_name().and_then(|n| n.to_str()) else {
+                    continue;
+                };
+                let named: Vec<&Source> = mine
+                    .iter()
+                    .copied()
+                    .filter(|s| s.matcher.name_matches(name))
+                    .collect();
+                if named.is_empty() {
+                    continue;
+                }
+                let Some(dev) = read_device(
+                    root, &entry, name, subsystem, on_bus, &named, &mut links, report,
+                ) else {
+                    continue;
+                };
+                devices.entry(dev.id.clone()).or_insert(dev);
+            }
+        }
+        Ok(devices.into_values().collect())
+    }
+}
+
+/// The class and bus entries of `subsystem` (`/sys/class/tty/ttyUSB0`),
+/// each once (a name in both views is the same device), with whether it
+/// came from the bus view.
+fn entries(root: &HostRoot, subsystem: &str, report: &mut Report) -> Vec<(PathBuf, bool)> {
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    for (dir, on_bus) in [
+        (sys_path(&format!("class/{subsystem}")), false),
+        (sys_path(&format!("bus/{subsystem}/devices")), true),
+    ] {
+        let names = match root.list_dir_opt(&dir) {
+            Ok(n) => n,
+            Err(e) => {
+                report.warn(&dir, format!("{e}; not scanning it"));
+                continue;
+            }
+        };
+        for n in names {
+            if seen.insert(n.clone()) {
+                out.push((dir.join(n), on_bus));
+            }
+        }
+    }
+    out
+}
+
+/// Reads one entry, returns the device when a source matches it.
+#[allow(clippy::too_many_arguments)]
+fn read_device(
+    root: &HostRoot,
+    entry: &Path,
+    name: &str,
+    subsystem: &str,
+    on_bus: bool,
+    sources: &[&Source],
+    links: &mut LinkDirs,
+    report: &mut Report,
+) -> Option<Device> {
+    // Class directories hold attribute files too (`abi_version`): only
+    // entries with a device number are devices.
+    match read_value(root, &entry.join("dev")) {
+        Ok(None) => return None,
+        Ok(Some(_)) => {}
+        Err(e) => {
+            report.warn(entry.join("dev"), format!("{e}; skipping {name}"));
+            return None;
+        }
+    }
+    let node = read_node(root, entry, name, ROLE, name, report)?;
+    let real = match root.resolve(entry) {
+        Ok(p) => p,
+        Err(e) => {
+            report.warn(entry, format!("{e}; skipping {name}"));
+            return None;
+        }
+    };
+    let chain = ancestors(&real);
+    let uevent_path = real.join("uevent");
+    let uevent_text = match read_value(root, &uevent_path) {
+        Ok(t) => t.unwrap_or_default(),
+        Err(e) => {
+            report.warn(&uevent_path, format!("{e}; skipping {name}"));
+            return None;
+        }
+    };
+    let uevent = parse_uevent(&uevent_text);
+    let mut attrs = Attrs::new(root);
+    let mut matched: Vec<(&Source, Option<PathBuf>)> = Vec::new();
+    for s in sources {
+        if !s.matcher.properties_match(&uevent) {
+            continue;
+        }
+        if !attrs_match(&s.matcher, &chain, &mut attrs, report) {
+            continue;
+        }
+        let parent = match &s.matcher.source.parent {
+            None => None,
+            Some(p) => {
+                match find_parent(root, &chain, &p.subsystem, p.devtype.as_deref(), report) {
+                    Some(dir) => Some(dir),
+                    None => continue,
+                }
+            }
+        };
+        matched.push((s, parent));
+    }
+    if matched.is_empty() {
+        return None;
+    }
+    let node = check_host_node(root, node, report)?;
+    let bus = if on_bus {
+        subsystem.to_string()
+    } else {
+        root.link_name(&real.join("device/subsystem"))
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| "virtual".into())
+    };
+    let driver_link = if on_bus {
+        real.join("driver")
+    } else {
+        real.join("device/driver")
+    };
+    let driver = root.link_name(&driver_link).ok().flatten();
+    let mut recorded = BTreeMap::new();
+    let mut info = GenericInfo {
+        subsystem: subsystem.to_string(),
+        name: name.to_string(),
+        ..Default::default()
+    };
+    let mut dirs = BTreeSet::new();
+    for (s, parent) in &matched {
+        match s.usage {
+            Usage::Match => info.matched_by.push(s.generator.clone()),
+            Usage::Join(i) => info
+                .joined_by
+                .push(crate::generate::join_tag(&s.generator, i)),
+        }
+        for a in &s.expose {
+            if recorded.contains_key(a) {
+                continue;
+            }
+            let from = std::iter::once(real.as_path()).chain(parent.as_deref());
+            for dir in from {
+                if let Some(v) = attrs.get(dir, a, report) {
+                    recorded.insert(a.clone(), v);
+                    break;
+                }
+            }
+        }
+        dirs.extend(s.link_dirs.iter().cloned());
+    }
+    info.matched_by.dedup();
+    info.joined_by.dedup();
+    let mut dev_links = Vec::new();
+    for d in &dirs {
+        dev_links.extend(links.naming(root, d, &node, report));
+    }
+    dev_links.sort_by(|a, b| a.path.cmp(&b.path));
+    dev_links.dedup();
+    let exposed = recorded
+        .into_iter()
+        .filter_map(|(k, v)| {
+            let path = v.path;
+            match v.value {
+                Value::Text(t) => Some((k, t)),
+                Value::Hostile(why) => {
+                    report.warn(path, format!("{why}; not recording {k} of {name}"));
+                    None
+                }
+            }
+        })
+        .collect();
+    Some(Device {
+        backend: NAME.into(),
+        id: format!("{subsystem}:{name}"),
+        sysfs_path: real.display().to_string(),
+        bus,
+        driver,
+        nodes: vec![node],
+        links: dev_links,
+        attrs: exposed,
+        generic: Some(info),
+        ..Default::default()
+    })
+}
+
+/// The device's real path and its ancestors up to (not including)
+/// `/sys/devices`, nearest first.
+fn ancestors(real: &Path) -> Vec<PathBuf> {
+    let top = Path::new("/sys/devices");
+    let mut out = Vec::new();
+    let mut here = Some(real);
+    while let Some(p) = here {
+        if p == top || !p.starts_with(top) || out.len() >= MAX_DEPTH {
+            break;
+        }
+        out.push(p.to_path_buf());
+        here = p.parent();
+    }
+    out
+}
+
+/// udev `ATTRS{}`: every attribute glob holds on the device itself or every
+/// one on the same ancestor.
+fn attrs_match(m: &Compiled, chain: &[PathBuf], attrs: &mut Attrs, report: &mut Report) -> bool {
+    if m.attrs().is_empty() {
+        return true;
+    }
+    chain.iter().any(|dir| {
+        m.attrs().iter().all(|(k, glob)| {
+            attrs
+                .get(dir, k, report)
+                .is_some_and(|v| matches!(&v.value, Value::Text(t) if glob.is_match(t)))
+        })
+    })
+}
+
+/// The nearest ancestor (the device itself excluded) on bus `subsystem`,
+/// with `DEVTYPE=devtype` when given.
+fn find_parent(
+    root: &HostRoot,
+    chain: &[PathBuf],
+    subsystem: &str,
+    devtype: Option<&str>,
+    report: &mut Report,
+) -> Option<PathBuf> {
+    for dir in chain.iter().skip(1) {
+        let bus = root.link_name(&dir.join("subsystem")).ok().flatten();
+        if bus.as_deref() != Some(subsystem) {
+            continue;
+        }
+        let Some(want) = devtype else {
+            return Some(dir.clone());
+        };
+        let path = dir.join("uevent");
+        match read_value(root, &path) {
+            Ok(Some(text)) => {
+                if parse_uevent(&text)
+                    .iter()
+                    .any(|(k, v)| *k == "DEVTYPE" && *v == want)
+                {
+                    return Some(dir.clone());
+                }
+            }
+            Ok(None) => {}
+            Err(e) => report.warn(&path, e),
+        }
+    }
+    None
+}
+
+/// A file's text without its trailing newline, `None` when absent (or a
+/// directory: `device` is a link, not an attribute; or below a file);
+/// bounded to [`MAX_READ`] bytes.
+fn read_value(root: &HostRoot, path: &Path) -> Result<Option<String>, String> {
+    match root.read_limited(path, MAX_READ) {
+        Ok(bytes) => {
+            let mut text = String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())?;
+            if text.ends_with('\n') {
+                text.pop();
+            }
+            Ok(Some(text))
+        }
+        Err(e) if e.is_not_found() => Ok(None),
+        // A link to a device (`device`, `subsystem`), not an attribute; or
+        // a path below a file (a class attribute file's `dev`).
+        Err(crate::root::Error::Io { cause, .. })
+            if matches!(
+                cause.kind(),
+                std::io::ErrorKind::IsADirectory | std::io::ErrorKind::NotADirectory
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// An attribute value as read.
+#[derive(Debug, Clone)]
+enum Value {
+    /// Printable text within bounds.
+    Text(String),
+    /// Present, but not a value to use (why).
+    Hostile(String),
+}
+
+/// A value with the file it came from.
+#[derive(Debug, Clone)]
+struct Read {
+    path: PathBuf,
+    value: Value,
+}
+
+/// Attribute reads of one device and its ancestors, each file read once.
+struct Attrs<'a> {
+    root: &'a HostRoot,
+    cache: BTreeMap<PathBuf, Option<Read>>,
+}
+
+impl<'a> Attrs<'a> {
+    fn new(root: &'a HostRoot) -> Self {
+        Attrs {
+            root,
+            cache: BTreeMap::new(),
+        }
+    }
+
+    /// The attribute `name` of the device at `dir`; `None` when absent or
+    /// unreadable (with a warning).
+    fn get(&mut self, dir: &Path, name: &str, report: &mut Report) -> Option<Read> {
+        let path = dir.join(name);
+        if let Some(hit) = self.cache.get(&path) {
+            return hit.clone();
+        }
+        let read = match read_value(self.root, &path) {
+            Ok(None) => None,
+            Ok(Some(text)) => Some(Read {
+                path: path.clone(),
+                value: checked(text),
+            }),
+            Err(e) => {
+                report.warn(&path, format!("{e}; treating {name} as absent"));
+                None
+            }
+        };
+        self.cache.insert(path, read.clone());
+        read
+    }
+}
+
+/// Whether a value is fit to record: bounded, printable, one line.
+fn checked(text: String) -> Value {
+    if text.len() > MAX_VALUE_LEN {
+        Value::Hostile(format!("value longer than {MAX_VALUE_LEN} bytes"))
+    } else if let Some(c) = text.chars().find(|c| c.is_control()) {
+        Value::Hostile(format!("value contains the control character {c:?}"))
+    } else {
+        Value::Text(text)
+    }
+}
+
+/// `/dev` directories listed once per run: their symlinks with targets.
+#[derive(Default)]
+struct LinkDirs {
+    dirs: BTreeMap<String, Vec<(PathBuf, String)>>,
+}
+
+impl LinkDirs {
+    /// The links of `/dev/<dir>` that name `node`.
+    fn naming(
+        &mut self,
+        root: &HostRoot,
+        dir: &str,
+        node: &Node,
+        report: &mut Report,
+    ) -> Vec<Link> {
+        let entries = self
+            .dirs
+            .entry(dir.to_string())
+            .or_insert_with(|| list_links(root, dir, report));
+        entries
+            .iter()
+            .filter(|(path, target)| {
+                path.parent()
+                    .and_then(|d| lexical_join(d, target))
+                    .is_some_and(|t| t == Path::new(&node.path))
+            })
+            .map(|(path, target)| Link {
+                path: path.display().to_string(),
+                target: target.clone(),
+                node: node.path.clone(),
+            })
+            .collect()
+    }
+}
+
+/// The symlinks of `/dev/<dir>` (a missing directory has none).
+fn list_links(root: &HostRoot, dir: &str, report: &mut Report) -> Vec<(PathBuf, String)> {
+    let host = dev_path(dir);
+    let names = match root.dev_list(&host) {
+        Ok(n) => n,
+        Err(e) => {
+            report.warn(&host, format!("{e}; not recording its links"));
+            return Vec::new();
+        }
+    };
+    let mut out = Vec::new();
+    for n in names {
+        let path = host.join(&n);
+        match root.dev_entry(&path) {
+            Ok(Some(e)) if e.kind == DevKind::Symlink => {
+                let target = e.target.unwrap_or_default();
+                if !is_safe_devname(&format!("{dir}/{n}")) {
+                    report.warn(
+                        &path,
+                        "not a plain name (A-Z a-z 0-9 _ . : -); not recording this link",
+                    );
+                    continue;
+                }
+                out.push((path, target));
+            }
+            Ok(_) => {}
+            Err(e) => report.warn(&path, format!("{e}; ignoring it")),
+        }
+    }
+    out
+}
+
+/// `base` joined with a relative link target, `..` resolved lexically
+/// (`/dev/serial/by-id` + `../../ttyUSB0` = `/dev/ttyUSB0`); `None` when it
+/// leaves `/dev` or the target is absolute.
+fn lexical_join(base: &Path, target: &str) -> Option<PathBuf> {
+    let t = Path::new(target);
+    if t.is_absolute() {
+        return None;
+    }
+    let mut out = base.to_path_buf();
+    for c in t.components() {
+        match c {
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            _ => return None,
+        }
+    }
+    out.starts_with("/dev").then_some(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,286 @@
+//! The generic backend end to end on copies of the `serial-host` fixture:
+//! a device family added with one YAML file, the opt-in definitions run by
+//! name, `discover` scanning what the definitions declare, names that
+//! collide, and `/dev/kfd` joined under `--backend drm`.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[path = "support/machine.rs"]
+mod support;
+
+use std::fs;
+
+use support::{cdigen, machine, visible_names};
+
+const USB1: &str = "sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb1";
+
+/// A security-key family: hidraw nodes of Yubico USB devices, named from a
+/// template over the USB device's product ID.
+const YUBIKEY: &str = "\
+name: yubikey
+description: Yubico security keys (hidraw)
+backend: generic
+kind: example.com/yubikey
+match:
+  subsystem: hidraw
+  attrs: {idVendor: \"1050\"}
+  parent: {subsystem: usb, devtype: usb_device}
+  expose: [idProduct, product]
+names: [{template: \"yubikey-{{attrs.idProduct}}\"}, node]
+template: generic
+";
+
+#[test]
+fn a_new_device_family_from_one_yaml_file() {
+    let (tmp, _root) = machine("serial-host");
+    let dir = tmp.path();
+    fs::create_dir(dir.join("gens")).unwrap();
+    fs::write(dir.join("gens/yubikey.yaml"), YUBIKEY).unwrap();
+
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    assert_eq!(
+        out,
+        "created: cdi/amd.com-gpu.yaml (2 devices)\n\
+         created: cdi/cdigen.io-drm.yaml (2 devices)\n\
+         created: cdi/example.com-yubikey.yaml (2 devices)\n"
+    );
+    assert_eq!(
+        fs::read_to_string(dir.join("cdi/example.com-yubikey.yaml")).unwrap(),
+        "---\n\
+         cdiVersion: '0.3.0'\n\
+         kind: 'example.com/yubikey'\n\
+         devices:\n\
+         - name: 'hidraw0'\n\
+         \x20 containerEdits:\n\
+         \x20   deviceNodes:\n\
+         \x20   - path: '/dev/hidraw0'\n\
+         \x20     type: 'c'\n\
+         \x20     major: 236\n\
+         - name: 'yubikey-0407'\n\
+         \x20 containerEdits:\n\
+         \x20   deviceNodes:\n\
+         \x20   - path: '/dev/hidraw0'\n\
+         \x20     type: 'c'\n\
+         \x20     major: 236\n"
+    );
+    let (code, out, _) = cdigen(dir, &["validate", "cdi"]);
+    assert_eq!(code, 0, "{out}");
+    let (_, out, _) = cdigen(dir, &["list", "--spec-dir", "cdi"]);
+    assert!(
+        out.contains("example.com/yubikey=hidraw0\nexample.com/yubikey=yubikey-0407\n"),
+        "{out}"
+    );
+
+    // discover scans what the definitions declare, and says who matched.
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "discover",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--backend",
+            "generic",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "BACKEND  DEVICE          DRIVER       NUMA  NODES    NAME\n\
+         generic  hidraw:hidraw0  hid-generic  -     hidraw0  YubiKey OTP+FIDO+CCID\n\
+         generic  kfd:kfd         -            -     kfd\n"
+    );
+    let (_, json, _) = cdigen(
+        dir,
+        &[
+            "discover",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--backend",
+            "generic",
+            "-o",
+            "json",
+        ],
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["devices"][0]["generic"]["matched_by"][0], "yubikey");
+    assert_eq!(v["devices"][0]["attrs"]["idProduct"], "0407");
+    assert_eq!(
+        v["devices"][1]["generic"]["joined_by"][0],
+        "amd-gpu.join[0]"
+    );
+}
+
+#[test]
+fn a_broken_pattern_in_a_user_definition_stops_the_run() {
+    let (tmp, _root) = machine("serial-host");
+    let dir = tmp.path();
+    fs::create_dir(dir.join("gens")).unwrap();
+    fs::write(
+        dir.join("gens/yubikey.yaml"),
+        YUBIKEY.replace("\"1050\"", "\"10[50\""),
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(
+        (code, out.as_str(), err.as_str()),
+        (
+            2,
+            "",
+            "cdigen: gens/yubikey.yaml: match.attrs.idVendor: \"10[50\" is not a valid glob: \
+             unclosed character class; missing ']'\n"
+        )
+    );
+    assert!(!dir.join("cdi").exists());
+    // discover reads the definitions too.
+    let (code, _, err) = cdigen(dir, &["discover", "--root", "root", "--generators", "gens"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("cdigen: gens/yubikey.yaml: match.attrs.idVendor"),
+        "{err}"
+    );
+}
+
+#[test]
+fn the_seeds_tty_plugin_definition_by_name() {
+    let (tmp, _root) = machine("serial-host");
+    let dir = tmp.path();
+    // Disabled by default: a plain run does not scan the VTs...
+    let (_, out, _) = cdigen(dir, &["discover", "--root", "root", "--backend", "generic"]);
+    assert_eq!(out.lines().count(), 2, "{out}");
+    // ...naming it does.
+    let (code, out, _) = cdigen(
+        dir,
+        &[
+            "discover",
+            "--root",
+            "root",
+            "--backend",
+            "generic",
+            "--generator",
+            "generic-tty",
+        ],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(out.lines().count(), 1 + 63, "tty1..tty63:\n{out}");
+    assert!(!out.contains("tty:tty0 ") && !out.contains("ttyS") && !out.contains("ttyUSB"));
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "list",
+            "--discovered",
+            "--root",
+            "root",
+            "--generator",
+            "generic-tty",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let names: Vec<&str> = out.lines().collect();
+    assert_eq!(names.len(), 51);
+    assert_eq!(
+        names[..3],
+        [
+            "cdigen.io/tty=tty13",
+            "cdigen.io/tty=tty14",
+            "cdigen.io/tty=tty15"
+        ]
+    );
+    assert_eq!(names[50], "cdigen.io/tty=tty63");
+}
+
+#[test]
+fn adapters_sharing_a_serial_number_get_no_name() {
+    let (tmp, root) = machine("serial-host");
+    let dir = tmp.path();
+    // The Arduino reports the FTDI's serial number.
+    fs::write(root.join(USB1).join("1-3/serial"), "A10K5PQR\n").unwrap();
+    let args = [
+        "generate",
+        "--root",
+        "root",
+        "--generator",
+        "usb-serial",
+        "--output-dir",
+        "cdi",
+    ];
+    let (code, out, err) = cdigen(dir, &args);
+    assert_eq!(code, 0, "{err}");
+    // No adapter can be named: no spec, and each reason is said.
+    assert_eq!(out, "");
+    assert_eq!(
+        err.lines()
+            .map(|l| l.trim_start_matches(" WARN "))
+            .collect::<Vec<_>>(),
+        [
+            "generator usb-serial: tty:ttyUSB1: no attribute serial, so no name from `attr: \"serial\"`",
+            "generator usb-serial: \"A10K5PQR\" would name tty:ttyACM0 and tty:ttyUSB0; naming none of them so",
+            "generator usb-serial: none of the 3 selected devices got a name; writing no spec",
+        ]
+    );
+    assert!(!dir.join("cdi").exists());
+
+    // A spec written before the clash is removed: it names hardware that
+    // cannot be told apart any more.
+    fs::write(root.join(USB1).join("1-3/serial"), "85734323231351E0E1A1\n").unwrap();
+    assert_eq!(cdigen(dir, &args).0, 0);
+    assert_eq!(visible_names(&dir.join("cdi")), ["cdigen.io-serial.yaml"]);
+    fs::write(root.join(USB1).join("1-3/serial"), "A10K5PQR\n").unwrap();
+    let (code, out, _) = cdigen(dir, &args);
+    assert_eq!(code, 0);
+    assert_eq!(out, "removed: cdi/cdigen.io-serial.yaml (0 devices)\n");
+    assert_eq!(visible_names(&dir.join("cdi")), Vec::<String>::new());
+}
+
+#[test]
+fn kfd_is_joined_under_backend_drm_too() {
+    let (tmp, _root) = machine("serial-host");
+    let dir = tmp.path();
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--generator",
+            "amd-gpu",
+            "--output",
+            "-",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out.matches("path: '/dev/kfd'").count(), 2, "{out}");
+}
