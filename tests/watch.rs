@@ -599,7 +599,7 @@ fn a_foreign_ready_file_is_refused() {
 /// sends a libudev-format `add` event, which the binary (built with the
 /// `udev` feature, libudev preloaded with umockdev) receives through its
 /// libudev monitor, and regenerates. Needs `umockdev` and `python3-gi`
-/// with `gir1.2-umockdev-1.0` (Debian), which CI does not install.
+/// with `gir1.2-umockdev-1.0` (Debian), which CI installs to run it.
 #[cfg(feature = "udev")]
 #[test]
 #[ignore = "needs umockdev-wrapper and /usr/bin/python3 with gi.repository.UMockdev"]
