@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use super::pci::read_function;
 use super::pciids::PciIds;
-use super::vfio::{class_node, is_vfio_driver, require_host_node, vfio_nodes};
+use super::vfio::{is_vfio_driver, require_host_node, vfio_nodes};
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, NetInfo, Node};
 use crate::root::{HostRoot, sys_path};
@@ -123,11 +123,11 @@ struct Shared {
 
 fn shared_nodes(root: &HostRoot, report: &mut Report) -> Shared {
     let misc = |name: &str, role: &str, devname: &str, report: &mut Report| {
-        class_node(
+        super::devnode::read_node(
             root,
             &sys_path(&format!("class/misc/{name}")),
-            role,
             name,
+            role,
             devname,
             report,
         )
@@ -209,11 +209,11 @@ fn read_vf(
                 } else {
                     "rdma-mad"
                 };
-                if let Some(node) = class_node(
+                if let Some(node) = super::devnode::read_node(
                     root,
                     &dir.join(glue).join(&n),
-                    role,
                     &n,
+                    role,
                     &format!("infiniband/{n}"),
                     report,
                 )

@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 
 use super::pci::link;
 use super::sriov::{PfInfo, pf_info};
-use super::vfio::{class_node, require_host_node};
+use super::vfio::require_host_node;
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, NetInfo, Node, VdpaInfo};
 use crate::root::{HostRoot, sys_path};
@@ -67,8 +67,15 @@ fn read_one(root: &HostRoot, name: &str, report: &mut Report) -> Option<Found> {
                 .find(|c| node_number(c, "vhost-vdpa-").is_some());
             match child {
                 Some(c) => {
-                    node = class_node(root, &real.join(&c), "vhost-vdpa", &c, &c, report)
-                        .and_then(|n| require_host_node(root, n, report));
+                    node = super::devnode::read_node(
+                        root,
+                        &real.join(&c),
+                        &c,
+                        "vhost-vdpa",
+                        &c,
+                        report,
+                    )
+                    .and_then(|n| require_host_node(root, n, report));
                     info.path = node.as_ref().map(|n| n.path.clone());
                 }
                 None => report.warn(

@@ -27,8 +27,8 @@ use super::devnode::{OnHost, on_host, with_host_checked};
 use super::pci::{link, read_function};
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, Node, VfioInfo};
-use crate::root::{HostRoot, dev_path, parse_majmin, sys_path};
-use crate::sysfs::{node_number, parse_uevent};
+use crate::root::{HostRoot, sys_path};
+use crate::sysfs::node_number;
 
 /// The VFIO backend.
 #[derive(Debug, Clone, Copy)]
@@ -101,54 +101,6 @@ impl Backend for Vfio {
     }
 }
 
-/// Reads a numbered class device (`dev` + optional `DEVNAME`) into a node.
-pub(crate) fn class_node(
-    root: &HostRoot,
-    entry: &Path,
-    role: &str,
-    name: &str,
-    default_devname: &str,
-    report: &mut Report,
-) -> Option<Node> {
-    let dev_file = entry.join("dev");
-    let value = match root.read_attr_opt(&dev_file) {
-        Ok(Some(v)) => v,
-        Ok(None) => return None,
-        Err(e) => {
-            report.warn(&dev_file, format!("{e}; skipping {name}"));
-            return None;
-        }
-    };
-    let Some((major, minor)) = parse_majmin(&value) else {
-        report.warn(
-            &dev_file,
-            format!("{value:?} is not MAJOR:MINOR; skipping {name}"),
-        );
-        return None;
-    };
-    let devname = root
-        .read_attr_opt(&entry.join("uevent"))
-        .ok()
-        .flatten()
-        .and_then(|u| {
-            parse_uevent(&u)
-                .into_iter()
-                .find(|(k, _)| *k == "DEVNAME")
-                .map(|(_, v)| v.to_string())
-        })
-        .filter(|d| super::devnode::is_safe_devname(d))
-        .unwrap_or_else(|| default_devname.to_string());
-    Some(Node {
-        role: role.to_string(),
-        name: name.to_string(),
-        path: dev_path(&devname).display().to_string(),
-        node_type: "c".into(),
-        major,
-        minor,
-        host: None,
-    })
-}
-
 /// Checks a node against the host's `/dev`: keeps it (with mode and owner)
 /// when it is there as a character device or when `/dev` cannot be read;
 /// drops it with a warning when `/dev` is readable and the node is missing
@@ -217,20 +169,20 @@ pub fn vfio_nodes(
     } else {
         group.clone()
     };
-    let group_node = class_node(
+    let group_node = super::devnode::read_node(
         root,
         &sys_path(&format!("class/vfio/{entry_name}")),
-        "vfio-group",
         &entry_name,
+        "vfio-group",
         &format!("vfio/{entry_name}"),
         report,
     )
     .and_then(|n| require_host_node(root, n, report));
-    let container = class_node(
+    let container = super::devnode::read_node(
         root,
         &sys_path("class/misc/vfio"),
-        "vfio-container",
         "vfio",
+        "vfio-container",
         "vfio/vfio",
         report,
     )
@@ -242,22 +194,22 @@ pub fn vfio_nodes(
         .into_iter()
         .find(|n| node_number(n, "vfio").is_some())
         .and_then(|n| {
-            class_node(
+            super::devnode::read_node(
                 root,
                 &dir.join("vfio-dev").join(&n),
-                "vfio-cdev",
                 &n,
+                "vfio-cdev",
                 &format!("vfio/devices/{n}"),
                 report,
             )
         })
         .and_then(|n| require_host_node(root, n, report));
     let iommufd = if cdev.is_some() {
-        class_node(
+        super::devnode::read_node(
             root,
             &sys_path("class/misc/iommu"),
-            "iommufd",
             "iommu",
+            "iommufd",
             "iommu",
             report,
         )

@@ -376,11 +376,11 @@ fn drm_nodes(root: &HostRoot, pci_dir: &Path, report: &mut Report) -> Vec<Node> 
         } else {
             continue;
         };
-        if let Some(n) = super::vfio::class_node(
+        if let Some(n) = crate::discover::devnode::read_node(
             root,
             &pci_dir.join("drm").join(&name),
-            role,
             &name,
+            role,
             &format!("dri/{name}"),
             report,
         ) {
