@@ -284,3 +284,94 @@ fn kfd_is_joined_under_backend_drm_too() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out.matches("path: '/dev/kfd'").count(), 2, "{out}");
 }
+
+/// Two strategies giving a device the same name (`node`, and a template
+/// yielding the kernel name) make one CDI device, not a collision.
+#[test]
+fn one_device_named_alike_by_two_strategies_is_one_cdi_device() {
+    let (tmp, _root) = machine("serial-host");
+    let dir = tmp.path();
+    fs::create_dir(dir.join("gens")).unwrap();
+    fs::write(
+        dir.join("gens/keys.yaml"),
+        YUBIKEY.replace(
+            "names: [{template: \"yubikey-{{attrs.idProduct}}\"}, node]",
+            "names: [node, {template: \"{{generic.name}}\"}]",
+        ),
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--generator",
+            "yubikey",
+            "--output",
+            "-",
+        ],
+    );
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    assert_eq!(out.matches("- name: ").count(), 1, "{out}");
+    assert!(out.contains("- name: 'hidraw0'"), "{out}");
+}
+
+/// A class entry whose name is not a plain /dev path, without a usable
+/// DEVNAME, is skipped with a warning naming its uevent file: the entry's
+/// name is as untrusted as DEVNAME.
+#[test]
+fn an_entry_name_that_is_no_plain_dev_path_is_skipped() {
+    let (tmp, root) = machine("serial-host");
+    let dir = tmp.path();
+    let class = root.join("sys/class/hidraw");
+    let link = fs::read_link(class.join("hidraw0")).unwrap();
+    let odd_link = link.parent().unwrap().join("hidraw\"x y");
+    let odd = class.join(&odd_link);
+    fs::rename(class.join(&link), &odd).unwrap();
+    fs::remove_file(class.join("hidraw0")).unwrap();
+    std::os::unix::fs::symlink(&odd_link, class.join("hidraw\"x y")).unwrap();
+    let uevent = odd.join("uevent");
+    let text = fs::read_to_string(&uevent).unwrap();
+    let without: String = text
+        .lines()
+        .filter(|l| !l.starts_with("DEVNAME="))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&uevent, without).unwrap();
+    fs::create_dir(dir.join("gens")).unwrap();
+    fs::write(
+        dir.join("gens/keys.yaml"),
+        YUBIKEY
+            .replace(
+                "names: [{template: \"yubikey-{{attrs.idProduct}}\"}, node]",
+                "names: [index]",
+            )
+            .replace("  attrs: {idVendor: \"1050\"}\n", ""),
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "discover",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--generator",
+            "yubikey",
+            "--backend",
+            "generic",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(!out.contains("hidraw\"x y"), "{out}");
+    assert!(
+        err.contains(
+            "/hidraw/hidraw\"x y/uevent: no usable DEVNAME, and \"hidraw\\\"x y\" is not a plain path below /dev; skipping hidraw\"x y"
+        ),
+        "{err}"
+    );
+}

@@ -85,8 +85,21 @@ pub(crate) fn read_node(
         );
         return None;
     };
-    let devname = devname_from_uevent(root, entry, major, minor, report)
-        .unwrap_or_else(|| default_devname.to_string());
+    let devname = match devname_from_uevent(root, entry, major, minor, report) {
+        Some(d) => d,
+        // The default comes from the entry's own name: as untrusted as
+        // DEVNAME.
+        None if is_safe_devname(default_devname) => default_devname.to_string(),
+        None => {
+            report.warn(
+                entry.join("uevent"),
+                format!(
+                    "no usable DEVNAME, and {default_devname:?} is not a plain path below /dev; skipping {name}"
+                ),
+            );
+            return None;
+        }
+    };
     Some(Node {
         role: role.to_string(),
         name: name.to_string(),

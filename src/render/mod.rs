@@ -559,6 +559,17 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             }
         }
     }
+    // Two strategies giving one device the same name (`node` and a
+    // template that yields the kernel name) make one CDI device, not a
+    // collision.
+    let mut seen: std::collections::BTreeSet<(String, Vec<String>)> =
+        std::collections::BTreeSet::new();
+    out.retain(|e| {
+        seen.insert((
+            e.name.clone(),
+            e.members.iter().map(|m| m.id.clone()).collect(),
+        ))
+    });
     // Never two CDI devices with one name: a name several devices would
     // get (two adapters with one serial number) is given to none of them.
     let with_all = generator.names.contains(&NameStrategy::All) && !sorted.is_empty();
