@@ -572,3 +572,78 @@ fn closed_stdout_is_not_an_error() {
         assert_eq!(out.status.code(), Some(0), "{args:?}");
     }
 }
+
+/// A user directory that does not exist is skipped, whether it is the
+/// default or given (`--templates`, `CDIGEN_TEMPLATES`, and the same for the
+/// generators): a DaemonSet or a unit may name a host directory that only
+/// some hosts have. One that exists but is no directory is an error that
+/// names it.
+#[test]
+fn missing_templates_and_generators_dirs_are_skipped_given_or_not() {
+    let dir = TempDir::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
+    let expected = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/expected/cdi");
+    let root = root.to_str().unwrap();
+    let generate = |out: &str, args: &[&str], env: &[(&str, &str)]| {
+        let mut cmd = cdigen(dir.path());
+        cmd.args(["generate", "-vv", "--root", root, "--output-dir", out])
+            .args(args)
+            .env("CDIGEN_DEVINFO_DIR", format!("{out}-devinfo"))
+            .env_remove("CDIGEN_GENERATORS")
+            .env_remove("CDIGEN_TEMPLATES");
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.code().unwrap(),
+            String::from_utf8(out.stderr).unwrap(),
+        )
+    };
+    let flags = ["--generators", "no-gens", "--templates", "no-tpl"];
+    let env = [
+        ("CDIGEN_GENERATORS", "no-gens"),
+        ("CDIGEN_TEMPLATES", "no-tpl"),
+    ];
+    for (out, args, env) in [("flags", &flags[..], &[][..]), ("env", &[], &env[..])] {
+        let (code, err) = generate(out, args, env);
+        assert_eq!(code, 0, "{out}: {err}");
+        for line in [
+            "no-gens: no such directory: no user generator definitions",
+            "no-tpl: no such directory: no user templates",
+        ] {
+            assert!(err.contains(line), "{out}: {err}");
+        }
+        // What the built-in definitions write for this machine.
+        let cdi = dir.path().join(out);
+        let mut names: Vec<String> = std::fs::read_dir(&cdi)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter(|n| !n.starts_with('.'))
+            .collect();
+        names.sort();
+        assert!(!names.is_empty(), "{out}");
+        for name in &names {
+            assert_eq!(
+                std::fs::read_to_string(cdi.join(name)).unwrap(),
+                std::fs::read_to_string(expected.join(name)).unwrap(),
+                "{out}: {name}"
+            );
+        }
+        assert_eq!(names.len(), std::fs::read_dir(&expected).unwrap().count());
+    }
+
+    // A file where a directory is expected: an error naming it, nothing written.
+    write(dir.path(), "tpl-file", "");
+    let (code, err) = generate(
+        "file",
+        &["--generators", "no-gens", "--templates", "tpl-file"],
+        &[],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.ends_with("cdigen: cannot read tpl-file: Not a directory (os error 20)\n"),
+        "{err}"
+    );
+    assert!(!dir.path().join("file").exists());
+}

@@ -60,12 +60,29 @@ pub(crate) fn generate_backends(source: &SourceArgs, generators: &[Loaded]) -> V
     backends
 }
 
+/// A user directory (`--generators`, `--templates` or their environment
+/// variables, else the default) as it is to be read: `None` when it does
+/// not exist, whether given or the default, which is then skipped with a
+/// debug line (a DaemonSet or a unit names the directory where the host
+/// may keep them). A path that exists but cannot be read as a directory
+/// (a file, no permission) is kept, and reading it fails naming it.
+fn user_dir(dir: Option<&Path>, default: &str, what: &str) -> Option<PathBuf> {
+    let dir = dir.map_or_else(|| PathBuf::from(default), Path::to_path_buf);
+    match dir.try_exists() {
+        Ok(false) => {
+            tracing::debug!("{}: no such directory: no user {what}", dir.display());
+            None
+        }
+        Ok(true) | Err(_) => Some(dir),
+    }
+}
+
 /// Loads the definitions (built-in, then `dir`, default
-/// `/etc/cdigen/generators.d`) and picks the ones to run: the `only` names
-/// (enabled or not), or every enabled one.
+/// `/etc/cdigen/generators.d`, skipped when missing) and picks the ones to
+/// run: the `only` names (enabled or not), or every enabled one.
 pub(crate) fn generators(dir: Option<&Path>, only: &[String]) -> anyhow::Result<Vec<Loaded>> {
-    let user_dir = dir.map_or_else(|| PathBuf::from(generator::USER_DIR), Path::to_path_buf);
-    let all = generator::load(&[user_dir])?;
+    let user = user_dir(dir, generator::USER_DIR, "generator definitions");
+    let all = generator::load(user.as_slice())?;
     for name in only {
         if !all.iter().any(|l| &l.generator.name == name) {
             let known: Vec<&str> = all.iter().map(|l| l.generator.name.as_str()).collect();
@@ -84,17 +101,15 @@ pub(crate) fn generators(dir: Option<&Path>, only: &[String]) -> anyhow::Result<
         .collect())
 }
 
-/// Loads generators (built-in, then the user directory) and templates, and
-/// picks the ones to run: `--generator` names, or every enabled one (of the
-/// selected backends).
+/// Loads generators (built-in, then the user directory) and templates
+/// (built-in, then the user directory), and picks the ones to run:
+/// `--generator` names, or every enabled one (of the selected backends).
+/// A user directory that does not exist is skipped, given or not.
 pub(crate) fn definitions(
     defs: &DefinitionArgs,
     source: &SourceArgs,
 ) -> anyhow::Result<(Vec<Loaded>, Templates)> {
-    let templates_dir = match &defs.templates {
-        Some(d) => Some(d.clone()),
-        None => Some(PathBuf::from(USER_TEMPLATES)).filter(|p| Path::new(p).is_dir()),
-    };
+    let templates_dir = user_dir(defs.templates.as_deref(), USER_TEMPLATES, "templates");
     let templates = Templates::load(templates_dir.as_deref())?;
     let chosen: Vec<Loaded> = generators(defs.generators.as_deref(), &defs.only)?
         .into_iter()
