@@ -1,9 +1,11 @@
 //! The files for running cdigen the ways users do (`contrib/`, `deploy/`):
-//! the driver-install hook, run for real on a fixture machine, and the
-//! agreement of the systemd units, the udev rule and the Kubernetes
-//! DaemonSet with the binary's defaults (where it writes) and with each
-//! other. The units, the rule and the manifests are also checked by their
-//! own tools in CI (`.ci/check-*.sh`).
+//! the driver-install hook and the DaemonSet's container (its exact
+//! arguments and environment, its volumes mapped to a fixture machine and
+//! temp dirs), run for real, and the agreement of the systemd units, the
+//! udev rule and the Kubernetes DaemonSet with the binary's defaults (where
+//! it writes), with the package and with each other. The units, the rule
+//! and the manifests are also checked by their own tools in CI
+//! (`.ci/check-*.sh`).
 
 #![allow(
     clippy::unwrap_used,
@@ -185,4 +187,234 @@ fn the_daemonset_writes_where_cdigen_writes_by_default() {
     // The host root is read-only, recursively where possible.
     assert!(ds.contains("mountPath: /host\n              readOnly: true\n"));
     assert!(ds.contains("capabilities:\n              drop: [\"ALL\"]"));
+}
+
+// --- The DaemonSet's container, run as the kubelet would ---------------------
+
+/// The DaemonSet's only container and its pod's volumes, parsed.
+fn daemonset_pod() -> (serde_json::Value, Vec<serde_json::Value>) {
+    let ds: serde_json::Value =
+        serde_saphyr::from_str(&read("deploy/kubernetes/daemonset.yaml")).unwrap();
+    let pod = &ds["spec"]["template"]["spec"];
+    let containers = pod["containers"].as_array().unwrap();
+    assert_eq!(containers.len(), 1);
+    (
+        containers[0].clone(),
+        pod["volumes"].as_array().unwrap().clone(),
+    )
+}
+
+/// Where each of the container's mount paths is in the test: the host's `/`
+/// is the fixture machine `example`, the ConfigMap is `config` (absent: an
+/// empty directory, as the kubelet mounts an optional one), the others are
+/// empty directories in `tmp`. Longest mount path first.
+fn mounts(
+    container: &serde_json::Value,
+    volumes: &[serde_json::Value],
+    tmp: &Path,
+) -> Vec<(String, PathBuf)> {
+    let mut mounts: Vec<(String, PathBuf)> = Vec::new();
+    for m in container["volumeMounts"].as_array().unwrap() {
+        let name = m["name"].as_str().unwrap();
+        let path = m["mountPath"].as_str().unwrap().to_string();
+        let volume = volumes.iter().find(|v| v["name"] == name).unwrap();
+        let dir = if volume["hostPath"]["path"] == "/" {
+            repo("fixtures/example/root")
+        } else {
+            let dir = tmp.join(name);
+            fs::create_dir_all(&dir).unwrap();
+            dir
+        };
+        mounts.push((path, dir));
+    }
+    mounts.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
+    mounts
+}
+
+/// `value` with its leading container path (an argument's after `=`)
+/// replaced by where that mount is in the test. Every absolute path the
+/// container is given must be under a mount: the image holds nothing but
+/// the binary.
+fn in_test(value: &str, mounts: &[(String, PathBuf)]) -> String {
+    let (prefix, path) = match value.split_once('=') {
+        Some((flag, path)) if flag.starts_with("--") => (format!("{flag}="), path),
+        _ => (String::new(), value),
+    };
+    if !path.starts_with('/') {
+        return value.to_string();
+    }
+    let (mount, dir) = mounts
+        .iter()
+        .find(|(m, _)| path == m || path.starts_with(&format!("{m}/")))
+        .unwrap_or_else(|| panic!("{value}: not under any volume mount of the container"));
+    format!("{prefix}{}{}", dir.display(), &path[mount.len()..])
+}
+
+/// Runs the DaemonSet's container command (its args and env, paths mapped
+/// by [`mounts`]; the event source `none` instead of the kernel's) until
+/// it is ready, then stops it with SIGTERM as the kubelet does: the spec
+/// files written, or the log when it did not get ready.
+fn run_daemonset(
+    config: &[(&str, &str)],
+    env_override: &[(&str, &str)],
+) -> (TempDir, PathBuf, String) {
+    let tmp = TempDir::new().unwrap();
+    let (container, volumes) = daemonset_pod();
+    let mounts = mounts(&container, &volumes, tmp.path());
+    // A ConfigMap volume as the kubelet writes it: the keys are symlinks
+    // into a timestamped directory, through the `..data` symlink.
+    let config_dir = tmp.path().join("config");
+    if !config.is_empty() {
+        let data = config_dir.join("..2025_01_01_00_00_00.000000001");
+        fs::create_dir(&data).unwrap();
+        std::os::unix::fs::symlink(data.file_name().unwrap(), config_dir.join("..data")).unwrap();
+        for (key, text) in config {
+            fs::write(data.join(key), text).unwrap();
+            std::os::unix::fs::symlink(format!("..data/{key}"), config_dir.join(key)).unwrap();
+        }
+    }
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .map(|a| {
+            if a == "--source=netlink" {
+                "--source=none"
+            } else {
+                a
+            }
+        })
+        .map(|a| in_test(a, &mounts))
+        .collect();
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdigen"));
+    cmd.args(&args);
+    // Nothing of the test's own environment that cdigen reads.
+    for (key, _) in std::env::vars_os() {
+        let k = key.to_string_lossy();
+        if k.starts_with("CDIGEN_") || k == "RUST_LOG" || k == "NOTIFY_SOCKET" {
+            cmd.env_remove(&key);
+        }
+    }
+    for e in container["env"].as_array().unwrap() {
+        let (key, value) = (e["name"].as_str().unwrap(), e["value"].as_str().unwrap());
+        let value = env_override
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map_or(value, |(_, v)| *v);
+        cmd.env(key, in_test(value, &mounts));
+    }
+    let log = tmp.path().join("log");
+    let mut child = cmd
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    // The readiness probe's file, where the test has it.
+    let probe = container["readinessProbe"]["exec"]["command"]
+        .as_array()
+        .unwrap();
+    let ready = PathBuf::from(in_test(probe.last().unwrap().as_str().unwrap(), &mounts));
+    let start = std::time::Instant::now();
+    while !ready.exists() {
+        if let Some(status) = child.try_wait().unwrap() {
+            panic!(
+                "the container exited ({status}) before it was ready:\n{}",
+                fs::read_to_string(&log).unwrap()
+            );
+        }
+        if start.elapsed() > std::time::Duration::from_secs(30) {
+            let _ = child.kill();
+            panic!(
+                "not ready after 30 s:\n{}",
+                fs::read_to_string(&log).unwrap()
+            );
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = child.wait().unwrap();
+    let log = fs::read_to_string(&log).unwrap();
+    assert_eq!(status.code(), Some(0), "{log}");
+    let cdi = PathBuf::from(in_test(cdigen::cdi::DYNAMIC_DIR, &mounts));
+    (tmp, cdi, log)
+}
+
+#[test]
+fn the_daemonsets_container_runs_and_writes_the_hosts_specs_without_a_configmap() {
+    let (_tmp, cdi, log) = run_daemonset(&[], &[]);
+    let expected = repo("fixtures/example/expected/cdi");
+    assert_eq!(visible_names(&cdi), visible_names(&expected), "{log}");
+    for name in visible_names(&cdi) {
+        assert_eq!(
+            fs::read_to_string(cdi.join(&name)).unwrap(),
+            fs::read_to_string(expected.join(&name)).unwrap(),
+            "{name}"
+        );
+    }
+    assert!(!log.contains("WARN") && !log.contains("ERROR"), "{log}");
+}
+
+#[test]
+fn the_daemonsets_container_reads_generators_and_templates_from_the_configmap() {
+    let generator = read("generators/amd-gpu.yaml")
+        .replace("kind: amd.com/gpu", "kind: example.com/gpu")
+        .replace("template: drm", "template: my-drm");
+    // The link mounts read-only: proof that this template was used.
+    let template = read("templates/drm.json.hbs").replace(r#"["bind", "rw"]"#, r#"["bind", "ro"]"#);
+    let (_tmp, cdi, log) = run_daemonset(
+        &[("amd-gpu.yaml", &generator), ("my-drm.json.hbs", &template)],
+        &[],
+    );
+    let names = visible_names(&cdi);
+    assert!(
+        names.contains(&"example.com-gpu.yaml".to_string()),
+        "{names:?}\n{log}"
+    );
+    assert!(
+        !names.contains(&"amd.com-gpu.yaml".to_string()),
+        "{names:?}"
+    );
+    assert_eq!(
+        fs::read_to_string(cdi.join("example.com-gpu.yaml")).unwrap(),
+        read("fixtures/example/expected/cdi/amd.com-gpu.yaml")
+            .replace("kind: 'amd.com/gpu'", "kind: 'example.com/gpu'")
+            .replace("- 'rw'", "- 'ro'")
+    );
+}
+
+/// The alternative the DaemonSet's comment offers: the node's own
+/// /etc/cdigen, which the fixture host does not have.
+#[test]
+fn the_daemonsets_container_runs_with_the_hosts_missing_etc_cdigen() {
+    let (_tmp, cdi, log) = run_daemonset(
+        &[],
+        &[
+            ("CDIGEN_GENERATORS", "/host/etc/cdigen/generators.d"),
+            ("CDIGEN_TEMPLATES", "/host/etc/cdigen/templates"),
+        ],
+    );
+    assert_eq!(
+        visible_names(&cdi),
+        visible_names(&repo("fixtures/example/expected/cdi")),
+        "{log}"
+    );
+    let ds = read("deploy/kubernetes/daemonset.yaml");
+    assert!(ds.contains("/host/etc/cdigen/generators.d and /host/etc/cdigen/templates"));
+}
+
+#[test]
+fn the_daemonset_listens_to_the_kernels_events_and_mounts_the_configmap_optionally() {
+    let (container, volumes) = daemonset_pod();
+    let args = container["args"].as_array().unwrap();
+    assert!(args.iter().any(|a| a == "--source=netlink"), "{args:?}");
+    assert_eq!(args[0], "watch");
+    let config = volumes.iter().find(|v| v["name"] == "config").unwrap();
+    assert_eq!(config["configMap"]["name"], "cdigen-config");
+    assert_eq!(config["configMap"]["optional"], true);
 }
