@@ -3,8 +3,10 @@
 # (`udevadm test`; systemd 252 has no `udevadm verify`):
 #   1. loading the rules reports nothing about this file;
 #   2. on this machine's PCI devices: a network/display/accelerator function
-#      gets TAG systemd + SYSTEMD_WANTS=cdigen-generate.service on bind and a
-#      `systemctl --no-block start` on remove; any other function gets neither.
+#      gets exactly one `systemctl --no-block restart cdigen-generate.service`
+#      on each of add, remove, change, bind and unbind (and no SYSTEMD_WANTS,
+#      which systemd ignores for devices it already knows); any other
+#      function gets nothing.
 # udevadm reads rules from fixed directories: the rule is put in /run/udev
 # in a private mount namespace (a fresh /run), so nothing on the host
 # changes. Only PCI and CPU devices are used: `udevadm test` on a network
@@ -44,20 +46,20 @@ for dev in /sys/bus/pci/devices/*; do
         *) kind=other ;;
     esac
     if [ $kind = match ] && [ $matched -eq 0 ]; then
-        out=$(utest bind "$dev")
-        grep -qx 'SYSTEMD_WANTS=cdigen-generate.service' <<< "$out" || fail "$dev ($class) bind: no SYSTEMD_WANTS: $out"
-        grep -q '^TAGS=.*:systemd:' <<< "$out" || fail "$dev ($class) bind: not tagged systemd"
-        out=$(utest remove "$dev")
-        grep -qx "run: '/usr/bin/systemctl --no-block start cdigen-generate.service'" <<< "$out" \
-            || fail "$dev ($class) remove: no systemctl run: $out"
-        echo "   $dev ($class): bind wants cdigen-generate.service, remove starts it"
+        for action in add remove change bind unbind; do
+            out=$(utest "$action" "$dev")
+            runs=$(grep -c "^run: '/usr/bin/systemctl --no-block restart cdigen-generate.service'$" <<< "$out" || true)
+            [ "$runs" -eq 1 ] || fail "$dev ($class) $action: $runs systemctl restarts, expected 1: $out"
+            ! grep -q 'SYSTEMD_WANTS=.*cdigen' <<< "$out" || fail "$dev ($class) $action: SYSTEMD_WANTS set: $out"
+        done
+        echo "   $dev ($class): add, remove, change, bind and unbind restart cdigen-generate.service"
         matched=1
     elif [ $kind = other ] && [ $other -eq 0 ]; then
-        for action in bind remove; do
+        for action in add remove change bind unbind; do
             out=$(utest "$action" "$dev")
             ! grep -q 'cdigen-generate' <<< "$out" || fail "$dev ($class) $action: matched: $out"
         done
-        echo "   $dev ($class): bind and remove leave it alone"
+        echo "   $dev ($class): add, remove, change, bind and unbind leave it alone"
         other=1
     fi
 done

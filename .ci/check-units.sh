@@ -2,9 +2,10 @@
 # Checks the systemd units in contrib/systemd against a built cdigen binary:
 #   1. `systemd-analyze verify` (any message fails: it exits 0 on unknown
 #      keys), on copies whose /usr/bin/cdigen points at BIN;
-#   2. every ExecStart= command line is one the binary accepts (run with
-#      --help appended), and every man: page named in Documentation= exists
-#      in man/;
+#   2. every ExecStart= command line of cdigen is one the binary accepts
+#      (run with --help appended), one of systemctl only queues a restart
+#      (--no-block) of a unit here, and every man: page named in
+#      Documentation= exists in man/;
 #   3. `systemd-analyze security --offline=yes`: exposure at most 2.0;
 #   4. the sandbox of cdigen-generate.service, as far as it can be built
 #      without systemd as PID 1: no capabilities (bounding set empty, no new
@@ -33,7 +34,16 @@ for f in "$units"/*.service; do
     while IFS= read -r line; do
         # ExecStart=/usr/bin/cdigen SUB ARGS... $VARS  ->  BIN SUB ARGS... --help
         read -r -a words <<< "${line#ExecStart=}"
-        [ "${words[0]}" = /usr/bin/cdigen ] || fail "$f: ExecStart= is not /usr/bin/cdigen: $line"
+        if [ "${words[0]}" = /usr/bin/systemctl ]; then
+            # Queues a restart and returns: never waits on the unit it restarts.
+            if [ "${#words[@]}" -ne 4 ] || [ "${words[1]}" != --no-block ] || [ "${words[2]}" != restart ]; then
+                fail "$f: expected systemctl --no-block restart UNIT: $line"
+            fi
+            [ -f "$units/${words[3]}" ] || fail "$f: restarts ${words[3]}, which is not in $units"
+            echo "   $f: systemctl --no-block restart ${words[3]}"
+            continue
+        fi
+        [ "${words[0]}" = /usr/bin/cdigen ] || fail "$f: ExecStart= is neither /usr/bin/cdigen nor /usr/bin/systemctl: $line"
         args=()
         for w in "${words[@]:1}"; do
             case $w in \$*) ;; *) args+=("$w") ;; esac

@@ -149,24 +149,82 @@ fn units_can_write_where_cdigen_writes_by_default() {
         assert!(!start[0].contains("--output-dir"), "{unit}: {start:?}");
         assert_eq!(unit_values(unit, "CapabilityBoundingSet"), [""], "{unit}");
     }
+}
+
+/// What every trigger runs: a restart, queued. A start would be merged
+/// into a run in progress, which may have read the host before the change.
+const RESTART: &str = "/usr/bin/systemctl --no-block restart cdigen-generate.service";
+
+#[test]
+fn the_path_unit_restarts_the_generate_unit_through_a_unit_it_waits_for() {
     assert_eq!(
         unit_values("cdigen-generate.path", "Unit"),
-        ["cdigen-generate.service"]
+        ["cdigen-generate-restart.service"]
     );
+    let trigger = "cdigen-generate-restart.service";
+    assert_eq!(unit_values(trigger, "ExecStart"), [RESTART]);
+    assert_eq!(unit_values(trigger, "Type"), ["oneshot"]);
+    // The restarted run starts once the path unit watches again.
+    assert_eq!(unit_values(trigger, "Before"), ["cdigen-generate.service"]);
+    // Static: only the path unit starts it.
+    assert!(unit_values(trigger, "WantedBy").is_empty());
+    // No trigger refused by the start rate limit.
+    for unit in [trigger, "cdigen-generate.service"] {
+        assert_eq!(unit_values(unit, "StartLimitIntervalSec"), ["0"], "{unit}");
+    }
 }
 
 #[test]
-fn the_udev_rule_starts_the_generate_unit() {
+fn the_udev_rule_restarts_the_generate_unit_on_every_match() {
     let rule = read("contrib/udev/99-cdigen.rules");
-    let wants: Vec<&str> = rule
+    let rules: Vec<&str> = rule
         .lines()
-        .filter(|l| !l.starts_with('#'))
-        .filter_map(|l| l.split("ENV{SYSTEMD_WANTS}+=\"").nth(1))
-        .map(|rest| rest.split('"').next().unwrap())
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
         .collect();
-    assert_eq!(wants, ["cdigen-generate.service"]);
-    assert!(rule.contains("RUN+=\"/usr/bin/systemctl --no-block start cdigen-generate.service\""));
+    let runs: Vec<&str> = rules
+        .iter()
+        .filter_map(|l| l.strip_prefix("RUN+=\""))
+        .map(|rest| rest.strip_suffix('"').unwrap())
+        .collect();
+    assert_eq!(runs, [RESTART]);
+    assert!(
+        !rule.contains("SYSTEMD_WANTS}+="),
+        "systemd ignores it for known devices"
+    );
+    // Every match leads to it (no other label).
+    for l in &rules {
+        if let Some(rest) = l.split("GOTO=\"").nth(1) {
+            let label = rest.strip_suffix('"').unwrap();
+            assert!(["cdigen_restart", "cdigen_end"].contains(&label), "{l}");
+        }
+    }
     assert!(repo("contrib/systemd/cdigen-generate.service").is_file());
+}
+
+/// Every unit in contrib/systemd is one the Debian package installs
+/// (cargo-deb takes `UNIT-NAME.TYPE` for each `systemd-units` entry).
+#[test]
+fn the_package_installs_every_unit() {
+    let cargo = read("Cargo.toml");
+    let units: Vec<&str> = cargo
+        .lines()
+        .filter(|l| l.contains("unit-scripts = \"contrib/systemd\""))
+        .map(|l| {
+            l.split("unit-name = \"")
+                .nth(1)
+                .unwrap()
+                .split('"')
+                .next()
+                .unwrap()
+        })
+        .collect();
+    for f in visible_names(&repo("contrib/systemd")) {
+        let (stem, _) = f.rsplit_once('.').unwrap();
+        assert!(
+            units.contains(&stem),
+            "{f}: not in Cargo.toml's systemd-units ({units:?})"
+        );
+    }
 }
 
 #[test]
