@@ -1,8 +1,11 @@
 //! End-to-end tests of the CDI plugin protocol (the 2017 draft, seed 001):
-//! the binary run as the draft's examples run it, through a link named
-//! after the plugin (`drm`), with the `CDI_*` environment and the
-//! configuration on stdin; replies compared as JSON values. Machines are
-//! synthetic DRM hosts (`support/gpus.rs`) or the `rpi` fixture.
+//! the binary run through a link named after the plugin (`drm`), with the
+//! `CDI_*` environment and the configuration on stdin; replies compared
+//! as JSON values. The draft's examples run with exactly the environment
+//! the draft gives them (its INFO examples without `CDI_VERSION`); their
+//! hosts differ, so the amounts and nodes differ too. Machines are
+//! synthetic DRM hosts (`support/gpus.rs`) or fixtures (`rpi`,
+//! `serial-host`, `example`).
 //!
 //! The draft's error examples write `code`/`msg`; cdigen emits the field
 //! list's `error`/`message` (see `src/plugin/mod.rs`), so the expected
@@ -192,6 +195,33 @@ fn feed(child: &mut Child, text: &str) {
     }
 }
 
+/// A fixture machine, its root used in place (the plugin only reads it).
+fn fixture(name: &str) -> Host {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("root");
+    Host::new(TempDir::new().unwrap(), root)
+}
+
+/// A copy of a fixture machine's root, to change.
+fn fixture_copy(name: &str) -> Host {
+    let tmp = TempDir::new().unwrap();
+    let root = tmp.path().join("root");
+    let from = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("root");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(&from)
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    Host::new(tmp, root)
+}
+
 fn finish(cmd: &mut Command, stdin: Option<&str>) -> Reply {
     cmd.stdin(if stdin.is_some() {
         Stdio::piped()
@@ -263,7 +293,8 @@ fn version_lists_the_supported_versions_and_never_fails() {
     assert!(!host.state_dir().exists());
 }
 
-/// Errors example 1: an unknown CDI_VERSION (and no CDI_COMMAND at all).
+/// Errors example 1: an unknown CDI_VERSION (and no CDI_COMMAND at all);
+/// a missing one for any command but VERSION and INFO.
 #[test]
 fn unknown_cdi_version_is_error_1() {
     let host = Host::seed();
@@ -273,12 +304,22 @@ fn unknown_cdi_version_is_error_1() {
         r.json.unwrap(),
         error(1, "Incompatible CDI version", "Unsupported version: 0.999")
     );
-    let r = host.drm(&[("CDI_COMMAND", "INFO")]);
-    assert_eq!(r.code, 1);
-    assert_eq!(
-        r.json.unwrap(),
-        error(1, "Incompatible CDI version", "CDI_VERSION is not set")
-    );
+    let r = host.drm(&[("CDI_VERSION", "0.999"), ("CDI_COMMAND", "INFO")]);
+    assert_eq!(r.json.unwrap()["error"], 1);
+    for command in ["ADD", "del", "MYCMD"] {
+        let r = host.drm(&[
+            ("CDI_COMMAND", command),
+            ("CDI_REQUEST", "gpu:1"),
+            ("CDI_REQUEST_ID", "1"),
+        ]);
+        assert_eq!(r.code, if command == "del" { 0 } else { 1 }, "{command}");
+        assert_eq!(
+            r.json.unwrap(),
+            error(1, "Incompatible CDI version", "CDI_VERSION is not set"),
+            "{command}"
+        );
+    }
+    assert!(!host.state_dir().exists(), "nothing allocated");
 }
 
 /// Errors example 2: an unknown CDI_COMMAND; also a missing one.
@@ -303,14 +344,27 @@ fn unknown_command_is_error_3() {
     );
 }
 
-/// INFO example 1, on a host with two whitelisted GPUs (no NUMA node, so
-/// no subtype), in any case.
+/// INFO example 1, verbatim (`env CDI_COMMAND=INFO /opt/cdi/bin/drm <
+/// drm.conf`: no CDI_VERSION, so the configuration's `cdiVersion` is
+/// used), on a host with two whitelisted GPUs (no NUMA node, so no
+/// subtype); the same with CDI_VERSION, in any case.
 #[test]
 fn info_counts_the_free_devices() {
     let host = Host::seed();
+    let want = json!({"cdiVersion": "0.0.1", "gpu": 2});
+    let r = host.drm(&[("CDI_COMMAND", "INFO")]);
+    assert_eq!((r.code, r.json), (0, Some(want.clone())), "{}", r.stderr);
     let r = host.drm(&[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "info")]);
-    assert_eq!(r.code, 0, "{r:?}");
-    assert_eq!(r.json.unwrap(), json!({"cdiVersion": "0.0.1", "gpu": 2}));
+    assert_eq!((r.code, r.json), (0, Some(want)), "{}", r.stderr);
+    // Without CDI_VERSION the configuration's version is still checked.
+    let old = DRM_CONF.replace("\"0.0.1\"", "\"0.0.0\"");
+    let r = host.run_as("drm", &[("CDI_COMMAND", "INFO")], Some(&old));
+    assert_eq!(r.code, 1);
+    assert_eq!(
+        r.json.unwrap(),
+        json!({"cdiVersion": "0.0.2", "error": 2, "message": "Incompatible CDI version",
+               "details": "Unsupported config version: 0.0.0"})
+    );
 }
 
 /// ADD example 1: one GPU for request 1234 gives the first GPU's card and
@@ -334,7 +388,10 @@ fn add_one_gpu() {
     assert_eq!(
         a["devices"],
         json!([{"backend": "drm", "id": "0000:01:00.0",
-                 "nodes": ["/dev/dri/card0", "/dev/dri/renderD128"]}])
+                "sysfs_path": "/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0",
+                "nodes": ["/dev/dri/card0", "/dev/dri/renderD128"],
+                "exclusive": ["/dev/dri/card0", "/dev/dri/renderD128"],
+                "shared": []}])
     );
     assert_eq!(
         host.info(DRM_CONF),
@@ -391,7 +448,7 @@ fn del_releases_and_unknown_ids_are_error_5_with_exit_0() {
     };
     let r = del("1234");
     assert_eq!((r.code, r.json), (0, None));
-    assert_eq!(host.state(), json!({"version": 1, "allocations": []}));
+    assert_eq!(host.state(), json!({"version": 2, "allocations": []}));
     assert_eq!(host.info(DRM_CONF)["gpu"], 2);
     let r = del("3456");
     assert_eq!(r.code, 0);
@@ -560,7 +617,7 @@ fn the_same_request_id_and_resource_twice_is_error_103() {
         error(
             103,
             "Resource already allocated to this request ID",
-            "request 1234 already holds gpu (DEL it first)"
+            "request 1234 already holds gpu from generator drm (DEL it first)"
         )
     );
     assert_eq!(host.info(DRM_CONF)["gpu"], 1);
@@ -739,9 +796,7 @@ fn the_subcommand_with_a_state_dir_flag() {
 /// GPUs (no PCI vendor, so no whitelist), v3d first.
 #[test]
 fn rpi_fixture_platform_gpus() {
-    let tmp = TempDir::new().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/rpi/root");
-    let host = Host::new(tmp, root);
+    let host = fixture("rpi");
     let plain = conf(json!({}));
     assert_eq!(host.info(&plain), json!({"cdiVersion": "0.0.1", "gpu": 2}));
     let r = host.add(&plain, "gpu:2", "pi");
@@ -766,17 +821,16 @@ const TTY_CONF: &str = r#"{
 }
 "#;
 
-/// INFO example 2 and ADD example 2, run as the draft runs them: the
-/// binary linked as `generic-tty`, on the `serial-host` fixture (VTs tty0
-/// to tty63; tty0 is the current-console alias and never handed out, tty1
-/// to tty12 are reserved), through the shipped `generic-tty` definition,
-/// which is disabled for `generate` but serves the plugin when named.
+/// INFO example 2 and ADD example 2, with the draft's environment (INFO
+/// without CDI_VERSION): the binary linked as `generic-tty`, on the
+/// `serial-host` fixture (VTs tty0 to tty63; tty0 is the current-console
+/// alias and never handed out, tty1 to tty12 are reserved), through the
+/// shipped `generic-tty` definition, which is disabled for `generate` but
+/// serves the plugin when named.
 #[test]
 fn seed_tty_examples() {
-    let tmp = TempDir::new().unwrap();
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/serial-host/root");
-    let host = Host::new(tmp, root);
-    let info = [("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", "INFO")];
+    let host = fixture("serial-host");
+    let info = [("CDI_COMMAND", "INFO")];
     let r = host.run_as("generic-tty", &info, Some(TTY_CONF));
     assert_eq!(r.code, 0, "{r:?}");
     // The draft's host had 32 free; this one has tty13..tty63.
@@ -825,7 +879,7 @@ fn vanished_devices_are_released_with_a_warning() {
     let file = host.state_file().display().to_string();
     assert!(
         r.stderr.contains(&format!(
-            "{file}: releasing 0000:01:00.0 (drm) of request pod (gpu): the device is gone from the host"
+            "{file}: releasing 0000:01:00.0 (drm) of request pod (gpu, generator drm): the device is gone from the host (/sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0 no longer exists)"
         )),
         "{}",
         r.stderr
@@ -848,8 +902,9 @@ fn vanished_devices_are_released_with_a_warning() {
         ("CDI_REQUEST_ID", "other"),
     ]);
     assert!(
-        r.stderr
-            .contains("request other holds no gpu device any more; dropping its allocation"),
+        r.stderr.contains(
+            "request other holds no gpu device of generator drm any more; dropping its allocation"
+        ),
         "{}",
         r.stderr
     );
@@ -953,7 +1008,7 @@ fn wait_for_line(child: &mut Child, marker: &str) {
 fn kill_9_while_holding_the_lock_leaves_a_consistent_state() {
     let host = eight_gpus();
     assert_eq!(host.drm(&add_env("gpu:1", "before")).code, 0);
-    let mut held = spawn_add(&host, "killed", &[("CDIGEN_TEST_HOLD_LOCK_MS", "60000")]);
+    let mut held = spawn_add(&host, "killed", &[("CDIGEN_TEST_HOLD_LOCK_MS", "10000")]);
     wait_for_line(&mut held, "test hook: holding the lock");
     let waiting = spawn_add(&host, "after", &[]);
     std::thread::sleep(Duration::from_millis(200));
@@ -1034,4 +1089,474 @@ fn random_kills_during_adds_leave_a_consistent_state() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert!(names.iter().all(|n| !n.ends_with(".tmp")), "{names:?}");
+}
+
+// ---- Conflicts by node, scopes by generator, devices gone or not ----------
+
+/// The configuration of plugin `generator` serving `type`, with `args`.
+fn plugin_conf(resource_type: &str, generator: &str, args: Value) -> String {
+    json!({
+        "cdiVersion": "0.0.1",
+        "name": "test",
+        "type": resource_type,
+        "plugin": generator,
+        "args": args,
+    })
+    .to_string()
+}
+
+impl Host {
+    /// ADD through `conf` (its plugin's link); the reply's devices, or
+    /// the error reply.
+    fn add_as(&self, conf: &str, request: &str, id: &str) -> Result<Value, Value> {
+        let r = self.run_as("plugin", &add_env(request, id), Some(conf));
+        match r.code {
+            0 => Ok(r.json.unwrap()["devices"].clone()),
+            _ => Err(r.json.unwrap()),
+        }
+    }
+
+    /// INFO through `conf`.
+    fn info_as(&self, conf: &str) -> Value {
+        let r = self.run_as("plugin", &[("CDI_COMMAND", "INFO")], Some(conf));
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json.unwrap()
+    }
+
+    /// DEL through `conf`: the reply (`None` when it released something).
+    fn del_as(&self, conf: &str, id: &str) -> Option<Value> {
+        let r = self.run_as(
+            "plugin",
+            &[
+                ("CDI_VERSION", "0.0.1"),
+                ("CDI_COMMAND", "DEL"),
+                ("CDI_REQUEST_ID", id),
+            ],
+            Some(conf),
+        );
+        assert_eq!(r.code, 0, "{r:?}");
+        r.json
+    }
+}
+
+fn not_enough(details: &str) -> Value {
+    error(102, "Not enough devices", details)
+}
+
+/// `serial-host`'s Gaudi accelerator: the DRM backend reports its
+/// `/dev/accel/accel0` (the `drm` generator), and so does the generic
+/// backend (the `accel` definition). The node goes to one request only,
+/// whichever configuration asks first.
+#[test]
+fn an_accel_node_goes_to_one_request_whatever_the_generator() {
+    let host = fixture("serial-host");
+    let drm = plugin_conf("gpu", "drm", json!({}));
+    let accel = plugin_conf("accel", "accel", json!({}));
+    assert_eq!(host.info_as(&accel)["accel"], 1);
+    assert_eq!(
+        host.add_as(&drm, "gpu:1", "a"),
+        Ok(json!(["/dev/accel/accel0"]))
+    );
+    assert_eq!(host.info_as(&accel)["accel"], 0);
+    assert_eq!(
+        host.add_as(&accel, "accel:1", "b"),
+        Err(not_enough("accel: 1 requested, 0 available"))
+    );
+    assert_eq!(host.del_as(&drm, "a"), None);
+    // And the other way round.
+    assert_eq!(
+        host.add_as(&accel, "accel:1", "b"),
+        Ok(json!(["/dev/accel/accel0"]))
+    );
+    assert_eq!(host.info_as(&drm)["gpu"], 0);
+    assert_eq!(
+        host.add_as(&drm, "gpu:1", "a"),
+        Err(not_enough("gpu: 1 requested, 0 available"))
+    );
+}
+
+/// `example`'s VF 0000:3b:00.5 carries vDPA device vdpa0: the `sriov`
+/// generator (narrowed to its vhost-vdpa node) and the `vdpa` generator
+/// both offer `/dev/vhost-vdpa-0`.
+#[test]
+fn a_vhost_vdpa_node_goes_to_one_request_via_sriov_or_vdpa() {
+    let host = fixture("example");
+    let vf = plugin_conf("vf", "sriov", json!({"want_device_nodes": ["vhost-vdpa"]}));
+    let vdpa = plugin_conf("vdpa", "vdpa", json!({}));
+    assert_eq!(
+        host.add_as(&vf, "vf:1", "a"),
+        Ok(json!(["/dev/vhost-vdpa-0"]))
+    );
+    assert_eq!(host.info_as(&vdpa)["vdpa"], 0);
+    assert_eq!(
+        host.add_as(&vdpa, "vdpa:1", "b"),
+        Err(not_enough("vdpa: 1 requested, 0 available"))
+    );
+    assert_eq!(host.del_as(&vf, "a"), None);
+    assert_eq!(
+        host.add_as(&vdpa, "vdpa:1", "b"),
+        Ok(json!(["/dev/vhost-vdpa-0"]))
+    );
+    assert_eq!(
+        host.add_as(&vf, "vf:1", "a"),
+        Err(not_enough("vf: 1 requested, 0 available"))
+    );
+}
+
+/// `example`'s A100 (`/dev/nvidia0`) has MIG devices gi1/ci0 and gi2/ci0,
+/// which hold `/dev/nvidia0` too (shared) and their own capabilities: the
+/// GPU and a MIG device of it never go to two requests, two MIG devices
+/// do.
+#[test]
+fn a_gpu_and_its_mig_devices_exclude_each_other_mig_siblings_do_not() {
+    let host = fixture("example");
+    let nvidia = plugin_conf("gpu", "nvidia", json!({}));
+    // Only the MIG devices: the whole GPU has no capability node.
+    let mig = plugin_conf(
+        "gpu",
+        "nvidia",
+        json!({"want_device_nodes": ["nvidia-cap"]}),
+    );
+    let control = [
+        "/dev/nvidiactl",
+        "/dev/nvidia-modeset",
+        "/dev/nvidia-uvm",
+        "/dev/nvidia-uvm-tools",
+    ];
+    // The GPU comes first in the pool: its MIG devices are not counted
+    // with it.
+    assert_eq!(
+        host.info_as(&nvidia),
+        json!({"cdiVersion": "0.0.1", "gpu": 1, "gpu-numa1": 1})
+    );
+    assert_eq!(host.info_as(&mig)["gpu"], 2);
+    // A MIG device first: the GPU is taken, the other MIG device is not.
+    assert_eq!(
+        host.add_as(&mig, "gpu:1", "m1"),
+        Ok(json!([
+            "/dev/nvidia-caps/nvidia-cap12",
+            "/dev/nvidia-caps/nvidia-cap13"
+        ]))
+    );
+    let state = host.state();
+    let d = &state["allocations"][0]["devices"][0];
+    assert_eq!(d["id"], "0000:41:00.0/gi1/ci0");
+    assert_eq!(d["exclusive"], json!(["/dev/nvidia-caps/nvidia-cap13"]));
+    let mut shared = vec!["/dev/nvidia0", "/dev/nvidia-caps/nvidia-cap12"];
+    shared.extend(control);
+    assert_eq!(d["shared"], json!(shared));
+    assert_eq!(host.info_as(&nvidia)["gpu"], 1);
+    let mut sibling = vec![
+        "/dev/nvidia0",
+        "/dev/nvidia-caps/nvidia-cap21",
+        "/dev/nvidia-caps/nvidia-cap22",
+    ];
+    sibling.extend(control);
+    assert_eq!(host.add_as(&nvidia, "gpu:1", "m2"), Ok(json!(sibling)));
+    assert_eq!(host.info_as(&nvidia)["gpu"], 0);
+    assert_eq!(
+        host.add_as(&nvidia, "gpu:1", "g"),
+        Err(not_enough("gpu: 1 requested, 0 available"))
+    );
+    // The whole GPU first: neither MIG device is free.
+    assert_eq!(host.del_as(&nvidia, "m1"), None);
+    assert_eq!(host.del_as(&nvidia, "m2"), None);
+    let mut whole = vec!["/dev/nvidia0", "/dev/dri/card0", "/dev/dri/renderD129"];
+    whole.extend(control);
+    assert_eq!(host.add_as(&nvidia, "gpu:1", "g"), Ok(json!(whole)));
+    assert_eq!(host.info_as(&mig)["gpu"], 0);
+    assert_eq!(
+        host.add_as(&mig, "gpu:1", "m1"),
+        Err(not_enough("gpu: 1 requested, 0 available"))
+    );
+}
+
+/// `serial-host` has two plugins of type `gpu`: `drm` (the Gaudi) and
+/// `amd-gpu` (the Radeon). One request ID may hold a GPU of each; the
+/// 103 check and DEL keep to the configuration's generator.
+#[test]
+fn two_plugins_of_one_type_keep_their_allocations_apart() {
+    let host = fixture("serial-host");
+    let drm = plugin_conf("gpu", "drm", json!({}));
+    let amd = plugin_conf("gpu", "amd-gpu", json!({}));
+    assert_eq!(
+        host.add_as(&drm, "gpu:1", "pod"),
+        Ok(json!(["/dev/accel/accel0"]))
+    );
+    assert_eq!(
+        host.add_as(&amd, "gpu:1", "pod"),
+        Ok(json!(["/dev/dri/card0", "/dev/dri/renderD128", "/dev/kfd"]))
+    );
+    assert_eq!(
+        host.add_as(&amd, "gpu:1", "pod"),
+        Err(error(
+            103,
+            "Resource already allocated to this request ID",
+            "request pod already holds gpu from generator amd-gpu (DEL it first)"
+        ))
+    );
+    // A DEL whose configuration names an unknown generator releases
+    // nothing.
+    let nope = plugin_conf("gpu", "nope", json!({}));
+    let r = host.run_as(
+        "plugin",
+        &[
+            ("CDI_VERSION", "0.0.1"),
+            ("CDI_COMMAND", "DEL"),
+            ("CDI_REQUEST_ID", "pod"),
+        ],
+        Some(&nope),
+    );
+    assert_eq!(r.code, 0);
+    assert_eq!(r.json.unwrap()["error"], 100);
+    assert_eq!(host.state()["allocations"].as_array().unwrap().len(), 2);
+    // DEL through amd-gpu releases the Radeon only.
+    assert_eq!(host.del_as(&amd, "pod"), None);
+    let state = host.state();
+    let left = state["allocations"].as_array().unwrap();
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0]["generator"], "drm");
+    assert_eq!(
+        host.del_as(&amd, "pod"),
+        Some(json!({"cdiVersion": "0.0.1", "error": 5, "message": "Unknown request ID"}))
+    );
+    assert_eq!(host.info_as(&drm)["gpu"], 0);
+    assert_eq!(host.del_as(&drm, "pod"), None);
+    assert_eq!(host.info_as(&drm)["gpu"], 1);
+}
+
+/// A GPU unbound from its driver is no longer found, but its PCI device
+/// is still there: its allocation is kept. Unplugged, it is released.
+#[test]
+fn an_unbound_device_stays_allocated_an_unplugged_one_is_released() {
+    let host = Host::seed();
+    assert_eq!(host.drm(&add_env("gpu:1", "pod")).code, 0);
+    gpus::unbind_gpu(&host.root, 0);
+    let r = host.run_as(
+        "drm",
+        &[("CDI_COMMAND", "INFO"), ("RUST_LOG", "info")],
+        Some(DRM_CONF),
+    );
+    assert_eq!(r.json.unwrap()["gpu"], 1, "{}", r.stderr);
+    assert!(
+        r.stderr.contains(
+            "0000:01:00.0 (drm) is not found by discovery now but \
+             /sys/devices/pci0000:00/0000:00:01.0/0000:01:00.0 exists; keeping its allocation"
+        ),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("releasing"), "{}", r.stderr);
+    assert_eq!(host.state()["allocations"][0]["request_id"], "pod");
+    gpus::remove_gpu(&host.root, 0);
+    let r = host.run_as("drm", &[("CDI_COMMAND", "INFO")], Some(DRM_CONF));
+    assert_eq!(r.json.unwrap()["gpu"], 1);
+    assert!(
+        r.stderr
+            .contains("releasing 0000:01:00.0 (drm) of request pod"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(host.state()["allocations"], json!([]));
+}
+
+/// A device a user definition selects stays allocated when the definition
+/// is removed (the generic backend no longer looks for it), and is
+/// released with a warning once its sysfs directory is gone.
+#[test]
+fn a_device_is_released_only_when_its_sysfs_directory_is_gone() {
+    let host = fixture_copy("serial-host");
+    let definition = host.generators().join("keys.yaml");
+    std::fs::write(
+        &definition,
+        "name: keys\nbackend: generic\nkind: example.com/key\n\
+         match:\n  subsystem: hidraw\n  name: [\"hidraw*\"]\n\
+         names: [node]\ntemplate: generic\n",
+    )
+    .unwrap();
+    let keys = plugin_conf("key", "keys", json!({}));
+    assert_eq!(
+        host.add_as(&keys, "key:1", "pod"),
+        Ok(json!(["/dev/hidraw0"]))
+    );
+    let sysfs = "/sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb1/1-4/1-4:1.0/0003:1050:0407.0001/hidraw/hidraw0";
+    assert_eq!(
+        host.state()["allocations"][0]["devices"][0]["sysfs_path"],
+        sysfs
+    );
+    // Another plugin's command, the definition gone: kept.
+    std::fs::remove_file(&definition).unwrap();
+    let r = host.run_as("generic-tty", &[("CDI_COMMAND", "INFO")], Some(TTY_CONF));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(!r.stderr.contains("releasing"), "{}", r.stderr);
+    assert_eq!(host.state()["allocations"].as_array().unwrap().len(), 1);
+    // The device unplugged: released, with a warning.
+    std::fs::remove_dir_all(host.root.join(sysfs.trim_start_matches('/'))).unwrap();
+    std::fs::remove_file(host.root.join("sys/class/hidraw/hidraw0")).unwrap();
+    let r = host.run_as("generic-tty", &[("CDI_COMMAND", "INFO")], Some(TTY_CONF));
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!(
+            "{}: releasing hidraw:hidraw0 (generic) of request pod (key, generator keys): \
+             the device is gone from the host ({sysfs} no longer exists)",
+            host.state_file().display()
+        )),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(host.state()["allocations"], json!([]));
+}
+
+/// `num_system_reserved` skips devices of the narrowed pool; without it,
+/// the generator's own `reserve` applies before the narrowing.
+#[test]
+fn num_system_reserved_counts_after_the_narrowing() {
+    let host = Host::with_gpus(&[
+        Gpu {
+            vendor: "0x5555",
+            numa: None,
+        },
+        Gpu {
+            vendor: "0x1234",
+            numa: None,
+        },
+        Gpu {
+            vendor: "0x1234",
+            numa: None,
+        },
+    ]);
+    let reserved = conf(json!({"vendorid_whitelist": ["0x1234"], "num_system_reserved": 1}));
+    assert_eq!(host.info(&reserved)["gpu"], 1);
+    assert_eq!(
+        host.add(&reserved, "gpu:1", "a").json.unwrap()["devices"],
+        json!(["/dev/dri/card2", "/dev/dri/renderD130"])
+    );
+    std::fs::write(
+        host.generators().join("reserving.yaml"),
+        "name: reserving\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\nreserve: 1\n",
+    )
+    .unwrap();
+    let own = plugin_conf(
+        "gpu",
+        "reserving",
+        json!({"vendorid_whitelist": ["0x1234"]}),
+    );
+    // The definition reserves the first GPU of all (0x5555): card1 is
+    // free, card2 is taken.
+    assert_eq!(host.info_as(&own)["gpu"], 1);
+    assert_eq!(
+        host.add_as(&own, "gpu:1", "b"),
+        Ok(json!(["/dev/dri/card1", "/dev/dri/renderD129"]))
+    );
+}
+
+// ---- The whole configuration first; replies that cannot be written -------
+
+/// The configuration (its generator and args included) is checked before
+/// the command, for every command but VERSION.
+#[test]
+fn the_whole_configuration_is_checked_before_the_command() {
+    let host = Host::seed();
+    let nope = conf(json!({"generator": "nope"}));
+    let bad_args = conf(json!({"vendorid_whitelist": ["x"]}));
+    for (stdin, details) in [
+        (
+            &nope,
+            "args.generator: no generator named \"nope\" (known: accel, amd-gpu, drm, generic-tty, intel-gpu, intel-npu, nvidia, sriov, usb-serial, vdpa, vfio)",
+        ),
+        (
+            &bad_args,
+            "args.vendorid_whitelist[0]: \"x\" is not a PCI vendor ID like \"0x1002\"",
+        ),
+    ] {
+        for command in ["MYCMD", "ADD", "DEL"] {
+            let r = host.run_as(
+                "drm",
+                &[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", command)],
+                Some(stdin),
+            );
+            assert_eq!(r.code, if command == "DEL" { 0 } else { 1 }, "{command}");
+            assert_eq!(
+                r.json.unwrap(),
+                error(100, "Invalid configuration", details),
+                "{command}"
+            );
+        }
+    }
+    let r = host.run_as("drm", &[("CDI_COMMAND", "VERSION")], Some(&nope));
+    assert_eq!(r.code, 0);
+}
+
+/// Runs `drm` with `env`, the draft's configuration on stdin, and a
+/// stdout whose reader is gone.
+fn with_closed_stdout(host: &Host, env: &[(&str, &str)]) -> (i32, String) {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let mut child = host
+        .command(&host.plugin("drm"), env)
+        .stdin(Stdio::piped())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    feed(&mut child, DRM_CONF);
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().expect("exited, not killed"),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+/// A reply that cannot be written is an error (exit 1), except for DEL;
+/// an ADD whose reply cannot be written is taken back.
+#[test]
+fn a_reply_that_cannot_be_written_is_an_error_and_an_add_is_taken_back() {
+    let host = Host::seed();
+    let (code, stderr) = with_closed_stdout(&host, &add_env("gpu:1", "lost"));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stderr.contains("request lost: cannot write the reply to stdout")
+            && stderr.contains("the allocation is taken back"),
+        "{stderr}"
+    );
+    assert_eq!(host.state()["allocations"], json!([]));
+    // An ADD that fails, INFO and VERSION: exit 1 as well.
+    for env in [
+        add_env("gpu:3", "lost"),
+        vec![("CDI_COMMAND", "INFO")],
+        vec![("CDI_COMMAND", "VERSION")],
+    ] {
+        let (code, stderr) = with_closed_stdout(&host, &env);
+        assert_eq!(code, 1, "{env:?}: {stderr}");
+        assert!(
+            stderr.contains("cannot write the reply to stdout"),
+            "{stderr}"
+        );
+    }
+    // DEL never fails: releasing prints nothing, an unknown ID's error
+    // reply cannot be written.
+    assert_eq!(host.drm(&add_env("gpu:1", "kept")).code, 0);
+    for id in ["kept", "kept"] {
+        let del = [
+            ("CDI_VERSION", "0.0.1"),
+            ("CDI_COMMAND", "DEL"),
+            ("CDI_REQUEST_ID", id),
+        ];
+        let (code, stderr) = with_closed_stdout(&host, &del);
+        assert_eq!(code, 0, "{stderr}");
+    }
+    assert_eq!(host.state()["allocations"], json!([]));
+}
+
+/// The test hook waits at most 10 s, whatever it is asked.
+#[test]
+fn the_test_hook_is_capped() {
+    let host = Host::seed();
+    let mut held = spawn_add(&host, "held", &[("CDIGEN_TEST_HOLD_LOCK_MS", "86400000")]);
+    wait_for_line(
+        &mut held,
+        "test hook: holding the lock for 10000 ms before saving",
+    );
+    held.kill().unwrap();
+    held.wait().unwrap();
 }

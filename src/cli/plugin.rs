@@ -12,7 +12,7 @@ use super::PluginArgs;
 use crate::plugin::{self, Invocation, Options};
 
 /// Environment variable of the test hook [`Options::hold_before_save`]
-/// (milliseconds).
+/// (milliseconds, at most [`plugin::MAX_TEST_HOLD`]): for tests only.
 const HOLD_ENV: &str = "CDIGEN_TEST_HOLD_LOCK_MS";
 
 fn env(name: &str) -> Option<String> {
@@ -43,12 +43,10 @@ pub(super) fn run(args: &PluginArgs, out: &mut dyn Write) -> anyhow::Result<u8> 
             .and_then(|v| v.parse().ok())
             .map(Duration::from_millis),
     };
-    let outcome = plugin::run(&inv, &mut std::io::stdin().lock(), &opts);
-    if let Some(text) = outcome.stdout {
-        out.write_all(text.as_bytes())?;
-        out.flush()?;
-    }
-    Ok(outcome.exit)
+    // The exit status is the protocol's: a reply that cannot be written
+    // (a closed stdout) is an error the plugin reports itself, never the
+    // success a broken pipe means to other commands.
+    Ok(plugin::run(&inv, &mut std::io::stdin().lock(), &opts, out))
 }
 
 /// Whether the binary was run under its own name (`cdigen`, or a name

@@ -3,21 +3,27 @@
 //! replaced atomically (temp file, fsync, rename), so that concurrent
 //! plugin processes never hand one device to two requests and a process
 //! killed at any point leaves the old file or the new one, never a mix.
+//!
+//! Version 2: each allocation names its generator (allocations are
+//! scoped by request ID, generator and resource-spec), and each device
+//! its sysfs path (checked to tell a device gone from the host) and the
+//! nodes it holds exclusively and shared (see [`super::alloc`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use super::alloc::Held;
 use super::request::{ResourceSpec, is_request_id};
 use crate::write::{self, DirLock};
 
 /// Name of the allocations file in the state directory.
 pub const STATE_FILE: &str = "allocations.json";
 /// Format version of the allocations file.
-const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 
 /// Why the allocations cannot be read or saved; every variant names the
 /// file.
@@ -50,7 +56,7 @@ pub enum Error {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct State {
-    /// Format version, 1.
+    /// Format version, [`VERSION`].
     pub version: u32,
     /// Every allocation held, oldest first.
     pub allocations: Vec<Allocation>,
@@ -65,7 +71,7 @@ impl Default for State {
     }
 }
 
-/// The devices one request holds for one resource-spec.
+/// The devices one request holds for one resource-spec of one generator.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Allocation {
@@ -73,7 +79,9 @@ pub struct Allocation {
     pub request_id: String,
     /// The resource-spec (`gpu`, `gpu-numa0`).
     pub resource: String,
-    /// The generator whose pool the devices came from.
+    /// The generator whose pool the devices came from (the configuration's
+    /// `plugin` or `args.generator`): two plugins of one type are kept
+    /// apart by it.
     pub generator: String,
     /// The devices, in the order they were handed out.
     pub devices: Vec<AllocatedDevice>,
@@ -98,11 +106,19 @@ pub struct AllocatedDevice {
     pub backend: String,
     /// Its stable identity (`0000:03:00.0`, `platform:gpu`).
     pub id: String,
+    /// Its sysfs path (`/sys/devices/...`): the device is gone from the
+    /// host when this path is (a MIG device's path is not in sysfs: it is
+    /// gone when discovery no longer reports it).
+    pub sysfs_path: String,
     /// Its NUMA node, when it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_node: Option<u32>,
     /// The host device nodes handed out for it.
     pub nodes: Vec<String>,
+    /// The nodes it holds exclusively (its own, handed out or not).
+    pub exclusive: Vec<String>,
+    /// The nodes it holds shared with other devices.
+    pub shared: Vec<String>,
 }
 
 impl AllocatedDevice {
@@ -114,13 +130,21 @@ impl AllocatedDevice {
 
 impl State {
     /// Checks what serde cannot: the version, names by the ABNF, each
-    /// (request, resource) once, each device in one allocation only.
+    /// (request, generator, resource) once, each device in one allocation
+    /// only, each device's nodes either its exclusive or its shared ones
+    /// (the handed-out ones among them), and no node held exclusively by
+    /// one device and in any way by another.
     fn check(&self) -> Result<(), String> {
         if self.version != VERSION {
-            return Err(format!("unknown version {}", self.version));
+            return Err(format!(
+                "unknown version {} (this cdigen reads version {VERSION})",
+                self.version
+            ));
         }
         let mut held = BTreeSet::new();
         let mut devices = BTreeSet::new();
+        // Node path -> (allocation index, device id, exclusive).
+        let mut nodes: BTreeMap<&str, (usize, &str, bool)> = BTreeMap::new();
         for (i, a) in self.allocations.iter().enumerate() {
             if !is_request_id(&a.request_id) {
                 return Err(format!(
@@ -131,31 +155,70 @@ impl State {
             if let Err(e) = a.resource.parse::<ResourceSpec>() {
                 return Err(format!("allocations[{i}]: {e}"));
             }
-            if !held.insert((&a.request_id, &a.resource)) {
+            if a.generator.is_empty() {
+                return Err(format!("allocations[{i}]: the generator is empty"));
+            }
+            if !held.insert((&a.request_id, &a.generator, &a.resource)) {
                 return Err(format!(
-                    "allocations[{i}]: request {} holds {} twice",
-                    a.request_id, a.resource
+                    "allocations[{i}]: request {} holds {} of generator {} twice",
+                    a.request_id, a.resource, a.generator
                 ));
             }
             for d in &a.devices {
+                let at = format!("allocations[{i}]: device {} ({})", d.id, d.backend);
                 if !devices.insert(d.key()) {
+                    return Err(format!("{at} is also in another allocation"));
+                }
+                if !d.sysfs_path.starts_with('/') {
                     return Err(format!(
-                        "allocations[{i}]: device {} ({}) is also in another allocation",
-                        d.id, d.backend
+                        "{at}: sysfs_path {:?} is not an absolute path",
+                        d.sysfs_path
                     ));
+                }
+                if let Some(n) = d.nodes.iter().find(|n| !d.holds(n)) {
+                    return Err(format!(
+                        "{at}: node {n} is handed out but neither exclusive nor shared"
+                    ));
+                }
+                if let Some(n) = d.exclusive.iter().find(|n| d.shared.contains(n)) {
+                    return Err(format!("{at}: node {n} is both exclusive and shared"));
+                }
+                let all = d
+                    .exclusive
+                    .iter()
+                    .map(|n| (n, true))
+                    .chain(d.shared.iter().map(|n| (n, false)));
+                for (n, exclusive) in all {
+                    match nodes.get(n.as_str()) {
+                        Some((j, other, other_exclusive)) if exclusive || *other_exclusive => {
+                            return Err(format!(
+                                "{at}: node {n} is also held by device {other} of allocations[{j}], and one of them holds it exclusively"
+                            ));
+                        }
+                        Some(_) => {}
+                        None => {
+                            nodes.insert(n, (i, &d.id, exclusive));
+                        }
+                    }
                 }
             }
         }
         Ok(())
     }
 
-    /// Every allocated device's key.
-    pub fn taken(&self) -> BTreeSet<(String, String)> {
-        self.allocations
-            .iter()
-            .flat_map(|a| &a.devices)
-            .map(|d| (d.backend.clone(), d.id.clone()))
-            .collect()
+    /// What every allocation holds.
+    pub fn held(&self) -> Held {
+        let mut held = Held::default();
+        for d in self.allocations.iter().flat_map(|a| &a.devices) {
+            held.hold(&d.backend, &d.id, &d.exclusive, &d.shared);
+        }
+        held
+    }
+}
+
+impl AllocatedDevice {
+    fn holds(&self, node: &String) -> bool {
+        self.exclusive.contains(node) || self.shared.contains(node)
     }
 }
 
@@ -223,7 +286,7 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
     use super::*;
 
@@ -231,8 +294,11 @@ mod tests {
         AllocatedDevice {
             backend: "drm".into(),
             id: id.into(),
+            sysfs_path: format!("/sys/devices/pci0000:00/{id}"),
             numa_node: Some(0),
-            nodes: vec!["/dev/dri/card0".into()],
+            nodes: vec![format!("/dev/dri/{id}")],
+            exclusive: vec![format!("/dev/dri/{id}")],
+            shared: vec!["/dev/ctl".into()],
         }
     }
 
@@ -251,6 +317,14 @@ mod tests {
         Store::open(dir).unwrap_err().to_string()
     }
 
+    fn state(allocations: Vec<Allocation>) -> String {
+        serde_json::to_string(&State {
+            version: VERSION,
+            allocations,
+        })
+        .unwrap()
+    }
+
     #[test]
     fn saves_and_loads_back() {
         let tmp = tempfile::tempdir().unwrap();
@@ -266,10 +340,14 @@ mod tests {
         let s = Store::open(&dir).unwrap();
         assert_eq!(s.state.allocations.len(), 1);
         assert_eq!(s.state.allocations[0].resource_type(), "gpu");
-        assert_eq!(
-            s.state.taken().into_iter().collect::<Vec<_>>(),
-            [("drm".to_string(), "0000:01:00.0".to_string())]
+        let mut expected = Held::default();
+        expected.hold(
+            "drm",
+            "0000:01:00.0",
+            &["/dev/dri/0000:01:00.0".to_string()],
+            &["/dev/ctl".to_string()],
         );
+        assert_eq!(s.state.held(), expected);
         // Only the file and the lock: no temp file is left behind.
         let mut names: Vec<String> = fs::read_dir(&dir)
             .unwrap()
@@ -288,51 +366,106 @@ mod tests {
             "{path}: corrupt allocations file (fix or remove it; removing it forgets every allocation): "
         );
         assert_eq!(
-            corrupt(dir, "{\"version\":1,\"allocations\":["),
+            corrupt(dir, "{\"version\":2,\"allocations\":["),
             format!("{prefix}EOF while parsing a list at line 1 column 28")
         );
         assert_eq!(
-            corrupt(dir, "{\"version\":2,\"allocations\":[]}"),
-            format!("{prefix}unknown version 2")
+            corrupt(dir, "{\"version\":1,\"allocations\":[]}"),
+            format!("{prefix}unknown version 1 (this cdigen reads version 2)")
         );
-        let twice = State {
-            version: 1,
-            allocations: vec![
-                allocation("a", "gpu", &["0000:01:00.0"]),
-                allocation("b", "gpu", &["0000:01:00.0"]),
-            ],
-        };
         assert_eq!(
-            corrupt(dir, &serde_json::to_string(&twice).unwrap()),
+            corrupt(
+                dir,
+                &state(vec![
+                    allocation("a", "gpu", &["0000:01:00.0"]),
+                    allocation("b", "gpu", &["0000:01:00.0"]),
+                ])
+            ),
             format!(
                 "{prefix}allocations[1]: device 0000:01:00.0 (drm) is also in another allocation"
             )
         );
-        let dup = State {
-            version: 1,
-            allocations: vec![allocation("a", "gpu", &[]), allocation("a", "gpu", &[])],
-        };
         assert_eq!(
-            corrupt(dir, &serde_json::to_string(&dup).unwrap()),
-            format!("{prefix}allocations[1]: request a holds gpu twice")
+            corrupt(
+                dir,
+                &state(vec![
+                    allocation("a", "gpu", &[]),
+                    allocation("a", "gpu", &[])
+                ])
+            ),
+            format!("{prefix}allocations[1]: request a holds gpu of generator drm twice")
         );
-        let bad_id = State {
-            version: 1,
-            allocations: vec![allocation("-a", "gpu", &[])],
-        };
         assert_eq!(
-            corrupt(dir, &serde_json::to_string(&bad_id).unwrap()),
+            corrupt(dir, &state(vec![allocation("-a", "gpu", &[])])),
             format!("{prefix}allocations[0]: \"-a\" is not a request-id")
         );
+        // A node held exclusively by one device and by another at all.
+        let mut b = allocation("b", "gpu", &["2"]);
+        b.devices[0].shared.push("/dev/dri/1".into());
+        assert_eq!(
+            corrupt(dir, &state(vec![allocation("a", "gpu", &["1"]), b])),
+            format!(
+                "{prefix}allocations[1]: device 2 (drm): node /dev/dri/1 is also held by device 1 of allocations[0], and one of them holds it exclusively"
+            )
+        );
+        let mut b = allocation("b", "gpu", &["2"]);
+        b.devices[0].exclusive.push("/dev/ctl".into());
+        b.devices[0].shared.clear();
+        assert_eq!(
+            corrupt(dir, &state(vec![allocation("a", "gpu", &["1"]), b])),
+            format!(
+                "{prefix}allocations[1]: device 2 (drm): node /dev/ctl is also held by device 1 of allocations[0], and one of them holds it exclusively"
+            )
+        );
+        let mut a = allocation("a", "gpu", &["1"]);
+        a.devices[0].nodes.push("/dev/other".into());
+        assert_eq!(
+            corrupt(dir, &state(vec![a])),
+            format!(
+                "{prefix}allocations[0]: device 1 (drm): node /dev/other is handed out but neither exclusive nor shared"
+            )
+        );
+        let mut a = allocation("a", "gpu", &["1"]);
+        a.devices[0].shared.push("/dev/dri/1".into());
+        assert_eq!(
+            corrupt(dir, &state(vec![a])),
+            format!(
+                "{prefix}allocations[0]: device 1 (drm): node /dev/dri/1 is both exclusive and shared"
+            )
+        );
+        let mut a = allocation("a", "gpu", &["1"]);
+        a.devices[0].sysfs_path = "sys/x".into();
+        assert_eq!(
+            corrupt(dir, &state(vec![a])),
+            format!(
+                "{prefix}allocations[0]: device 1 (drm): sysfs_path \"sys/x\" is not an absolute path"
+            )
+        );
         assert!(
-            corrupt(dir, "{\"version\":1,\"allocations\":[],\"x\":1}")
+            corrupt(dir, "{\"version\":2,\"allocations\":[],\"x\":1}")
                 .starts_with(&format!("{prefix}unknown field `x`"))
         );
         // The file is left as it was for an admin to look at.
         assert_eq!(
             fs::read_to_string(dir.join(STATE_FILE)).unwrap(),
-            "{\"version\":1,\"allocations\":[],\"x\":1}"
+            "{\"version\":2,\"allocations\":[],\"x\":1}"
         );
+    }
+
+    #[test]
+    fn shared_nodes_and_generators_keep_allocations_apart() {
+        let tmp = tempfile::tempdir().unwrap();
+        // Two devices sharing /dev/ctl; one request ID holding gpu of two
+        // generators.
+        let mut other = allocation("a", "gpu", &["2"]);
+        other.generator = "amd-gpu".into();
+        fs::write(
+            tmp.path().join(STATE_FILE),
+            state(vec![allocation("a", "gpu", &["1"]), other]),
+        )
+        .unwrap();
+        let s = Store::open(tmp.path()).unwrap();
+        assert_eq!(s.state.allocations.len(), 2);
     }
 
     #[test]

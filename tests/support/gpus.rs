@@ -3,7 +3,7 @@
 //! `card<i>` and `renderD<128+i>` (so the first is the draft's
 //! `/dev/dri/card0` + `/dev/dri/renderD128`), laid out as real sysfs is
 //! (relative class and bus links, `dev`/`uevent` files, a `dev.manifest`).
-//! [`remove_gpu`] unplugs one.
+//! [`unbind_gpu`] unbinds one from its driver, [`remove_gpu`] unplugs one.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
@@ -92,13 +92,34 @@ pub fn pci_gpus(root: &Path, gpus: &[Gpu]) {
     fs::write(root.join("dev.manifest"), manifest).unwrap();
 }
 
-/// Unplugs GPU `i`: its device directory and every link to it go.
-pub fn remove_gpu(root: &Path, i: usize) {
+/// Removes a file that may be gone already.
+fn remove_if_there(path: &Path) {
+    match fs::remove_file(path) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => panic!("{}: {e}", path.display()),
+        _ => {}
+    }
+}
+
+/// Unbinds GPU `i` from its driver, as `echo BDF > .../unbind` does: its
+/// DRM nodes and the `driver` links go, the PCI device stays.
+pub fn unbind_gpu(root: &Path, i: usize) {
     let class = root.join("sys/class/drm");
-    fs::remove_file(class.join(format!("card{i}"))).unwrap();
-    fs::remove_file(class.join(format!("renderD{}", 128 + i))).unwrap();
+    remove_if_there(&class.join(format!("card{i}")));
+    remove_if_there(&class.join(format!("renderD{}", 128 + i)));
     let bdf = format!("0000:{:02x}:00.0", i + 1);
-    fs::remove_file(root.join("sys/bus/pci/drivers/iagpu").join(&bdf)).unwrap();
+    remove_if_there(&root.join("sys/bus/pci/drivers/iagpu").join(&bdf));
+    let dev = root.join("sys").join(rel(i));
+    remove_if_there(&dev.join("driver"));
+    if dev.join("drm").exists() {
+        fs::remove_dir_all(dev.join("drm")).unwrap();
+    }
+}
+
+/// Unplugs GPU `i` (bound or not): its device directory and every link to
+/// it go.
+pub fn remove_gpu(root: &Path, i: usize) {
+    unbind_gpu(root, i);
+    let bdf = format!("0000:{:02x}:00.0", i + 1);
     fs::remove_file(root.join("sys/bus/pci/devices").join(&bdf)).unwrap();
     fs::remove_dir_all(root.join("sys").join(rel(i))).unwrap();
 }
