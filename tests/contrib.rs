@@ -476,3 +476,74 @@ fn the_daemonset_listens_to_the_kernels_events_and_mounts_the_configmap_optional
     assert_eq!(config["configMap"]["name"], "cdigen-config");
     assert_eq!(config["configMap"]["optional"], true);
 }
+
+// --- cron ------------------------------------------------------------------
+
+/// Runs the command of the cron file's job with `sh`, as cron does, on the
+/// fixture machine `example`; `cdigen` on its PATH writes to `tmp/cdi`
+/// (never the host's /var/run/cdi): (stdout, stderr), what cron mails.
+fn cron_job(tmp: &Path) -> (String, String) {
+    let file = read("contrib/cron/cdigen");
+    let job = file
+        .lines()
+        .find(|l| l.starts_with("*/"))
+        .unwrap()
+        .split_whitespace()
+        .skip(6) // minute hour day month weekday user
+        .collect::<Vec<_>>()
+        .join(" ");
+    let bin = tmp.join("bin");
+    fs::create_dir_all(&bin).unwrap();
+    let wrapper = bin.join("cdigen");
+    fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec '{}' \"$@\" --output-dir '{}'\n",
+            env!("CARGO_BIN_EXE_cdigen"),
+            tmp.join("cdi").display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt as _;
+    fs::set_permissions(&wrapper, fs::Permissions::from_mode(0o755)).unwrap();
+    let out = Command::new("sh")
+        .args(["-c", &job])
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("CDIGEN_ROOT", repo("fixtures/example/root"))
+        .env("CDIGEN_DEVINFO_DIR", tmp.join("devinfo"))
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .env_remove("CDIGEN_TEMPLATES")
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    (
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+#[test]
+fn the_cron_job_prints_nothing_unless_something_fails() {
+    let tmp = TempDir::new().unwrap();
+    let cdi = tmp.path().join("cdi");
+    // Nothing on disk: check fails, generate writes the specs, quietly.
+    assert_eq!(cron_job(tmp.path()), (String::new(), String::new()));
+    assert_eq!(
+        visible_names(&cdi),
+        visible_names(&repo("fixtures/example/expected/cdi"))
+    );
+    // Current: check passes, quietly.
+    assert_eq!(cron_job(tmp.path()), (String::new(), String::new()));
+    // A spec edited by hand: generate refuses to overwrite it, and says so.
+    fs::write(cdi.join("amd.com-gpu.yaml"), "edited\n").unwrap();
+    let (out, err) = cron_job(tmp.path());
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        format!(
+            "cdigen: refusing to overwrite {}: not written by cdigen, or changed since \
+             (remove it or move it away first)\n",
+            cdi.join("amd.com-gpu.yaml").display()
+        )
+    );
+}
