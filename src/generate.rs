@@ -446,7 +446,15 @@ pub fn apply_devinfo(
     plans: &[Planned],
     generators: &[&str],
 ) -> Result<(Vec<Change>, Vec<Error>), write::Error> {
-    let mut managed = ManagedDir::open(dir)?;
+    Ok(apply_devinfo_to(ManagedDir::open(dir)?, plans, generators))
+}
+
+fn apply_devinfo_to(
+    mut managed: ManagedDir,
+    plans: &[Planned],
+    generators: &[&str],
+) -> (Vec<Change>, Vec<Error>) {
+    let dir = managed.path().to_path_buf();
     let mut changes = Vec::new();
     let mut errors = Vec::new();
     for p in plans
@@ -470,7 +478,7 @@ pub fn apply_devinfo(
         }
         prune(&mut managed, &p.generator, &keep, &mut changes, &mut errors);
     }
-    Ok((changes, errors))
+    (changes, errors)
 }
 
 /// What happened (or would happen) to one file.
@@ -572,7 +580,12 @@ pub fn conflicts(
 /// # Errors
 /// [`write::Error`] when the directory itself cannot be opened or locked.
 pub fn apply(dir: &Path, plans: &[Planned]) -> Result<(Vec<Change>, Vec<Error>), write::Error> {
-    let mut managed = ManagedDir::open(dir)?;
+    Ok(apply_to(ManagedDir::open(dir)?, plans))
+}
+
+fn apply_to(mut managed: ManagedDir, plans: &[Planned]) -> (Vec<Change>, Vec<Error>) {
+    let dir = managed.path().to_path_buf();
+    let dir = dir.as_path();
     let mut changes = Vec::new();
     let mut errors = Vec::new();
     for p in plans {
@@ -603,7 +616,7 @@ pub fn apply(dir: &Path, plans: &[Planned]) -> Result<(Vec<Change>, Vec<Error>),
         }
         prune(&mut managed, &p.generator, &keep, &mut changes, &mut errors);
     }
-    Ok((changes, errors))
+    (changes, errors)
 }
 
 impl From<Outcome> for Action {
@@ -708,13 +721,48 @@ pub fn apply_all(
     generators: &[Loaded],
     plans: &[Planned],
 ) -> Result<Applied, DirError> {
+    apply_all_with(
+        output_dir,
+        devinfo_dir,
+        generators,
+        plans,
+        &ManagedDir::open,
+    )
+}
+
+/// [`apply_all`] for a long-running process (`cdigen watch`): a
+/// directory's lock is waited for as [`write::lock_dir_until`] does, and
+/// the wait ends, with a [`DirError`], as soon as `stop` returns true.
+///
+/// # Errors
+/// As [`apply_all`], and when `stop` ended the wait for a lock.
+pub fn apply_all_until(
+    output_dir: &Path,
+    devinfo_dir: &Path,
+    generators: &[Loaded],
+    plans: &[Planned],
+    stop: &dyn Fn() -> bool,
+) -> Result<Applied, DirError> {
+    apply_all_with(output_dir, devinfo_dir, generators, plans, &|dir| {
+        ManagedDir::open_until(dir, stop)
+    })
+}
+
+fn apply_all_with(
+    output_dir: &Path,
+    devinfo_dir: &Path,
+    generators: &[Loaded],
+    plans: &[Planned],
+    open: &dyn Fn(&Path) -> Result<ManagedDir, write::Error>,
+) -> Result<Applied, DirError> {
     let dir_err = |dir: &Path| {
         let dir = dir.to_path_buf();
         move |source| DirError { dir, source }
     };
     let mut applied = Applied::default();
     if output_dir.exists() || plans.iter().any(|p| p.spec.is_some()) {
-        let (changes, errors) = apply(output_dir, plans).map_err(dir_err(output_dir))?;
+        let managed = open(output_dir).map_err(dir_err(output_dir))?;
+        let (changes, errors) = apply_to(managed, plans);
         applied.specs = changes;
         applied.errors.extend(errors);
     }
@@ -727,8 +775,8 @@ pub fn apply_all(
         .iter()
         .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
     if has_devinfo || (!devinfo_generators.is_empty() && devinfo_dir.exists()) {
-        let (changes, errors) =
-            apply_devinfo(devinfo_dir, plans, &devinfo_generators).map_err(dir_err(devinfo_dir))?;
+        let managed = open(devinfo_dir).map_err(dir_err(devinfo_dir))?;
+        let (changes, errors) = apply_devinfo_to(managed, plans, &devinfo_generators);
         applied.devinfo = changes;
         applied.errors.extend(errors);
     }

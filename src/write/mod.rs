@@ -146,7 +146,19 @@ impl ManagedDir {
     /// # Errors
     /// [`Error`] when the directory cannot be created, locked or read.
     pub fn open(dir: &Path) -> Result<Self, Error> {
-        let lock = lock_dir(dir)?;
+        Self::open_locked(dir, lock_dir(dir)?)
+    }
+
+    /// [`ManagedDir::open`] for a long-running process: waits for the lock
+    /// as [`lock_dir_until`] does, giving up when `stop` returns true.
+    ///
+    /// # Errors
+    /// As [`ManagedDir::open`], and when `stop` ended the wait.
+    pub fn open_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<Self, Error> {
+        Self::open_locked(dir, lock_dir_until(dir, stop)?)
+    }
+
+    fn open_locked(dir: &Path, lock: DirLock) -> Result<Self, Error> {
         remove_temp_files(dir)?;
         let me = ManagedDir {
             dir: dir.to_path_buf(),
@@ -517,14 +529,7 @@ pub struct DirLock {
 /// [`Error::Io`] when the directory cannot be created or the lock file
 /// opened or locked.
 pub fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
-    create_dirs(dir)?;
-    let lock_path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(io_err("cannot open lock file", &lock_path))?;
+    let (file, lock_path) = open_lock_file(dir)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
@@ -536,6 +541,67 @@ pub fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
         }
     }
     Ok(DirLock { _file: file })
+}
+
+/// How often [`lock_dir_until`] tries the lock again.
+const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
+/// How long [`lock_dir_until`] waits before it warns.
+const LOCK_WARN_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// [`lock_dir`] for a long-running process that must stay stoppable: while
+/// another process holds the lock it tries again every 100 ms instead of
+/// blocking, and gives up as soon as `stop` returns true (`cdigen watch`
+/// on SIGTERM, whose handler does not interrupt a blocking lock). A wait
+/// of more than 2 s is logged as a warning (the holder may be stuck).
+///
+/// # Errors
+/// As [`lock_dir`]; when `stop` ended the wait, [`Error::Io`] with an
+/// [`io::ErrorKind::Interrupted`] cause.
+pub fn lock_dir_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<DirLock, Error> {
+    let (file, lock_path) = open_lock_file(dir)?;
+    let started = std::time::Instant::now();
+    let mut waiting = false;
+    let mut warned = false;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(DirLock { _file: file }),
+            Err(fs::TryLockError::WouldBlock) => {}
+            Err(fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &lock_path)(e)),
+        }
+        if stop() {
+            return Err(Error::Io {
+                action: "stopped waiting to lock",
+                path: lock_path,
+                source: io::Error::new(io::ErrorKind::Interrupted, "asked to stop"),
+            });
+        }
+        if !waiting {
+            tracing::info!("waiting for another cdigen run on {}", dir.display());
+            waiting = true;
+        }
+        if !warned && started.elapsed() >= LOCK_WARN_AFTER {
+            tracing::warn!(
+                "still waiting for another cdigen run on {} (it holds {})",
+                dir.display(),
+                lock_path.display()
+            );
+            warned = true;
+        }
+        std::thread::sleep(LOCK_RETRY);
+    }
+}
+
+/// Creates `dir` if needed and opens its lock file: (file, its path).
+fn open_lock_file(dir: &Path) -> Result<(File, PathBuf), Error> {
+    create_dirs(dir)?;
+    let lock_path = dir.join(LOCK_FILE);
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(io_err("cannot open lock file", &lock_path))?;
+    Ok((file, lock_path))
 }
 
 /// Removes the temp files (`.cdigen-*.tmp`) an interrupted run left in
