@@ -55,11 +55,7 @@ impl Netlink {
             SocketFlags::CLOEXEC | SocketFlags::NONBLOCK,
             Some(netlink::KOBJECT_UEVENT),
         )?;
-        // The forced size needs CAP_NET_ADMIN; the plain one is capped by
-        // net.core.rmem_max. Either is better than the default.
-        if rustix::net::sockopt::set_socket_recv_buffer_size_force(&fd, RECV_BUFFER).is_err() {
-            let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&fd, RECV_BUFFER);
-        }
+        enlarge_recv_buffer(&fd);
         bind(&fd, &netlink::SocketAddrNetlink::new(0, KERNEL_GROUP))?;
         Ok(Self::from_fd(fd))
     }
@@ -103,6 +99,16 @@ impl EventSource for Netlink {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+}
+
+/// Asks for a 4 MiB receive buffer on a uevent socket. The forced size
+/// needs CAP_NET_ADMIN; the plain one is capped by `net.core.rmem_max`.
+/// Either is better than the default; an overflow is still possible and
+/// reported as [`Event::Lost`].
+pub(super) fn enlarge_recv_buffer(fd: impl AsFd) {
+    if rustix::net::sockopt::set_socket_recv_buffer_size_force(&fd, RECV_BUFFER).is_err() {
+        let _ = rustix::net::sockopt::set_socket_recv_buffer_size(&fd, RECV_BUFFER);
     }
 }
 

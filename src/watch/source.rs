@@ -6,6 +6,7 @@
 //! regeneration reads the host afresh. A forged or garbled event can at
 //! worst cause one more (debounced) regeneration.
 
+use std::collections::BTreeSet;
 use std::io;
 use std::os::fd::BorrowedFd;
 use std::time::{Duration, Instant};
@@ -46,6 +47,19 @@ pub trait EventSource {
     /// # Errors
     /// When the source cannot be read any more.
     fn next(&mut self, timeout: Duration, wake: BorrowedFd<'_>) -> io::Result<Option<Event>>;
+
+    /// Narrows the events to `subsystems` (`None`: all), for a source that
+    /// can filter before waking the watch (udev's filter runs in the
+    /// kernel); the others ignore it, as the watch filters every event
+    /// anyway. Called with the generators' subsystems after SIGHUP re-read
+    /// their definitions.
+    ///
+    /// # Errors
+    /// When the new filter cannot be installed; the previous one stays.
+    fn filter_subsystems(&mut self, subsystems: Option<&BTreeSet<String>>) -> io::Result<()> {
+        let _ = subsystems;
+        Ok(())
+    }
 }
 
 /// The source of the timer-only mode (`--source none`): never an event,
