@@ -10,10 +10,10 @@
 //! netlink source's is (without CAP_NET_ADMIN, at most
 //! `net.core.rmem_max`). When it overflows anyway, libudev's
 //! `udev_monitor_receive_device` returns no device with `errno` set to
-//! `ENOBUFS` (systemd's libudev since v240 always sets `errno` when it
-//! returns none); that is reported as [`Event::Lost`], which regenerates
-//! everything. With a libudev that does not say, a lost event is caught by
-//! the periodic re-check.
+//! `ENOBUFS` (systemd's libudev, built on sd-device since v240, sets
+//! `errno` whenever it returns none); that is reported as [`Event::Lost`],
+//! which regenerates everything. With a libudev that does not say, a lost
+//! event is caught by the periodic re-check.
 
 use std::collections::BTreeSet;
 use std::io;
