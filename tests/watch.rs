@@ -116,7 +116,7 @@ fn start(tmp: &Path, debounce_ms: u64) -> Running {
         debounce: Duration::from_millis(debounce_ms),
         max_delay: Duration::from_secs(5),
         interval: Duration::from_secs(3600),
-        ready_file: None,
+        ..Config::default()
     };
     let handle = thread::spawn(move || {
         let mut source = Scripted(rx);
@@ -324,6 +324,64 @@ fn a_device_added_then_removed_is_written_then_removed_by_its_generators_only() 
 }
 
 #[test]
+fn a_containers_veth_regenerates_nothing_and_a_vfs_netdev_only_sriov_and_vdpa() {
+    let (tmp, _root) = machine("example");
+    let w = start(tmp.path(), 20);
+    for (action, name) in [
+        ("add", "veth1a2b3c"),
+        ("move", "eth0"),
+        ("remove", "veth1a2b3c"),
+    ] {
+        w.tx.send(dev(action, "net", &format!("/devices/virtual/net/{name}")))
+            .unwrap();
+    }
+    w.tx.send(dev(
+        "add",
+        "net",
+        "/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2/net/ens1f0v0",
+    ))
+    .unwrap();
+    w.wait_passes(2);
+    // Nothing more comes of the veths.
+    thread::sleep(Duration::from_millis(300));
+    let (summary, passes) = w.stop();
+    assert_eq!(summary.events, 4);
+    assert_eq!(summary.event_passes, 1, "{passes:?}");
+    assert_eq!(passes[1].generators, ["sriov", "vdpa"]);
+    assert!(passes[1].changes.is_empty() && passes[1].errors.is_empty());
+}
+
+/// What udev is asked to filter on: the subsystems of the generators
+/// loaded (the generic backend itself takes any event, so the union of
+/// the backends' lists would be no filter at all).
+#[test]
+fn the_event_filter_is_the_union_of_the_loaded_generators_subsystems() {
+    use cdigen::watch::{Regenerate as _, all_subsystems};
+    let (tmp, _root) = machine("empty");
+    let all = all_subsystems(&pipeline(tmp.path()).watched()).expect("a filter");
+    let all: Vec<&str> = all.iter().map(String::as_str).collect();
+    assert_eq!(
+        all,
+        [
+            "accel",
+            "drm",
+            "infiniband",
+            "kfd",
+            "misc",
+            "module",
+            "net",
+            "pci",
+            "platform",
+            "vdpa",
+            "vfio",
+            "vfio-dev",
+            "vhost-vdpa",
+            "virtio"
+        ]
+    );
+}
+
+#[test]
 fn kernel_packets_through_the_netlink_parser_drive_the_loop() {
     let (tmp, root) = machine("intel-laptop");
     let aside = hide_npu(&root);
@@ -488,6 +546,136 @@ fn systemd_hears_ready_reloading_and_stopping_and_sigint_exits_0() {
     assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
 }
 
+/// A datagram socket standing in for systemd's notify socket.
+struct Notify(UnixDatagram, PathBuf);
+
+impl Notify {
+    fn bind(tmp: &Path) -> Self {
+        let path = tmp.join("notify");
+        let socket = UnixDatagram::bind(&path).unwrap();
+        socket
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        Notify(socket, path)
+    }
+
+    fn env(&self) -> (&'static str, String) {
+        ("NOTIFY_SOCKET", self.1.display().to_string())
+    }
+
+    fn recv(&self) -> String {
+        let mut buf = [0u8; 4096];
+        let n = self.0.recv(&mut buf).unwrap();
+        String::from_utf8_lossy(&buf[..n]).into_owned()
+    }
+}
+
+/// A spec another tool wrote, defining `intel.com/gpu=0` as cdigen's
+/// intel-gpu generator does.
+const FOREIGN: &str = "cdiVersion: 0.5.0
+kind: intel.com/gpu
+devices:
+- name: \"0\"
+  containerEdits:
+    deviceNodes:
+    - path: /dev/dri/card1
+";
+
+#[test]
+fn a_generator_failing_at_start_still_gives_readiness_with_a_status() {
+    let (tmp, _root) = machine("intel-laptop");
+    fs::create_dir(tmp.path().join("cdi")).unwrap();
+    fs::write(tmp.path().join("cdi/other-tool.yaml"), FOREIGN).unwrap();
+    let notify = Notify::bind(tmp.path());
+    let mut child = spawn_watch(tmp.path(), &[], &[notify.env()]);
+    let error = "not writing cdi/intel.com-gpu.yaml: intel.com/gpu=0 is already defined in \
+cdi/other-tool.yaml (not written by cdigen); runtimes would drop both definitions";
+    assert_eq!(notify.recv(), format!("READY=1\nSTATUS=1 error: {error}\n"));
+    assert!(tmp.path().join("ready").exists(), "ready file first");
+    assert!(
+        !tmp.path().join("cdi/intel.com-gpu.yaml").exists(),
+        "the conflicting spec is not written"
+    );
+
+    // The other tool's spec goes away: the next full pass writes the spec
+    // and clears the status.
+    fs::remove_file(tmp.path().join("cdi/other-tool.yaml")).unwrap();
+    signal(&child, "HUP");
+    assert!(notify.recv().starts_with("RELOADING=1\n"));
+    assert_eq!(notify.recv(), "STATUS=\n");
+    assert_eq!(notify.recv(), "READY=1\n");
+    assert!(tmp.path().join("cdi/intel.com-gpu.yaml").exists());
+    signal(&child, "TERM");
+    assert_eq!(notify.recv(), "STOPPING=1\n");
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+    let log = log_of(tmp.path());
+    assert!(log.contains(&format!("ERROR {error}\n")), "{log}");
+    assert!(
+        log.contains(" INFO wrote cdi/intel.com-gpu.yaml: 2 devices"),
+        "{log}"
+    );
+}
+
+#[test]
+fn an_output_directory_that_cannot_be_made_withholds_readiness_and_is_retried() {
+    let (tmp, _root) = machine("intel-laptop");
+    // A file where the output directory should be.
+    fs::write(tmp.path().join("cdi"), "").unwrap();
+    let notify = Notify::bind(tmp.path());
+    let mut child = spawn_watch(tmp.path(), &[], &[notify.env()]);
+    let status = notify.recv();
+    assert!(
+        status.starts_with("STATUS=regeneration failed, retrying in 1s: cannot write to cdi: "),
+        "{status}"
+    );
+    assert!(!tmp.path().join("ready").exists(), "not ready");
+    // The retry 1 s later fails again, and says so.
+    let t = Instant::now();
+    let status = notify.recv();
+    assert!(
+        status.starts_with("STATUS=regeneration failed, retrying in 2s: "),
+        "{status}"
+    );
+    assert!(
+        t.elapsed() < Duration::from_secs(5),
+        "retried after 1 s, not 10 min"
+    );
+    // Fixed: the next retry makes it ready.
+    fs::remove_file(tmp.path().join("cdi")).unwrap();
+    assert_eq!(notify.recv(), "READY=1\nSTATUS=\n");
+    assert!(tmp.path().join("ready").exists());
+    signal(&child, "TERM");
+    assert_eq!(notify.recv(), "STOPPING=1\n");
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+}
+
+#[test]
+fn sigterm_ends_the_wait_for_a_lock_another_process_holds() {
+    let (tmp, _root) = machine("intel-laptop");
+    let held = cdigen::write::lock_dir(&tmp.path().join("cdi")).unwrap();
+    let mut child = spawn_watch(tmp.path(), &[], &[]);
+    // Warned after 2 s of waiting.
+    eventually("waiting for the lock", || {
+        log_of(tmp.path()).contains(
+            " WARN still waiting for another cdigen run on cdi (it holds cdi/.cdigen.lock)",
+        )
+    });
+    let t = Instant::now();
+    signal(&child, "TERM");
+    let code = wait_exit(&mut child, Duration::from_secs(5));
+    let took = t.elapsed();
+    drop(held);
+    assert_eq!(code, Some(0), "{}", log_of(tmp.path()));
+    assert!(took < Duration::from_secs(1), "took {took:?}");
+    assert!(!tmp.path().join("ready").exists(), "never ready");
+    let log = log_of(tmp.path());
+    assert!(!log.contains("ERROR"), "{log}");
+    assert!(
+        log.contains("stopped waiting to lock cdi/.cdigen.lock: asked to stop"),
+        "{log}"
+    );
+}
+
 #[test]
 fn under_journald_each_line_carries_its_priority() {
     let (tmp, root) = machine("intel-laptop");
@@ -543,6 +731,25 @@ fn bad_arguments_exit_2_with_the_reason() {
     );
     assert_eq!(code, 2);
     assert!(err.contains("examples: 500ms, 5s, 10m"), "{err}");
+    for arg in ["--debounce", "--max-delay"] {
+        let (code, _, err) = support::cdigen(tmp.path(), &["watch", "--root", "root", arg, "0"]);
+        assert_eq!(code, 2);
+        assert!(
+            err.contains(&format!(
+                "invalid value '0' for '{arg} <DURATION>': must be at least 10ms"
+            )),
+            "{err}"
+        );
+    }
+    let (code, _, err) = support::cdigen(
+        tmp.path(),
+        &["watch", "--root", "root", "--ready-file", "nowhere/ready"],
+    );
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "cdigen: --ready-file nowhere/ready: the directory nowhere does not exist\n"
+    );
     let (code, _, err) = support::cdigen(
         tmp.path(),
         &["watch", "--root", "root", "--generator", "nope"],
@@ -596,9 +803,10 @@ fn a_foreign_ready_file_is_refused() {
 }
 
 /// Real udev event delivery: umockdev's testbed stands in for udevd and
-/// sends a libudev-format `add` event, which the binary (built with the
+/// sends libudev-format `add` events, which the binary (built with the
 /// `udev` feature, libudev preloaded with umockdev) receives through its
-/// libudev monitor, and regenerates. Needs `umockdev` and `python3-gi`
+/// libudev monitor, filtered on the generators' subsystems (an `input`
+/// event never reaches the watch), and regenerates. Needs `umockdev` and `python3-gi`
 /// with `gir1.2-umockdev-1.0` (Debian), which CI installs to run it.
 #[cfg(feature = "udev")]
 #[test]
@@ -617,6 +825,7 @@ from gi.repository import UMockdev
 cdigen, link, aside = sys.argv[1:4]
 tb = UMockdev.Testbed.new()
 syspath = tb.add_device('accel', 'accel0', None, ['dev', '261:0'], ['DEVNAME', 'accel/accel0'])
+other = tb.add_device('input', 'event9', None, ['dev', '13:73'], ['DEVNAME', 'input/event9'])
 env = dict(os.environ, LD_PRELOAD='libumockdev-preload.so.0', UMOCKDEV_DIR=tb.get_root_dir(),
            RUST_LOG='cdigen::watch=trace', CDIGEN_GENERATORS='/nonexistent-cdigen-user-generators',
            CDIGEN_DEVINFO_DIR='devinfo')
@@ -631,6 +840,7 @@ def wait_for(path):
     return False
 ok = wait_for('ready')
 os.rename(aside, link)
+tb.uevent(other, 'add')
 tb.uevent(syspath, 'add')
 ok = ok and wait_for('cdi/intel.com-npu.yaml')
 p.terminate()
@@ -666,5 +876,9 @@ sys.exit(0 if ok and p.wait() == 0 else 1)
     assert!(
         log.contains(" INFO wrote cdi/intel.com-npu.yaml: 2 devices (added intel.com/npu=0, intel.com/npu=all)"),
         "{log}"
+    );
+    assert!(
+        !log.contains(r#"subsystem: "input""#),
+        "filtered out by libudev: {log}"
     );
 }

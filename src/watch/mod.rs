@@ -10,7 +10,27 @@
 //! everything every `interval` (a missed event, or a change that sends
 //! none such as a MIG reconfiguration, is not missed for ever) and on
 //! SIGHUP (after re-reading the generator definitions); SIGTERM and SIGINT
-//! end it cleanly.
+//! end it cleanly, also while it waits for another cdigen run's lock on an
+//! output directory.
+//!
+//! The debounce (and the interval) is at least [`MIN_DEBOUNCE`], so the
+//! loop never waits zero time over and over (as it would while udevd's
+//! queue stays busy).
+//!
+//! Events of parentless devices (`/devices/virtual/net/...`: the veths,
+//! bridges and taps of containers) affect no generator whose backend only
+//! describes hardware ([`Watched::physical_only`]). Events lost to a full
+//! receive buffer regenerate everything; the periodic pass is the safety
+//! net for a loss no source reports.
+//!
+//! Readiness (`--ready-file`, systemd's `READY=1`) is given once the first
+//! full pass has completed: what could be written is on disk, even if some
+//! generators or files failed (each failure is logged as an error, and
+//! systemd's `STATUS=` says how many and the first, until a later pass
+//! clears it). Only a pass that fails as a whole (discovery cannot run, an
+//! output directory cannot be created, opened or locked) withholds it;
+//! such a pass is retried after 1 s, then after twice as long each time, up
+//! to the interval.
 //!
 //! Each changed file is logged on one line, at info level, without a
 //! timestamp (journald and kubelet add theirs).
@@ -20,6 +40,7 @@ pub mod netlink;
 mod pipeline;
 mod ready;
 pub mod source;
+mod status;
 #[cfg(feature = "udev")]
 pub mod udev;
 
@@ -34,21 +55,33 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use debounce::{Debouncer, Scope};
-pub use pipeline::{Pipeline, subsystems_of};
+pub use pipeline::{Pipeline, physical_only_of, subsystems_of};
 pub use source::{DeviceEvent, Event, EventSource, NoEvents};
 
 use crate::generate::Action;
 
+/// Shortest debounce: the loop never waits less than this between two
+/// looks at a busy udev queue.
+pub const MIN_DEBOUNCE: Duration = Duration::from_millis(10);
+
+/// First retry after a pass that failed as a whole (the default of
+/// [`Config::first_retry`]).
+pub const FIRST_RETRY: Duration = Duration::from_secs(1);
+
 /// How the loop behaves.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Quiet period after the last event before regenerating.
+    /// Quiet period after the last event before regenerating (at least
+    /// [`MIN_DEBOUNCE`]).
     pub debounce: Duration,
     /// Longest wait after the first event of a burst.
     pub max_delay: Duration,
-    /// Full regeneration period.
+    /// Full regeneration period (at least [`MIN_DEBOUNCE`]).
     pub interval: Duration,
-    /// File created once the first full generation succeeded, removed on
+    /// Wait before retrying a pass that failed as a whole; doubled after
+    /// each failure in a row, up to `interval`.
+    pub first_retry: Duration,
+    /// File created once the first full generation completed, removed on
     /// exit.
     pub ready_file: Option<PathBuf>,
 }
@@ -59,6 +92,7 @@ impl Default for Config {
             debounce: Duration::from_millis(500),
             max_delay: Duration::from_secs(5),
             interval: Duration::from_secs(600),
+            first_retry: FIRST_RETRY,
             ready_file: None,
         }
     }
@@ -72,6 +106,30 @@ pub struct Watched {
     pub name: String,
     /// Subsystems whose events regenerate it.
     pub subsystems: Option<Vec<String>>,
+    /// Subsystems whose parentless devices (`/devices/virtual/<subsystem>/`,
+    /// such as a container's veth for `net`) cannot change its output:
+    /// their events do not regenerate it.
+    pub physical_only: Vec<String>,
+}
+
+impl Watched {
+    /// Whether `dev` can change this generator's output.
+    fn cares(&self, dev: &DeviceEvent) -> bool {
+        let listed = self
+            .subsystems
+            .as_ref()
+            .is_none_or(|s| s.contains(&dev.subsystem));
+        listed && !(self.physical_only.contains(&dev.subsystem) && parentless(dev))
+    }
+}
+
+/// Whether the event is about a device with no parent: the kernel puts
+/// those in `/sys/devices/virtual/<subsystem>/`.
+fn parentless(dev: &DeviceEvent) -> bool {
+    dev.devpath
+        .strip_prefix("/devices/virtual/")
+        .and_then(|rest| rest.strip_prefix(dev.subsystem.as_str()))
+        .is_some_and(|rest| rest.starts_with('/'))
 }
 
 /// The generators an event affects; `None` when none.
@@ -82,11 +140,7 @@ pub fn affected(watched: &[Watched], event: &Event) -> Option<Scope> {
     };
     let names: BTreeSet<String> = watched
         .iter()
-        .filter(|w| {
-            w.subsystems
-                .as_ref()
-                .is_none_or(|s| s.contains(&dev.subsystem))
-        })
+        .filter(|w| w.cares(dev))
         .map(|w| w.name.clone())
         .collect();
     (!names.is_empty()).then_some(Scope::Only(names))
@@ -113,12 +167,14 @@ pub trait Regenerate {
     /// When they are invalid; the previous ones stay in use.
     fn reload(&mut self) -> anyhow::Result<()>;
     /// Discovers devices, regenerates the generators in `scope` and writes
-    /// what changed.
+    /// what changed. While it waits for another process's lock on an
+    /// output directory it calls `stop`, and gives up (an error) when that
+    /// returns true.
     ///
     /// # Errors
     /// When discovery cannot run or a directory cannot be written at all;
     /// single files that fail are in [`Pass::errors`].
-    fn regenerate(&mut self, scope: &Scope) -> anyhow::Result<Pass>;
+    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass>;
     /// Whether udevd is still processing events (so nodes and links may
     /// be missing): the regeneration waits, up to the maximum delay.
     fn udev_busy(&self) -> bool {
@@ -319,26 +375,43 @@ enum Reason {
     Events,
     Timer,
     Reload,
+    Retry,
 }
 
 /// The state of one watch run.
 struct Watch<'a> {
     config: &'a Config,
     regen: &'a mut dyn Regenerate,
+    control: &'a Control,
     observe: &'a mut dyn FnMut(&Pass),
     summary: Summary,
-    ready: Option<ready::Ready>,
+    /// Whether READY=1 was sent (the first full pass completed).
+    ready: bool,
+    /// The ready file, once written.
+    ready_file: Option<ready::ReadyFile>,
+    /// Errors still standing, for STATUS=.
+    errors: status::Errors,
+    /// The STATUS= line last sent.
+    status: String,
+    /// The wait before the next retry, after passes that failed as a
+    /// whole in a row.
+    backoff: Option<Duration>,
 }
 
 impl Watch<'_> {
-    fn pass(&mut self, scope: &Scope, reason: Reason) {
+    /// Runs one pass. `Some(wait)`: it failed as a whole, retry after
+    /// `wait`.
+    fn pass(&mut self, scope: &Scope, reason: Reason) -> Option<Duration> {
         let full = *scope == Scope::All;
         match reason {
             Reason::Events => self.summary.event_passes += 1,
-            Reason::Start | Reason::Timer | Reason::Reload => self.summary.full_passes += 1,
+            Reason::Start | Reason::Timer | Reason::Reload | Reason::Retry => {
+                self.summary.full_passes += 1
+            }
         }
         let started = Instant::now();
-        match self.regen.regenerate(scope) {
+        let control = self.control;
+        match self.regen.regenerate(scope, &|| control.stopping()) {
             Ok(pass) => {
                 for c in &pass.changes {
                     tracing::info!("{c}");
@@ -354,30 +427,77 @@ impl Watch<'_> {
                     pass.changes.len(),
                     pass.errors.len()
                 );
-                if full && pass.errors.is_empty() && self.ready.is_none() {
-                    self.become_ready();
+                self.backoff = None;
+                self.errors.update(scope, &pass.errors);
+                let status = self.errors.status();
+                if full && !self.ready {
+                    self.become_ready(status);
+                } else {
+                    if full {
+                        self.write_ready_file();
+                    }
+                    self.set_status(status);
                 }
                 (self.observe)(&pass);
+                None
             }
-            Err(e) => tracing::error!("{e:#}"),
+            Err(e) if self.control.stopping() => {
+                tracing::info!("{e:#}");
+                None
+            }
+            Err(e) => {
+                let wait = self.backoff.map_or(self.config.first_retry, |d| d * 2);
+                let wait = wait.min(self.config.interval);
+                self.backoff = Some(wait);
+                let retry = humantime::format_duration(wait);
+                tracing::error!("{e:#} (retrying in {retry})");
+                self.set_status(status::one_line(&format!(
+                    "regeneration failed, retrying in {retry}: {e:#}"
+                )));
+                Some(wait)
+            }
         }
     }
 
-    fn become_ready(&mut self) {
-        match ready::Ready::announce(self.config.ready_file.as_deref()) {
-            Ok(r) => self.ready = Some(r),
-            Err(e) => tracing::error!("{e:#}"),
+    /// Writes the ready file (if any) and tells systemd, with `status`.
+    fn become_ready(&mut self, status: String) {
+        self.write_ready_file();
+        let mut states = vec![sd_notify::NotifyState::Ready];
+        if status != self.status {
+            states.push(sd_notify::NotifyState::Status(&status));
+        }
+        let _ = sd_notify::notify(&states);
+        self.status = status;
+        self.ready = true;
+    }
+
+    /// Writes the ready file, if one is asked for and not written yet (a
+    /// failure is logged, and retried at the next full pass).
+    fn write_ready_file(&mut self) {
+        if let (Some(path), None) = (&self.config.ready_file, &self.ready_file) {
+            match ready::ReadyFile::write(path) {
+                Ok(f) => self.ready_file = Some(f),
+                Err(e) => tracing::error!("{e:#}"),
+            }
+        }
+    }
+
+    /// Sends STATUS= when it changed.
+    fn set_status(&mut self, status: String) {
+        if status != self.status {
+            let _ = sd_notify::notify(&[sd_notify::NotifyState::Status(&status)]);
+            self.status = status;
         }
     }
 }
 
 /// Runs the watch until `control` is stopped: a full generation, then
 /// event-driven, periodic and SIGHUP regenerations. `observe` sees every
-/// pass (tests count them).
+/// pass that completed (tests count them).
 ///
 /// # Errors
-/// When the ready file cannot be prepared. Failures while running are
-/// logged and retried at the next event or re-check.
+/// When the ready file's directory is missing or the file is not ours.
+/// Failures while running are logged and retried.
 pub fn run(
     config: &Config,
     source: &mut dyn EventSource,
@@ -386,14 +506,26 @@ pub fn run(
     observe: &mut dyn FnMut(&Pass),
 ) -> anyhow::Result<Summary> {
     ready::check_unused(config.ready_file.as_deref())?;
+    let config = &Config {
+        debounce: config.debounce.max(MIN_DEBOUNCE),
+        interval: config.interval.max(MIN_DEBOUNCE),
+        first_retry: config.first_retry.max(MIN_DEBOUNCE),
+        ..config.clone()
+    };
     let mut watch = Watch {
         config,
         regen,
+        control,
         observe,
         summary: Summary::default(),
-        ready: None,
+        ready: false,
+        ready_file: None,
+        errors: status::Errors::default(),
+        status: String::new(),
+        backoff: None,
     };
     let mut watched = watch.regen.watched();
+    let mut filter = all_subsystems(&watched);
     let mut debouncer = Debouncer::new(config.debounce, config.max_delay);
     let mut source_failed = false;
     tracing::info!(
@@ -402,8 +534,10 @@ pub fn run(
         source.name(),
         humantime::format_duration(config.interval)
     );
-    watch.pass(&Scope::All, Reason::Start);
-    let mut next_full = Instant::now() + config.interval;
+    // When the next full pass is due: after the interval, or sooner to
+    // retry a pass that failed as a whole.
+    let next_full = |retry: Option<Duration>| Instant::now() + retry.unwrap_or(config.interval);
+    let mut next = next_full(watch.pass(&Scope::All, Reason::Start));
     while !control.stopping() {
         if control.take_reload() {
             let _ = sd_notify::notify(&reloading());
@@ -411,19 +545,36 @@ pub fn run(
                 Ok(()) => watched = watch.regen.watched(),
                 Err(e) => tracing::error!("{e:#} (keeping the previous definitions)"),
             }
+            let wanted = all_subsystems(&watched);
+            if wanted != filter {
+                match source.filter_subsystems(wanted.as_ref()) {
+                    Ok(()) => filter = wanted,
+                    Err(e) => tracing::error!(
+                        "cannot listen to the new definitions' subsystems: {e}; \
+relying on the re-check every {} for them",
+                        humantime::format_duration(config.interval)
+                    ),
+                }
+            }
             debouncer.clear();
-            watch.pass(&Scope::All, Reason::Reload);
-            next_full = Instant::now() + config.interval;
-            if watch.ready.is_some() {
+            let was_ready = watch.ready;
+            next = next_full(watch.pass(&Scope::All, Reason::Reload));
+            // The reload is over (systemd waits for READY=1 after
+            // RELOADING=1); a first readiness was just sent.
+            if was_ready {
                 let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
             }
             continue;
         }
         let now = Instant::now();
-        if now >= next_full {
+        if now >= next {
             debouncer.clear();
-            watch.pass(&Scope::All, Reason::Timer);
-            next_full = Instant::now() + config.interval;
+            let reason = if watch.backoff.is_some() {
+                Reason::Retry
+            } else {
+                Reason::Timer
+            };
+            next = next_full(watch.pass(&Scope::All, reason));
             continue;
         }
         if debouncer.deadline().is_some_and(|d| d <= now) {
@@ -431,11 +582,14 @@ pub fn run(
                 tracing::debug!("udev is still processing events: waiting");
                 debouncer.postpone(now);
             } else if let Some(scope) = debouncer.take_due(now) {
-                watch.pass(&scope, Reason::Events);
+                if let Some(retry) = watch.pass(&scope, Reason::Events) {
+                    // What the events changed is caught by the retry.
+                    next = next.min(Instant::now() + retry);
+                }
                 continue;
             }
         }
-        let until = debouncer.deadline().map_or(next_full, |d| d.min(next_full));
+        let until = debouncer.deadline().map_or(next, |d| d.min(next));
         let timeout = until.saturating_duration_since(now);
         let got = if source_failed {
             NoEvents.next(timeout, control.wake_fd())
@@ -466,7 +620,7 @@ pub fn run(
         }
     }
     let _ = sd_notify::notify(&[sd_notify::NotifyState::Stopping]);
-    if let Some(r) = watch.ready.take() {
+    if let Some(r) = watch.ready_file.take() {
         r.withdraw();
     }
     let s = watch.summary;

@@ -16,7 +16,7 @@ use super::{FileChange, Pass, Regenerate, Scope, Watched};
 use crate::cdi::{self, Format};
 use crate::cli::{DefinitionArgs, SourceArgs};
 use crate::discover;
-use crate::generate::{Action, Change, Planned, apply_all, plan_all};
+use crate::generate::{Action, Change, Planned, apply_all_until, plan_all};
 use crate::generator::Loaded;
 use crate::render::Templates;
 use crate::root::HostRoot;
@@ -37,6 +37,31 @@ pub struct Pipeline {
     /// The last discovery's warnings: a warning is logged when it
     /// appears, not again at every pass while it stays.
     warned: BTreeSet<(PathBuf, String)>,
+}
+
+/// For each backend describing hardware only, the subsystems whose
+/// parentless devices it never reads: a device with no parent lives in
+/// `/sys/devices/virtual/<subsystem>/`, and the SR-IOV and vDPA backends
+/// read only the netdevs and RDMA devices under a PCI function or a virtio
+/// device (`<pci>/net/*`, `<pci>/infiniband/*`, `<virtio>/net/*`), never
+/// a veth, bridge, tap or VLAN (`/devices/virtual/net/...`), which come and
+/// go with every container.
+const PHYSICAL_ONLY: &[(&str, &[&str])] = &[("sriov", &["net", "infiniband"]), ("vdpa", &["net"])];
+
+/// The subsystems among [`subsystems_of`] whose parentless devices (under
+/// `/devices/virtual/<subsystem>/`) cannot change what `loaded` generates.
+/// None for a generic generator, which may match any device.
+pub fn physical_only_of(loaded: &Loaded) -> Vec<String> {
+    let g = &loaded.generator;
+    if g.source.is_some() {
+        return Vec::new();
+    }
+    PHYSICAL_ONLY
+        .iter()
+        .filter(|(backend, _)| *backend == g.backend)
+        .flat_map(|(_, subsystems)| subsystems.iter())
+        .map(|s| (*s).to_string())
+        .collect()
 }
 
 /// The uevent subsystems of a generator: its backend's (see
@@ -113,6 +138,7 @@ impl Regenerate for Pipeline {
             .map(|l| Watched {
                 name: l.generator.name.clone(),
                 subsystems: subsystems_of(l),
+                physical_only: physical_only_of(l),
             })
             .collect()
     }
@@ -124,7 +150,7 @@ impl Regenerate for Pipeline {
         Ok(())
     }
 
-    fn regenerate(&mut self, scope: &Scope) -> anyhow::Result<Pass> {
+    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
         let root = self.root()?;
         let backends = crate::cli::pipeline::generate_backends(&self.source, &self.generators);
         let found = discover::discover_for(
@@ -151,7 +177,8 @@ impl Regenerate for Pipeline {
         let plans = planning.planned;
         let plan_errors = planning.failed.into_iter().map(|f| f.error);
         let before = old_names(&self.output_dir, &plans);
-        let applied = apply_all(&self.output_dir, &self.devinfo_dir, &selected, &plans)?;
+        let applied =
+            apply_all_until(&self.output_dir, &self.devinfo_dir, &selected, &plans, stop)?;
         let mut pass = Pass {
             generators: selected.iter().map(|l| l.generator.name.clone()).collect(),
             changes: Vec::new(),

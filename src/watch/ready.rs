@@ -1,11 +1,13 @@
-//! Readiness: the `--ready-file` (for a Kubernetes exec probe such as
-//! `test -e FILE`) and systemd's `READY=1` (for `Type=notify` units), given
-//! once the first full generation succeeded.
+//! The `--ready-file` (for a Kubernetes exec probe such as `test -e FILE`),
+//! written once the first full generation completed. systemd's `READY=1`
+//! is sent at the same moment by the loop, whether the file could be
+//! written or not.
 //!
 //! The ready file is written atomically (a temp file renamed over it) with
-//! a marker line, and removed on exit. A file already at that path is
-//! replaced only when it carries the marker (left by an earlier run that
-//! was killed); anything else there is refused, never deleted.
+//! a marker line naming this process, and removed on exit only while it
+//! still holds that line. A file already at that path at start is replaced
+//! only when it carries the marker (left by an earlier run that was
+//! killed); anything else there is refused, never deleted.
 
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
@@ -15,16 +17,41 @@ use anyhow::Context as _;
 /// First bytes of every ready file.
 const MARKER: &str = "cdigen watch ready";
 
-/// Readiness given: the ready file written, if any.
+/// The ready file this process wrote.
 #[derive(Debug)]
-pub(super) struct Ready {
-    file: Option<PathBuf>,
+pub(super) struct ReadyFile {
+    path: PathBuf,
+    content: String,
 }
 
-/// Checks at start that `file` is free or a stale ready file, and removes
-/// a stale one (this run is not ready yet).
+/// The directory `path` is in.
+fn parent(path: &Path) -> &Path {
+    match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+/// Checks at start that `file`'s directory exists and that `file` is free
+/// or a stale ready file, and removes a stale one (this run is not ready
+/// yet).
 pub(super) fn check_unused(file: Option<&Path>) -> anyhow::Result<()> {
     let Some(path) = file else { return Ok(()) };
+    let dir = parent(path);
+    match std::fs::metadata(dir) {
+        Ok(m) if m.is_dir() => {}
+        Ok(_) => anyhow::bail!(
+            "--ready-file {}: {} is not a directory",
+            path.display(),
+            dir.display()
+        ),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => anyhow::bail!(
+            "--ready-file {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        ),
+        Err(e) => Err(e).with_context(|| format!("--ready-file {}", path.display()))?,
+    }
     match std::fs::symlink_metadata(path) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(e).with_context(|| format!("--ready-file {}", path.display())),
@@ -43,35 +70,47 @@ pub(super) fn check_unused(file: Option<&Path>) -> anyhow::Result<()> {
     }
 }
 
-impl Ready {
-    /// Writes the ready file (if any) and tells systemd.
-    pub(super) fn announce(file: Option<&Path>) -> anyhow::Result<Ready> {
-        if let Some(path) = file {
-            let dir = match path.parent() {
-                Some(p) if !p.as_os_str().is_empty() => p,
-                _ => Path::new("."),
-            };
-            let mut tmp = tempfile::Builder::new()
-                .prefix(".cdigen-ready-")
-                .tempfile_in(dir)
-                .with_context(|| format!("cannot create the ready file in {}", dir.display()))?;
-            writeln!(tmp, "{MARKER}: pid {}", std::process::id())
-                .and_then(|()| tmp.as_file().sync_all())
-                .with_context(|| format!("cannot write {}", tmp.path().display()))?;
-            tmp.persist(path)
-                .with_context(|| format!("cannot create {}", path.display()))?;
-            tracing::debug!("ready: {}", path.display());
-        }
-        let _ = sd_notify::notify(&[sd_notify::NotifyState::Ready]);
-        Ok(Ready {
-            file: file.map(Path::to_path_buf),
+impl ReadyFile {
+    /// Writes the ready file at `path`.
+    pub(super) fn write(path: &Path) -> anyhow::Result<ReadyFile> {
+        let dir = parent(path);
+        let content = format!("{MARKER}: pid {}\n", std::process::id());
+        let mut tmp = tempfile::Builder::new()
+            .prefix(".cdigen-ready-")
+            .tempfile_in(dir)
+            .with_context(|| format!("cannot create the ready file in {}", dir.display()))?;
+        tmp.write_all(content.as_bytes())
+            .and_then(|()| tmp.as_file().sync_all())
+            .with_context(|| format!("cannot write {}", tmp.path().display()))?;
+        tmp.persist(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        tracing::debug!("ready: {}", path.display());
+        Ok(ReadyFile {
+            path: path.to_path_buf(),
+            content,
         })
     }
 
-    /// Removes the ready file (on exit).
+    /// Removes the ready file (on exit), unless something else replaced it
+    /// since.
     pub(super) fn withdraw(self) {
-        if let Some(path) = &self.file
-            && let Err(e) = std::fs::remove_file(path)
+        let path = &self.path;
+        match std::fs::read(path) {
+            Ok(bytes) if bytes == self.content.as_bytes() => {}
+            Ok(_) => {
+                tracing::warn!(
+                    "not removing {}: it was replaced since this watch wrote it",
+                    path.display()
+                );
+                return;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) => {
+                tracing::warn!("cannot read {}: {e}; not removing it", path.display());
+                return;
+            }
+        }
+        if let Err(e) = std::fs::remove_file(path)
             && e.kind() != std::io::ErrorKind::NotFound
         {
             tracing::warn!("cannot remove {}: {e}", path.display());

@@ -1,5 +1,6 @@
 //! The loop with a scripted event source and a recording regenerator.
 
+use std::collections::BTreeSet;
 use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Mutex};
 use std::thread;
@@ -7,8 +8,9 @@ use std::thread;
 use super::*;
 
 /// Events from a channel; waits in short steps so that the loop sees
-/// `Control::stop` quickly even without the wake descriptor.
-struct Scripted(Receiver<Event>);
+/// `Control::stop` quickly even without the wake descriptor. Records the
+/// subsystem filters it is given.
+struct Scripted(Receiver<Event>, Arc<Mutex<Vec<Option<BTreeSet<String>>>>>);
 
 impl EventSource for Scripted {
     fn name(&self) -> &'static str {
@@ -19,6 +21,10 @@ impl EventSource for Scripted {
             Ok(e) => Ok(Some(e)),
             Err(_) => Ok(None),
         }
+    }
+    fn filter_subsystems(&mut self, subsystems: Option<&BTreeSet<String>>) -> io::Result<()> {
+        self.1.lock().unwrap().push(subsystems.cloned());
+        Ok(())
     }
 }
 
@@ -38,14 +44,19 @@ impl EventSource for Broken {
 #[derive(Default)]
 struct Log {
     scopes: Vec<Scope>,
+    /// When each pass began.
+    times: Vec<Instant>,
     reloads: u32,
 }
 
-/// Two generators: `gpu` on drm/pci, `vf` on pci/net; `fail_first` full
-/// passes report an error.
+/// Three generators: `gpu` on drm/pci, `vf` on pci/net (physical netdevs
+/// only), `sockets` on none (`tty` too after a reload); the first
+/// `fail_first` passes report an error, the first `err_first` fail as a
+/// whole.
 struct Recorder {
     log: Arc<Mutex<Log>>,
     fail_first: u32,
+    err_first: u32,
     busy_until: Option<Instant>,
 }
 
@@ -54,6 +65,7 @@ impl Recorder {
         Recorder {
             log: Arc::clone(log),
             fail_first: 0,
+            err_first: 0,
             busy_until: None,
         }
     }
@@ -61,18 +73,26 @@ impl Recorder {
 
 impl Regenerate for Recorder {
     fn watched(&self) -> Vec<Watched> {
+        let sockets = if self.log.lock().unwrap().reloads == 0 {
+            Vec::new()
+        } else {
+            vec!["tty".into()]
+        };
         vec![
             Watched {
                 name: "gpu".into(),
                 subsystems: Some(vec!["drm".into(), "pci".into()]),
+                physical_only: Vec::new(),
             },
             Watched {
                 name: "vf".into(),
                 subsystems: Some(vec!["pci".into(), "net".into()]),
+                physical_only: vec!["net".into()],
             },
             Watched {
                 name: "sockets".into(),
-                subsystems: Some(Vec::new()),
+                subsystems: Some(sockets),
+                physical_only: Vec::new(),
             },
         ]
     }
@@ -80,8 +100,15 @@ impl Regenerate for Recorder {
         self.log.lock().unwrap().reloads += 1;
         Ok(())
     }
-    fn regenerate(&mut self, scope: &Scope) -> anyhow::Result<Pass> {
-        self.log.lock().unwrap().scopes.push(scope.clone());
+    fn regenerate(&mut self, scope: &Scope, _: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
+        let mut log = self.log.lock().unwrap();
+        log.scopes.push(scope.clone());
+        log.times.push(Instant::now());
+        drop(log);
+        if self.err_first > 0 {
+            self.err_first -= 1;
+            anyhow::bail!("cannot write to cdi: it is a file");
+        }
         let mut pass = Pass::default();
         if self.fail_first > 0 {
             self.fail_first -= 1;
@@ -98,7 +125,7 @@ fn dev(subsystem: &str) -> Event {
     Event::Device(DeviceEvent {
         action: "add".into(),
         subsystem: subsystem.into(),
-        devpath: format!("/devices/virtual/{subsystem}/x"),
+        devpath: format!("/devices/pci0000:00/0000:00:01.0/{subsystem}/x"),
     })
 }
 
@@ -111,27 +138,45 @@ fn config(debounce_ms: u64, max_ms: u64) -> Config {
         debounce: Duration::from_millis(debounce_ms),
         max_delay: Duration::from_millis(max_ms),
         interval: Duration::from_secs(3600),
+        first_retry: Duration::from_millis(200),
         ready_file: None,
     }
 }
 
+type Filters = Arc<Mutex<Vec<Option<BTreeSet<String>>>>>;
+
 /// Runs the loop on a thread: (event sender, control, handle).
 fn start(
     config: Config,
-    mut regen: Recorder,
+    regen: Recorder,
 ) -> (
     Sender<Event>,
     Arc<Control>,
     thread::JoinHandle<anyhow::Result<Summary>>,
 ) {
+    let (tx, control, _, handle) = start_filtered(config, regen);
+    (tx, control, handle)
+}
+
+/// [`start`], with the filters the source was given.
+fn start_filtered(
+    config: Config,
+    mut regen: Recorder,
+) -> (
+    Sender<Event>,
+    Arc<Control>,
+    Filters,
+    thread::JoinHandle<anyhow::Result<Summary>>,
+) {
     let (tx, rx) = channel();
     let control = Arc::new(Control::new().unwrap());
-    let c = Arc::clone(&control);
+    let filters = Filters::default();
+    let (c, f) = (Arc::clone(&control), Arc::clone(&filters));
     let handle = thread::spawn(move || {
-        let mut source = Scripted(rx);
+        let mut source = Scripted(rx, f);
         run(&config, &mut source, &mut regen, &c, &mut |_| {})
     });
-    (tx, control, handle)
+    (tx, control, filters, handle)
 }
 
 /// Waits until `f` holds, for at most 10 s.
@@ -267,7 +312,7 @@ fn a_broken_source_falls_back_to_the_timer_without_spinning() {
 }
 
 #[test]
-fn ready_file_after_the_first_successful_full_pass_and_removed_on_exit() {
+fn ready_after_the_first_full_pass_even_when_some_generators_failed() {
     let tmp = tempfile::tempdir().unwrap();
     let ready = tmp.path().join("ready");
     let log = Arc::new(Mutex::new(Log::default()));
@@ -275,20 +320,130 @@ fn ready_file_after_the_first_successful_full_pass_and_removed_on_exit() {
     regen.fail_first = 1;
     let mut c = config(20, 100);
     c.ready_file = Some(ready.clone());
-    let (tx, control, handle) = start(c, regen);
-    eventually("start pass", || log.lock().unwrap().scopes.len() == 1);
-    assert!(!ready.exists(), "the start pass failed: not ready");
-    // An event pass succeeding is not enough: it covers some generators.
-    tx.send(dev("drm")).unwrap();
-    eventually("event pass", || log.lock().unwrap().scopes.len() == 2);
-    assert!(!ready.exists());
-    control.reload();
+    let (_tx, control, handle) = start(c, regen);
     eventually("ready", || ready.exists());
+    assert_eq!(
+        log.lock().unwrap().scopes,
+        [Scope::All],
+        "after the start pass"
+    );
     let text = std::fs::read_to_string(&ready).unwrap();
-    assert!(text.starts_with("cdigen watch ready: pid "), "{text}");
+    assert_eq!(
+        text,
+        format!("cdigen watch ready: pid {}\n", std::process::id())
+    );
     control.stop();
     handle.join().unwrap().unwrap();
     assert!(!ready.exists(), "removed on exit");
+}
+
+#[test]
+fn a_pass_failing_as_a_whole_withholds_readiness_and_is_retried_with_backoff() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ready = tmp.path().join("ready");
+    let log = Arc::new(Mutex::new(Log::default()));
+    let mut regen = Recorder::new(&log);
+    regen.err_first = 3;
+    let mut c = config(20, 100);
+    c.ready_file = Some(ready.clone());
+    c.first_retry = Duration::from_millis(100);
+    let started = Instant::now();
+    let (tx, control, handle) = start(c, regen);
+    eventually("start pass", || log.lock().unwrap().scopes.len() == 1);
+    // An event pass (which fails too) is no full pass: still not ready.
+    tx.send(dev("drm")).unwrap();
+    eventually("event pass", || log.lock().unwrap().scopes.len() == 2);
+    assert!(!ready.exists());
+    // Retries at +100 ms (after the start pass), then +200 ms (after the
+    // event pass, the second failure in a row) succeeds.
+    eventually("ready", || ready.exists());
+    let waited = started.elapsed();
+    control.stop();
+    let summary = handle.join().unwrap().unwrap();
+    let log = log.lock().unwrap();
+    assert_eq!(
+        log.scopes,
+        [Scope::All, only(&["gpu"]), Scope::All, Scope::All],
+        "start, event, two retries"
+    );
+    assert_eq!(summary.full_passes, 3);
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+        "ready after {waited:?}: retried sooner than the interval, with backoff"
+    );
+}
+
+#[test]
+fn the_backoff_doubles_up_to_the_interval() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let mut regen = Recorder::new(&log);
+    regen.err_first = u32::MAX;
+    let mut c = config(20, 100);
+    c.first_retry = Duration::from_millis(50);
+    c.interval = Duration::from_millis(150);
+    let (_tx, control, handle) = start(c, regen);
+    eventually("six passes", || log.lock().unwrap().scopes.len() >= 6);
+    control.stop();
+    handle.join().unwrap().unwrap();
+    let log = log.lock().unwrap();
+    assert!(log.scopes.iter().all(|s| *s == Scope::All));
+    let gaps: Vec<Duration> = log.times.windows(2).map(|w| w[1] - w[0]).collect();
+    // Waits of 50, 100, 150, 150, 150 ms (unbounded doubling would wait
+    // 200, 400, 800 ms for the last three).
+    let ms = Duration::from_millis;
+    assert!(
+        gaps[0] >= ms(50) && gaps[1] >= ms(100) && gaps[2] >= ms(150),
+        "{gaps:?}"
+    );
+    assert!(gaps[4] >= ms(150) && gaps[4] < ms(600), "{gaps:?}");
+}
+
+#[test]
+fn a_ready_file_replaced_after_start_is_left_on_exit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ready = tmp.path().join("ready");
+    let log = Arc::new(Mutex::new(Log::default()));
+    let mut c = config(20, 100);
+    c.ready_file = Some(ready.clone());
+    let (_tx, control, handle) = start(c, Recorder::new(&log));
+    eventually("ready", || ready.exists());
+    std::fs::write(&ready, "cdigen watch ready: pid 1\n").unwrap();
+    control.stop();
+    handle.join().unwrap().unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&ready).unwrap(),
+        "cdigen watch ready: pid 1\n",
+        "another run's file is kept"
+    );
+}
+
+#[test]
+fn a_ready_file_in_a_missing_or_non_directory_is_refused_at_start() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::write(tmp.path().join("file"), "").unwrap();
+    for (path, why) in [
+        (
+            tmp.path().join("missing/ready"),
+            "the directory {dir} does not exist",
+        ),
+        (tmp.path().join("file/ready"), "{dir} is not a directory"),
+    ] {
+        let log = Arc::new(Mutex::new(Log::default()));
+        let mut c = config(20, 100);
+        c.ready_file = Some(path.clone());
+        let (_tx, _control, handle) = start(c, Recorder::new(&log));
+        let err = handle.join().unwrap().unwrap_err();
+        let dir = path.parent().unwrap().display().to_string();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "--ready-file {}: {}",
+                path.display(),
+                why.replace("{dir}", &dir)
+            )
+        );
+        assert!(log.lock().unwrap().scopes.is_empty(), "nothing ran");
+    }
 }
 
 #[test]
@@ -319,9 +474,10 @@ fn a_stale_ready_file_is_removed_at_start() {
     std::fs::write(&ready, "cdigen watch ready: pid 1\n").unwrap();
     let log = Arc::new(Mutex::new(Log::default()));
     let mut regen = Recorder::new(&log);
-    regen.fail_first = 1;
+    regen.err_first = 1;
     let mut c = config(20, 100);
     c.ready_file = Some(ready.clone());
+    c.first_retry = Duration::from_secs(3600);
     let (_tx, control, handle) = start(c, regen);
     eventually("start pass", || log.lock().unwrap().scopes.len() == 1);
     assert!(!ready.exists(), "not ready yet: the old file is gone");
@@ -382,10 +538,12 @@ fn affected_maps_subsystems_to_generators() {
         Watched {
             name: "a".into(),
             subsystems: Some(vec!["drm".into()]),
+            physical_only: Vec::new(),
         },
         Watched {
             name: "any".into(),
             subsystems: None,
+            physical_only: Vec::new(),
         },
     ];
     assert_eq!(affected(&w, &dev("drm")), Some(only(&["a", "any"])));
@@ -397,6 +555,110 @@ fn affected_maps_subsystems_to_generators() {
         all_subsystems(&w[..1]),
         Some(["drm".to_string()].into_iter().collect())
     );
+}
+
+#[test]
+fn parentless_devices_affect_no_generator_of_hardware_only() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let w = Recorder::new(&log).watched();
+    let ev = |subsystem: &str, devpath: &str| {
+        Event::Device(DeviceEvent {
+            action: "add".into(),
+            subsystem: subsystem.into(),
+            devpath: devpath.into(),
+        })
+    };
+    // A container's veth, a bridge: `vf` reads only netdevs with a parent.
+    assert_eq!(
+        affected(&w, &ev("net", "/devices/virtual/net/veth1a2b3c")),
+        None
+    );
+    assert_eq!(affected(&w, &ev("net", "/devices/virtual/net/cni0")), None);
+    // A VF's netdev.
+    let vf = "/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2/net/ens1f0v0";
+    assert_eq!(affected(&w, &ev("net", vf)), Some(only(&["vf"])));
+    // A VDUSE device's virtio netdev is under /devices/virtual, with a
+    // parent: it counts.
+    let vduse = "/devices/virtual/vduse/d0/vdpa0/virtio0/net/eth0";
+    assert_eq!(affected(&w, &ev("net", vduse)), Some(only(&["vf"])));
+    // Only whole path components: `network` is not `net`.
+    let other = "/devices/virtual/network/x";
+    assert_eq!(affected(&w, &ev("net", other)), Some(only(&["vf"])));
+    // A parentless device of a subsystem a generator takes whole.
+    let card = "/devices/virtual/drm/card9";
+    assert_eq!(affected(&w, &ev("drm", card)), Some(only(&["gpu"])));
+}
+
+#[test]
+fn the_sriov_and_vdpa_generators_take_only_netdevs_with_a_parent() {
+    let all = crate::generator::load(&[]).unwrap();
+    let of = |name: &str| {
+        let g = all.iter().find(|l| l.generator.name == name).unwrap();
+        physical_only_of(g)
+    };
+    assert_eq!(of("sriov"), ["net", "infiniband"]);
+    assert_eq!(of("vdpa"), ["net"]);
+    assert!(of("amd-gpu").is_empty());
+    assert!(
+        of("generic-tty").is_empty(),
+        "a generic match may be any device"
+    );
+}
+
+#[test]
+fn a_reload_refilters_the_source_when_the_subsystems_change() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (tx, control, filters, handle) = start_filtered(config(20, 100), Recorder::new(&log));
+    eventually("start pass", || log.lock().unwrap().scopes.len() == 1);
+    control.reload();
+    eventually("first reload", || log.lock().unwrap().scopes.len() == 2);
+    control.reload();
+    eventually("second reload", || log.lock().unwrap().scopes.len() == 3);
+    // `sockets` now listens to tty.
+    tx.send(dev("tty")).unwrap();
+    eventually("tty pass", || log.lock().unwrap().scopes.len() == 4);
+    control.stop();
+    handle.join().unwrap().unwrap();
+    let want: BTreeSet<String> = ["drm", "net", "pci", "tty"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    assert_eq!(
+        *filters.lock().unwrap(),
+        [Some(want)],
+        "once: the second reload changed nothing"
+    );
+    assert_eq!(log.lock().unwrap().scopes[3], only(&["sockets"]));
+}
+
+#[test]
+fn waiting_for_a_held_lock_ends_when_asked_to_stop_and_succeeds_once_free() {
+    let tmp = tempfile::tempdir().unwrap();
+    let held = crate::write::lock_dir(tmp.path()).unwrap();
+    let asked = std::cell::Cell::new(0);
+    let t = Instant::now();
+    let err = crate::write::lock_dir_until(tmp.path(), &|| {
+        asked.set(asked.get() + 1);
+        asked.get() >= 3
+    })
+    .unwrap_err();
+    let waited = t.elapsed();
+    assert!(
+        waited >= Duration::from_millis(200) && waited < Duration::from_secs(5),
+        "two retries of 100 ms, then stopped: {waited:?}"
+    );
+    let lock = tmp.path().join(crate::write::LOCK_FILE);
+    assert_eq!(
+        format!("{:#}", anyhow::Error::from(err)),
+        format!("stopped waiting to lock {}: asked to stop", lock.display())
+    );
+    thread::scope(|s| {
+        s.spawn(|| {
+            thread::sleep(Duration::from_millis(150));
+            drop(held);
+        });
+        crate::write::lock_dir_until(tmp.path(), &|| false).unwrap();
+    });
 }
 
 /// A generic generator listens to the subsystem its `match` scans, and a
