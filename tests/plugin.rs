@@ -1296,7 +1296,7 @@ fn two_plugins_of_one_type_keep_their_allocations_apart() {
         ))
     );
     // A DEL whose configuration names an unknown generator releases
-    // nothing.
+    // nothing of the others' (it holds nothing: error 5, exit 0).
     let nope = plugin_conf("gpu", "nope", json!({}));
     let r = host.run_as(
         "plugin",
@@ -1308,7 +1308,7 @@ fn two_plugins_of_one_type_keep_their_allocations_apart() {
         Some(&nope),
     );
     assert_eq!(r.code, 0);
-    assert_eq!(r.json.unwrap()["error"], 100);
+    assert_eq!(r.json.unwrap()["error"], 5);
     assert_eq!(host.state()["allocations"].as_array().unwrap().len(), 2);
     // DEL through amd-gpu releases the Radeon only.
     assert_eq!(host.del_as(&amd, "pod"), None);
@@ -1453,7 +1453,8 @@ fn num_system_reserved_counts_after_the_narrowing() {
 // ---- The whole configuration first; replies that cannot be written -------
 
 /// The configuration (its generator and args included) is checked before
-/// the command, for every command but VERSION.
+/// the command, for every command but VERSION and DEL (which releases by
+/// the generator's name: see the next test).
 #[test]
 fn the_whole_configuration_is_checked_before_the_command() {
     let host = Host::seed();
@@ -1469,13 +1470,13 @@ fn the_whole_configuration_is_checked_before_the_command() {
             "args.vendorid_whitelist[0]: \"x\" is not a PCI vendor ID like \"0x1002\"",
         ),
     ] {
-        for command in ["MYCMD", "ADD", "DEL"] {
+        for command in ["MYCMD", "ADD"] {
             let r = host.run_as(
                 "drm",
                 &[("CDI_VERSION", "0.0.1"), ("CDI_COMMAND", command)],
                 Some(stdin),
             );
-            assert_eq!(r.code, if command == "DEL" { 0 } else { 1 }, "{command}");
+            assert_eq!(r.code, 1, "{command}");
             assert_eq!(
                 r.json.unwrap(),
                 error(100, "Invalid configuration", details),
@@ -1485,6 +1486,40 @@ fn the_whole_configuration_is_checked_before_the_command() {
     }
     let r = host.run_as("drm", &[("CDI_COMMAND", "VERSION")], Some(&nope));
     assert_eq!(r.code, 0);
+}
+
+/// DEL frees what a request holds from a generator whose definition has
+/// since been removed: it needs only the generator's name, so an
+/// allocation never outlives its definition (the caller does not retry a
+/// DEL).
+#[test]
+fn del_releases_by_name_when_the_definition_is_gone() {
+    let host = Host::seed();
+    let def = "name: mine\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\n";
+    std::fs::write(host.generators().join("mine.yaml"), def).unwrap();
+    let mine = conf(json!({"generator": "mine"}));
+    let r = host.add(&mine, "gpu:1", "pod");
+    assert_eq!(r.code, 0, "{r:?}");
+    std::fs::remove_file(host.generators().join("mine.yaml")).unwrap();
+    // Not even a definitions directory that loads is needed.
+    std::fs::write(host.generators().join("broken.yaml"), "name: [").unwrap();
+    let del = [
+        ("CDI_VERSION", "0.0.1"),
+        ("CDI_COMMAND", "DEL"),
+        ("CDI_REQUEST_ID", "pod"),
+    ];
+    let r = host.run_as("drm", &del, Some(&mine));
+    assert_eq!((r.code, r.json), (0, None), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("not checking for vanished devices"),
+        "{}",
+        r.stderr
+    );
+    assert_eq!(host.state()["allocations"], json!([]));
+    // And a DEL of what is no longer held is error 5, exit 0.
+    let r = host.run_as("drm", &del, Some(&mine));
+    assert_eq!(r.code, 0);
+    assert_eq!(r.json.unwrap()["error"], 5);
 }
 
 /// Runs `drm` with `env`, the draft's configuration on stdin, and a

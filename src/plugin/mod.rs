@@ -44,7 +44,10 @@
 //!   rest of the configuration, whatever the command (its `args`, then
 //!   its generator, which must exist among the loaded definitions); the
 //!   command; then the command's parameters (item by item for
-//!   `CDI_REQUEST`: the resource-spec before the amount).
+//!   `CDI_REQUEST`: the resource-spec before the amount). `DEL` skips the
+//!   rest of the configuration: it releases by the generator's name, so
+//!   that allocations of a definition since removed, or a definitions
+//!   directory that no longer loads, are still freed.
 //! - **Exit status**: 0 for success, 1 for an error, and 0 for every
 //!   `DEL`. A reply that cannot be written (stdout closed) is an error,
 //!   exit 1 (`DEL`: 0): an `ADD` whose reply cannot be written is rolled
@@ -452,6 +455,12 @@ fn dispatch(
             cfg.cdi_version
         )));
     }
+    // DEL releases by the generator's name: it must work even when that
+    // definition was removed or the definitions no longer load, or the
+    // allocation would never be freed (the caller does not retry a DEL).
+    if command == Some("DEL") {
+        return del(&cfg, inv, opts).map(|()| Done::Nothing);
+    }
     // The rest of the configuration, whatever the command.
     let narrow = narrowing(&cfg)?;
     let all = definitions(opts)?;
@@ -465,7 +474,6 @@ fn dispatch(
     match command {
         Some("INFO") => info(&plugin, opts, version).map(Done::Reply),
         Some("ADD") => add(&plugin, inv, opts, version, out).map(|()| Done::Nothing),
-        Some("DEL") => del(&plugin, inv, opts).map(|()| Done::Nothing),
         None => Err(Failure::new(Code::Command, "Command unsupported")
             .details("CDI_COMMAND is not set (expected VERSION, INFO, ADD or DEL)")),
         Some(_) => Err(
@@ -787,20 +795,20 @@ fn add(
     Ok(())
 }
 
-fn del(p: &Plugin, inv: &Invocation, opts: &Options) -> Result<(), Failure> {
+fn del(cfg: &Config, inv: &Invocation, opts: &Options) -> Result<(), Failure> {
     let request_id = parse_request_id(inv.request_id.as_deref())?;
-    let generator = &p.generator.generator.name;
+    let generator = cfg.generator();
     let mut store = open_store(opts)?;
     // DEL needs no discovery; when it fails, releasing still goes on.
-    match discover_host(opts, &p.all) {
+    match definitions(opts).and_then(|all| discover_host(opts, &all)) {
         Ok(host) => release_vanished(&mut store, &host)?,
         Err(f) => tracing::warn!("not checking for vanished devices: {f}"),
     }
     let before = store.state.allocations.len();
     store.state.allocations.retain(|a| {
         !(a.request_id == request_id
-            && a.resource_type() == p.cfg.resource_type
-            && &a.generator == generator)
+            && a.resource_type() == cfg.resource_type
+            && a.generator == generator)
     });
     if store.state.allocations.len() == before {
         return Err(Failure::new(Code::UnknownRequest, "Unknown request ID"));
