@@ -41,8 +41,8 @@ complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "help" -d 'Print this 
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l backend -d 'Only run this backend (repeatable)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d]; skipped when it does not exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates]; skipped when it does not exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l output-dir -d 'Directory to write CDI specs to: /etc/cdi for driver install hooks, /var/run/cdi for regeneration at boot or on hotplug' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
@@ -69,8 +69,8 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l spec-dir -d 'A sp
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l backend -d 'Only run this backend (repeatable)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d]; skipped when it does not exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates]; skipped when it does not exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s o -l output-format -d 'Output format: names one per line, or records with the file each comes from' -r -f -a "text\t'Plain text, for people'
 json\t'One JSON document'
@@ -87,8 +87,8 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand validate" -s h -l help -d 
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l backend -d 'Only run this backend (repeatable)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d]; skipped when it does not exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates]; skipped when it does not exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l output-dir -d 'Directory generate writes CDI specs to' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l devinfo-dir -d 'Directory generate writes NPWG device-info files to' -r -F
@@ -110,7 +110,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -s q -l quiet -d
 complete -c cdigen -n "__fish_cdigen_using_subcommand snapshot" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root)' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d]; skipped when it does not exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -l state-dir -d 'Directory of the allocations file (allocations.json) and its lock' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -s q -l quiet -d 'Log only errors on stderr'
@@ -118,8 +118,8 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand plugin" -s h -l help -d 'P
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l backend -d 'Only run this backend (repeatable)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d, when it exists]' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates, when it exists]' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d]; skipped when it does not exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates]; skipped when it does not exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l output-dir -d 'Directory to write CDI specs to' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
@@ -129,10 +129,10 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l source -d 'Where
 udev\t'udevd\'s events through libudev (cargo feature `udev`)'
 netlink\t'The kernel\'s uevents from a netlink socket'
 none\t'No events: the periodic re-check and SIGHUP only'"
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...)' -r
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait after the first event of a burst, however many follow' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...; at least 10ms)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (at least 10ms)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l interval -d 'Regenerate everything this often, events or not (at least 1s)' -r
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l ready-file -d 'Create FILE once the first full generation succeeded; remove it on exit' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'

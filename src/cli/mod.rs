@@ -161,10 +161,19 @@ pub enum Command {
     /// rules ran, and needs a cdigen built with the `udev` feature; `none` uses only the re-check and
     /// SIGHUP. `auto` takes udev when built with it and udevd runs, else netlink, else none.
     ///
-    /// Readiness: --ready-file is created once the first full generation succeeded and removed on
-    /// exit (for a Kubernetes exec readiness probe); under systemd, READY=1 is sent at the same
-    /// moment (Type=notify or Type=notify-reload units). Logs go to stderr, without timestamps;
-    /// under journald each line carries its priority. The default log level is info.
+    /// Readiness: once the first full generation has completed (everything that could be written
+    /// is on disk), --ready-file is created (for a Kubernetes exec readiness probe) and, under
+    /// systemd, READY=1 is sent (Type=notify units), even if some generators or files failed: each
+    /// failure is logged as an error and systemd's STATUS= line gives their number and the first,
+    /// until a later pass clears it. Only a generation that fails as a whole (discovery cannot run,
+    /// an output directory cannot be created, opened or locked) withholds readiness; it is retried
+    /// after 1s, then twice as long each time, up to --interval. The ready file is removed on exit
+    /// while it is still this run's. Events lost to a full receive buffer (both sources report
+    /// them) regenerate everything; events of parentless network devices (container veths,
+    /// bridges, taps) regenerate nothing.
+    ///
+    /// Logs go to stderr, without timestamps; under journald each line carries its priority. The
+    /// default log level is info.
     Watch(WatchArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     ///
@@ -190,7 +199,7 @@ pub struct PluginArgs {
     )]
     pub driver_root: PathBuf,
     /// Directory of generator definitions (*.yaml) that add to or replace the built-in ones
-    /// [default: /etc/cdigen/generators.d, when it exists].
+    /// [default: /etc/cdigen/generators.d]; skipped when it does not exist.
     #[arg(long, value_name = "DIR", env = "CDIGEN_GENERATORS")]
     pub generators: Option<PathBuf>,
     /// Directory of the allocations file (allocations.json) and its lock.
@@ -237,16 +246,17 @@ pub struct WatchArgs {
     /// Where device events come from.
     #[arg(long = "source", value_enum, value_name = "SOURCE", default_value_t = EventSourceKind::Auto)]
     pub events: EventSourceKind,
-    /// Quiet period after the last event before regenerating (500ms, 2s, ...).
+    /// Quiet period after the last event before regenerating (500ms, 2s, ...; at least 10ms).
     #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = watch::duration)]
     pub debounce: std::time::Duration,
-    /// Longest wait after the first event of a burst, however many follow.
+    /// Longest wait after the first event of a burst, however many follow (at least 10ms).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::duration)]
     pub max_delay: std::time::Duration,
     /// Regenerate everything this often, events or not (at least 1s).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = watch::interval)]
     pub interval: std::time::Duration,
-    /// Create FILE once the first full generation succeeded; remove it on exit.
+    /// Create FILE once the first full generation completed, even if some generators failed;
+    /// remove it on exit. Its directory must exist.
     #[arg(long, value_name = "FILE")]
     pub ready_file: Option<PathBuf>,
 }
@@ -307,11 +317,11 @@ pub struct SourceArgs {
 #[derive(Debug, Clone, Args)]
 pub struct DefinitionArgs {
     /// Directory of generator definitions (*.yaml) that add to or replace the built-in ones
-    /// [default: /etc/cdigen/generators.d, when it exists].
+    /// [default: /etc/cdigen/generators.d]; skipped when it does not exist.
     #[arg(long, value_name = "DIR", env = "CDIGEN_GENERATORS")]
     pub generators: Option<PathBuf>,
     /// Directory of templates (NAME.json.hbs) that add to or replace the built-in ones
-    /// [default: /etc/cdigen/templates, when it exists].
+    /// [default: /etc/cdigen/templates]; skipped when it does not exist.
     #[arg(long, value_name = "DIR", env = "CDIGEN_TEMPLATES")]
     pub templates: Option<PathBuf>,
     /// Only run this generator (repeatable; default: every enabled generator).
