@@ -35,8 +35,9 @@ pub const NODE_ROLES: [&str; 23] = [
 ];
 
 /// Roles that never make a device selected on their own: shared nodes
-/// (ROCm's kfd, RDMA's rdma_cm, vhost-net and tun).
-const SHARED_ROLES: [&str; 8] = [
+/// (ROCm's kfd, RDMA's rdma_cm, vhost-net and tun, the NVIDIA control
+/// nodes). The CDI plugin also treats them as never held exclusively.
+pub const SHARED_ROLES: [&str; 8] = [
     "kfd",
     "rdma-cm",
     "vhost-net",

@@ -19,24 +19,22 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::request::{Item, Want};
 use crate::model::Device;
 
-/// Node roles that are shared among devices, never held exclusively: the
-/// roles selection treats as shared (kfd, rdma-cm, vhost-net, tun, the
-/// NVIDIA control nodes) and the other host-wide nodes (the VFIO
-/// container, `/dev/iommu`, the MIG management capabilities).
-const SHARED_ROLES: [&str; 12] = [
-    "kfd",
-    "rdma-cm",
-    "vhost-net",
-    "tun",
-    "nvidia-control",
-    "nvidia-modeset",
-    "nvidia-uvm",
-    "nvidia-uvm-tools",
+/// Host-wide node roles the plugin never counts as held exclusively, on
+/// top of those selection treats as shared
+/// ([`crate::generator::select::SHARED_ROLES`]: kfd, rdma-cm, vhost-net,
+/// tun, the NVIDIA control nodes): the VFIO container, `/dev/iommu`, the
+/// MIG management capabilities.
+const HOST_WIDE_ROLES: [&str; 4] = [
     "vfio-container",
     "iommufd",
     "nvidia-mig-config",
     "nvidia-mig-monitor",
 ];
+
+/// Whether a node of `role` is shared among devices.
+fn shared_role(role: &str) -> bool {
+    crate::generator::select::SHARED_ROLES.contains(&role) || HOST_WIDE_ROLES.contains(&role)
+}
 
 /// A device of the pool, as the plugin hands it out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,8 +85,7 @@ impl PoolDevice {
             // parent's, shared with its siblings.
             let parents =
                 mig && (n.role == "nvidia-gpu" || (n.role == "nvidia-cap" && Some(i) != last_cap));
-            let own =
-                !SHARED_ROLES.contains(&n.role.as_str()) && !joined.contains(&n.path) && !parents;
+            let own = !shared_role(&n.role) && !joined.contains(&n.path) && !parents;
             if own {
                 shared.retain(|p| p != &n.path);
                 if !exclusive.contains(&n.path) {
