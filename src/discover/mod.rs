@@ -139,6 +139,13 @@ pub trait Backend: Sync {
     fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
         None
     }
+    /// Among [`Backend::uevent_subsystems`], those whose parentless devices
+    /// (under `/sys/devices/virtual/<subsystem>/`: veths, bridges, taps,
+    /// which come and go with every container) this backend never reads,
+    /// so that `cdigen watch` ignores their events. Default: none.
+    fn physical_only_subsystems(&self) -> &'static [&'static str] {
+        &[]
+    }
 }
 
 /// Every backend, in the order they run.

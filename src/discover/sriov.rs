@@ -47,6 +47,12 @@ impl Backend for Sriov {
         Some(&["pci", "net", "infiniband", "misc"])
     }
 
+    fn physical_only_subsystems(&self) -> &'static [&'static str] {
+        // Only the netdevs and RDMA devices under a PCI function
+        // (`<pci>/net/*`, `<pci>/infiniband/*`) are read.
+        &["net", "infiniband"]
+    }
+
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
         let root = cx.root;
         let root_err = |source| Error::Root {

@@ -168,6 +168,11 @@ impl Backend for Vdpa {
         Some(&["vdpa", "vhost-vdpa", "virtio", "net", "pci"])
     }
 
+    fn physical_only_subsystems(&self) -> &'static [&'static str] {
+        // Only the netdev under a virtio device (`<virtio>/net/*`) is read.
+        &["net"]
+    }
+
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
         let root = cx.root;
         let names = root

@@ -39,15 +39,6 @@ pub struct Pipeline {
     warned: BTreeSet<(PathBuf, String)>,
 }
 
-/// For each backend describing hardware only, the subsystems whose
-/// parentless devices it never reads: a device with no parent lives in
-/// `/sys/devices/virtual/<subsystem>/`, and the SR-IOV and vDPA backends
-/// read only the netdevs and RDMA devices under a PCI function or a virtio
-/// device (`<pci>/net/*`, `<pci>/infiniband/*`, `<virtio>/net/*`), never
-/// a veth, bridge, tap or VLAN (`/devices/virtual/net/...`), which come and
-/// go with every container.
-const PHYSICAL_ONLY: &[(&str, &[&str])] = &[("sriov", &["net", "infiniband"]), ("vdpa", &["net"])];
-
 /// The subsystems among [`subsystems_of`] whose parentless devices (under
 /// `/devices/virtual/<subsystem>/`) cannot change what `loaded` generates.
 /// None for a generic generator, which may match any device.
@@ -56,10 +47,10 @@ pub fn physical_only_of(loaded: &Loaded) -> Vec<String> {
     if g.source.is_some() {
         return Vec::new();
     }
-    PHYSICAL_ONLY
+    discover::backend(&g.backend)
+        .map(|b| b.physical_only_subsystems())
+        .unwrap_or_default()
         .iter()
-        .filter(|(backend, _)| *backend == g.backend)
-        .flat_map(|(_, subsystems)| subsystems.iter())
         .map(|s| (*s).to_string())
         .collect()
 }
