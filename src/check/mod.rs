@@ -313,34 +313,38 @@ impl Checker<'_> {
         plain && self.root.has_devfs() && matches!(self.root.dev_entry(p), Ok(None))
     }
 
+    /// The content of a file generate would write, or `None` with the
+    /// finding when there is none to compare: `missing` (the reason given)
+    /// when absent, foreign when not a regular file, or unreadable.
+    fn on_disk(&mut self, path: &Path, g: Option<&str>, missing: String) -> Option<Vec<u8>> {
+        let (kind, reason) = match read(path) {
+            OnDisk::Bytes(b) => return Some(b),
+            OnDisk::Unreadable(e) => {
+                self.unreadable(path.to_path_buf(), g, &e);
+                return None;
+            }
+            OnDisk::Absent => (Kind::Missing, missing),
+            OnDisk::NotRegular => (
+                Kind::Foreign,
+                "not a regular file: generate will not replace it".into(),
+            ),
+        };
+        self.push(kind, path.to_path_buf(), g, None, None, reason);
+        None
+    }
+
     /// One generator's spec file, and the files of its it would remove.
     fn spec(&mut self, dir: &Path, own: &Ownership, p: &Planned) {
         let g = Some(p.generator.as_str());
         if let Some(spec) = &p.spec {
             self.checked.specs += 1;
             let path = dir.join(&p.file);
-            match read(&path) {
-                OnDisk::Absent => self.push(
-                    Kind::Missing,
-                    path,
-                    g,
-                    None,
-                    None,
-                    format!(
-                        "not on disk: generate would write it ({})",
-                        plural(spec.devices.len(), "device")
-                    ),
-                ),
-                OnDisk::NotRegular => self.push(
-                    Kind::Foreign,
-                    path,
-                    g,
-                    None,
-                    None,
-                    "not a regular file: generate will not replace it".into(),
-                ),
-                OnDisk::Unreadable(e) => self.unreadable(path, g, &e),
-                OnDisk::Bytes(old) => self.compare_spec(&path, own, p, spec, &old),
+            let missing = format!(
+                "not on disk: generate would write it ({})",
+                plural(spec.devices.len(), "device")
+            );
+            if let Some(old) = self.on_disk(&path, g, missing) {
+                self.compare_spec(&path, own, p, spec, &old);
             }
             let mine: BTreeSet<String> = own.owned_by(&p.generator).into_iter().collect();
             for (name, other) in generate::conflicts(dir, p, &mine) {
@@ -504,48 +508,32 @@ impl Checker<'_> {
             keep.insert(name.as_str());
             self.checked.device_info += 1;
             let path = dir.join(name);
-            match read(&path) {
-                OnDisk::Absent => self.push(
-                    Kind::Missing,
-                    path,
-                    g,
-                    None,
-                    None,
-                    "not on disk: generate would write it".into(),
-                ),
-                OnDisk::NotRegular => self.push(
-                    Kind::Foreign,
-                    path,
-                    g,
-                    None,
-                    None,
-                    "not a regular file: generate will not replace it".into(),
-                ),
-                OnDisk::Unreadable(e) => self.unreadable(path, g, &e),
-                OnDisk::Bytes(old) if old == *bytes => {
-                    self.unowned_check(&path, own, name, g, &old);
-                }
-                OnDisk::Bytes(old) => {
-                    let reason = match own.owner(name) {
-                        None => {
-                            self.push(
-                                Kind::Foreign,
-                                path,
-                                g,
-                                None,
-                                None,
-                                "not written by cdigen: generate will not overwrite it (remove it or move it away)".into(),
-                            );
-                            continue;
-                        }
-                        Some(_) if !own.owns(name, &old) => {
-                            "changed since cdigen wrote it: generate will not overwrite it (remove it or move it away)".to_string()
-                        }
-                        Some(_) => devinfo_difference(&old, bytes),
-                    };
-                    self.push(Kind::Stale, path, g, None, None, reason);
-                }
+            let Some(old) = self.on_disk(&path, g, "not on disk: generate would write it".into())
+            else {
+                continue;
+            };
+            if old == *bytes {
+                self.unowned_check(&path, own, name, g, &old);
+                continue;
             }
+            let reason = match own.owner(name) {
+                None => {
+                    self.push(
+                        Kind::Foreign,
+                        path,
+                        g,
+                        None,
+                        None,
+                        "not written by cdigen: generate will not overwrite it (remove it or move it away)".into(),
+                    );
+                    continue;
+                }
+                Some(_) if !own.owns(name, &old) => {
+                    "changed since cdigen wrote it: generate will not overwrite it (remove it or move it away)".to_string()
+                }
+                Some(_) => devinfo_difference(&old, bytes),
+            };
+            self.push(Kind::Stale, path, g, None, None, reason);
         }
         let why = format!(
             "its device is gone (generator {:?} no longer selects it)",
