@@ -235,15 +235,17 @@ pub fn plan_one(
     } else {
         Vec::new()
     };
+    // No device, or none named: no spec (a stale one is removed).
+    let no_spec = |file, devinfo| Planned {
+        generator: g.name.clone(),
+        file,
+        spec: None,
+        bytes: Vec::new(),
+        devinfo,
+        device_info: g.device_info,
+    };
     if selected.is_empty() {
-        return Ok(Planned {
-            generator: g.name.clone(),
-            file,
-            spec: None,
-            bytes: Vec::new(),
-            devinfo,
-            device_info: g.device_info,
-        });
+        return Ok(no_spec(file, devinfo));
     }
     let mut spec = templates
         .render(g, &selected)
@@ -260,14 +262,7 @@ pub fn plan_one(
             g.name,
             selected.len()
         );
-        return Ok(Planned {
-            generator: g.name.clone(),
-            file,
-            spec: None,
-            bytes: Vec::new(),
-            devinfo,
-            device_info: g.device_info,
-        });
+        return Ok(no_spec(file, devinfo));
     }
     let min = cdi::version::minimum_required(&spec).version;
     spec.cdi_version = match g.cdi_version.as_deref().and_then(Version::parse) {
