@@ -55,25 +55,26 @@ struct WouldWrite {
 fn discovered(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
     let (_root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
-    let mut rows = Vec::new();
-    let mut code = EXIT_OK;
-    for g in &generators {
-        match crate::generate::plan_one(g, &templates, &found, None) {
-            Ok(p) => {
-                for name in p.names() {
-                    rows.push(WouldWrite {
-                        name,
-                        file: p.file.clone(),
-                        generator: p.generator.clone(),
-                    });
-                }
-            }
-            Err(e) => {
-                writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
-                code = super::EXIT_FINDINGS;
-            }
-        }
+    let plans = crate::generate::plan_all(&generators, &templates, &found, None);
+    let code = if plans.failed.is_empty() {
+        EXIT_OK
+    } else {
+        super::EXIT_FINDINGS
+    };
+    for f in plans.failed {
+        writeln!(err, "cdigen: {:#}", anyhow::Error::from(f.error))?;
     }
+    let mut rows: Vec<WouldWrite> = plans
+        .planned
+        .iter()
+        .flat_map(|p| {
+            p.names().into_iter().map(|name| WouldWrite {
+                name,
+                file: p.file.clone(),
+                generator: p.generator.clone(),
+            })
+        })
+        .collect();
     rows.sort_by(|a, b| crate::cdi::codec::natural_cmp(&a.name, &b.name));
     match args.output_format {
         OutputFormat::Text => {
