@@ -253,3 +253,18 @@ pub struct Link {
     /// The node it names (`/dev/dri/card1`).
     pub node: String,
 }
+
+/// A character-device node for unit tests: `role`, kernel `name`, `path`
+/// and numbers, nothing known of the host.
+#[cfg(test)]
+pub(crate) fn test_node(role: &str, name: &str, path: &str, major: u32, minor: u32) -> Node {
+    Node {
+        role: role.into(),
+        name: name.into(),
+        path: path.into(),
+        node_type: "c".into(),
+        major,
+        minor,
+        host: None,
+    }
+}

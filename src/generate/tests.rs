@@ -7,19 +7,9 @@
 
 use super::*;
 
-use crate::model::{GenericInfo, Node, PciInfo};
+use crate::model::{GenericInfo, PciInfo};
 
-fn node(role: &str, name: &str, path: &str, major: u32, minor: u32) -> Node {
-    Node {
-        role: role.into(),
-        name: name.into(),
-        path: path.into(),
-        node_type: "c".into(),
-        major,
-        minor,
-        host: None,
-    }
-}
+use crate::model::test_node as node;
 
 fn generic(subsystem: &str, name: &str, minor: u32, matched: &[&str], joined: &[&str]) -> Device {
     Device {

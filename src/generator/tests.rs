@@ -38,17 +38,7 @@ fn base() -> Generator {
     parse(Path::new(FILE), BASE).unwrap()
 }
 
-fn node(role: &str, name: &str, path: &str, major: u32, minor: u32) -> Node {
-    Node {
-        role: role.into(),
-        name: name.into(),
-        path: path.into(),
-        node_type: "c".into(),
-        major,
-        minor,
-        host: None,
-    }
-}
+use crate::model::test_node as node;
 
 /// A PCI GPU with a card and a render node and their by-path links.
 fn pci_gpu(addr: &str, vendor: &str, driver: &str, card: u32) -> Device {

@@ -13,7 +13,7 @@ use crate::cdi::{ContainerEdits, Mount};
 use crate::discover::Discovery;
 use crate::generate::{self, plan_one};
 use crate::generator::{Loaded, NodeSettings};
-use crate::model::{HostNode, Node, PciInfo};
+use crate::model::{HostNode, PciInfo};
 
 // ---------------------------------------------------------------- helpers
 
@@ -37,17 +37,7 @@ fn with_names(template: &str, names: &[NameStrategy]) -> Generator {
     }
 }
 
-fn node(role: &str, name: &str, path: &str, major: u32, minor: u32) -> Node {
-    Node {
-        role: role.into(),
-        name: name.into(),
-        path: path.into(),
-        node_type: "c".into(),
-        major,
-        minor,
-        host: None,
-    }
-}
+use crate::model::test_node as node;
 
 fn link(path: &str, target: &str, node: &str) -> Link {
     Link {
