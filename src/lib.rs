@@ -10,6 +10,8 @@
 //!
 //! - [`root`]: the host as seen through `--root`; the only reader of
 //!   sysfs, procfs and `/dev`. [`sysfs`] has the pure value parsers.
+//!   [`fsio`] is how every file is opened and read: never a FIFO or a
+//!   device node, never through a symlink where it must not, bounded.
 //! - [`discover`]: one backend per device family behind one trait (DRM,
 //!   VFIO, SR-IOV, vDPA, NVIDIA, and the generic backend, which finds any
 //!   character device a generator definition describes), producing the
@@ -34,6 +36,7 @@ pub mod check;
 pub mod cli;
 pub mod devinfo;
 pub mod discover;
+pub mod fsio;
 pub mod generate;
 pub mod generator;
 pub mod ldcache;

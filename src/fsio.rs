@@ -1,0 +1,314 @@
+//! Opening and reading files cdigen does not trust, in one place.
+//!
+//! Every file cdigen reads can be written by someone else: sysfs and
+//! procfs content under `--root`, the devfs manifest, generator
+//! definitions, templates, spec files, and cdigen's own state, lock and
+//! allocation files in directories other tools share. So every read and
+//! every open of cdigen's own files goes through here, and:
+//!
+//! - **never opens a non-regular file**: the type is checked with `lstat`
+//!   (or `stat`, where a symlink may be followed) *before* the open, so a
+//!   FIFO never blocks the process and a device node's driver is never
+//!   called; the open itself adds `O_NONBLOCK | O_NOCTTY`, and `fstat` on
+//!   the opened file must show the same regular file (a swap between the
+//!   check and the open is refused, not followed);
+//! - **never follows a symlink where it must not**: [`Links::Refuse`]
+//!   opens with `O_NOFOLLOW`; [`Links::Follow`] follows only to a regular
+//!   file (as runtimes read spec directories);
+//! - **never reads more than a limit**, so `/dev/zero` behind a link or a
+//!   huge file cannot exhaust memory.
+//!
+//! Errors name the path and say what was found instead (`a FIFO`, `a
+//! symbolic link`, ...).
+
+use std::fs::{File, Metadata, OpenOptions};
+use std::io::{self, Read};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rustix::fs::OFlags;
+
+/// What to do when the path itself is a symbolic link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Links {
+    /// Refuse it: cdigen's own files, and paths already resolved inside a
+    /// root.
+    Refuse,
+    /// Follow it, but only to a regular file (spec files, which runtimes
+    /// follow; definitions and templates an administrator links in).
+    Follow,
+}
+
+/// Why a file was not read; every variant names the path.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be examined, opened or read.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// The cause (inline: warnings print only the top message).
+        source: io::Error,
+    },
+    /// Not a regular file: never opened.
+    #[error("{}: {what}, not a regular file: not opening it", path.display())]
+    NotRegular {
+        /// The path.
+        path: PathBuf,
+        /// What is there (`a FIFO`, `a symbolic link`, ...).
+        what: &'static str,
+    },
+    /// Larger than the limit for that file.
+    #[error("{}: larger than {limit} bytes: not reading it", path.display())]
+    TooLarge {
+        /// The path.
+        path: PathBuf,
+        /// The limit.
+        limit: u64,
+    },
+    /// Not UTF-8 text where text is expected.
+    #[error("{}: not UTF-8 text", path.display())]
+    NotUtf8 {
+        /// The path.
+        path: PathBuf,
+    },
+}
+
+impl Error {
+    /// True when the error means "no such file" (a dangling symlink
+    /// followed included).
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
+    }
+
+    /// What is wrong, without the path (for messages that name it
+    /// already).
+    pub fn reason(&self) -> String {
+        match self {
+            Error::Io { source, .. } => source.to_string(),
+            Error::NotRegular { what, .. } => format!("{what}, not a regular file: not opening it"),
+            Error::TooLarge { limit, .. } => format!("larger than {limit} bytes: not reading it"),
+            Error::NotUtf8 { .. } => "not UTF-8 text".into(),
+        }
+    }
+
+    /// The path the error is about.
+    pub fn path(&self) -> &Path {
+        match self {
+            Error::Io { path, .. }
+            | Error::NotRegular { path, .. }
+            | Error::TooLarge { path, .. }
+            | Error::NotUtf8 { path } => path,
+        }
+    }
+}
+
+/// What a file type is, for messages: `a FIFO`, `a directory`, ...
+pub fn describe(ft: std::fs::FileType) -> &'static str {
+    if ft.is_file() {
+        "a regular file"
+    } else if ft.is_dir() {
+        "a directory"
+    } else if ft.is_symlink() {
+        "a symbolic link"
+    } else if ft.is_fifo() {
+        "a FIFO"
+    } else if ft.is_socket() {
+        "a socket"
+    } else if ft.is_char_device() {
+        "a character device"
+    } else if ft.is_block_device() {
+        "a block device"
+    } else {
+        "an unknown kind of file"
+    }
+}
+
+fn io_error(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
+    move |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// Flags of every open: no blocking on a FIFO swapped in, no controlling
+/// terminal, and (for [`Links::Refuse`]) no symlink followed.
+fn open_flags(links: Links) -> i32 {
+    let mut flags = OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    if links == Links::Refuse {
+        flags |= OFlags::NOFOLLOW;
+    }
+    // The flag bits are small positive values: the cast cannot wrap.
+    flags.bits() as i32
+}
+
+/// The metadata of `path` as `links` sees it, refusing anything but a
+/// regular file.
+fn regular_meta(path: &Path, links: Links) -> Result<Metadata, Error> {
+    let meta = match links {
+        Links::Refuse => std::fs::symlink_metadata(path),
+        Links::Follow => std::fs::metadata(path),
+    }
+    .map_err(io_error(path))?;
+    if !meta.file_type().is_file() {
+        return Err(Error::NotRegular {
+            path: path.to_path_buf(),
+            what: describe(meta.file_type()),
+        });
+    }
+    Ok(meta)
+}
+
+/// Checks that an opened file is the regular file examined before the
+/// open (same device and inode).
+fn same_regular(path: &Path, file: &File, before: &Metadata) -> Result<Metadata, Error> {
+    let now = file.metadata().map_err(io_error(path))?;
+    if !now.file_type().is_file() {
+        return Err(Error::NotRegular {
+            path: path.to_path_buf(),
+            what: describe(now.file_type()),
+        });
+    }
+    if now.dev() != before.dev() || now.ino() != before.ino() {
+        return Err(Error::Io {
+            path: path.to_path_buf(),
+            source: io::Error::other("the file was replaced while it was being opened"),
+        });
+    }
+    Ok(now)
+}
+
+/// Opens a regular file for reading, as [`read`] does, without reading it.
+///
+/// # Errors
+/// [`Error`] naming the path: missing, not a regular file, a symlink
+/// with [`Links::Refuse`], unreadable.
+pub fn open(path: &Path, links: Links) -> Result<File, Error> {
+    let before = regular_meta(path, links)?;
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(open_flags(links))
+        .open(path)
+        .map_err(|e| refused_link(path, e))?;
+    same_regular(path, &file, &before)?;
+    Ok(file)
+}
+
+/// `ELOOP` from `O_NOFOLLOW` means a symlink appeared at the path.
+fn refused_link(path: &Path, e: io::Error) -> Error {
+    if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) {
+        Error::NotRegular {
+            path: path.to_path_buf(),
+            what: "a symbolic link",
+        }
+    } else {
+        Error::Io {
+            path: path.to_path_buf(),
+            source: e,
+        }
+    }
+}
+
+/// Reads a whole regular file of at most `limit` bytes.
+///
+/// # Errors
+/// [`Error`] naming the path: missing, not a regular file (never
+/// opened), a symlink with [`Links::Refuse`], larger than `limit`,
+/// unreadable.
+pub fn read(path: &Path, limit: u64, links: Links) -> Result<Vec<u8>, Error> {
+    let file = open(path, links)?;
+    read_open(path, file, limit)
+}
+
+/// Reads an opened file, at most `limit` bytes.
+fn read_open(path: &Path, file: File, limit: u64) -> Result<Vec<u8>, Error> {
+    let mut buf = Vec::new();
+    file.take(limit.saturating_add(1))
+        .read_to_end(&mut buf)
+        .map_err(io_error(path))?;
+    if buf.len() as u64 > limit {
+        return Err(Error::TooLarge {
+            path: path.to_path_buf(),
+            limit,
+        });
+    }
+    Ok(buf)
+}
+
+/// [`read`], but a missing file is `None`.
+///
+/// # Errors
+/// As [`read`], for anything but "not found".
+pub fn read_opt(path: &Path, limit: u64, links: Links) -> Result<Option<Vec<u8>>, Error> {
+    match read(path, limit, links) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.is_not_found() => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// [`read`] as UTF-8 text.
+///
+/// # Errors
+/// As [`read`], and [`Error::NotUtf8`].
+pub fn read_to_string(path: &Path, limit: u64, links: Links) -> Result<String, Error> {
+    let bytes = read(path, limit, links)?;
+    String::from_utf8(bytes).map_err(|_| Error::NotUtf8 {
+        path: path.to_path_buf(),
+    })
+}
+
+/// Opens (creating it when `create` and it is missing) one of cdigen's
+/// own files for reading and writing, such as a lock file: never through
+/// a symlink and never anything but a regular file, which is checked
+/// before the open (a FIFO or device node is not opened at all) and
+/// again after it.
+///
+/// # Errors
+/// [`Error`] naming the path.
+pub fn open_owned(path: &Path, create: bool) -> Result<File, Error> {
+    match open_owned_once(path, create) {
+        // Another process created it between the check and the open.
+        Err(Error::Io { source, .. }) if source.kind() == io::ErrorKind::AlreadyExists => {
+            open_owned_once(path, false)
+        }
+        other => other,
+    }
+}
+
+fn open_owned_once(path: &Path, create: bool) -> Result<File, Error> {
+    let before = match regular_meta(path, Links::Refuse) {
+        Ok(m) => Some(m),
+        Err(e) if e.is_not_found() && create => None,
+        Err(e) => return Err(e),
+    };
+    let mut options = OpenOptions::new();
+    options
+        .read(true)
+        .write(true)
+        .mode(0o644)
+        .custom_flags(open_flags(Links::Refuse));
+    if before.is_none() {
+        // Created by this open (O_EXCL): nothing to follow, nothing to race.
+        options.create_new(true);
+    }
+    let file = options.open(path).map_err(|e| refused_link(path, e))?;
+    match &before {
+        Some(before) => {
+            same_regular(path, &file, before)?;
+        }
+        None => {
+            let meta = file.metadata().map_err(io_error(path))?;
+            if !meta.file_type().is_file() {
+                return Err(Error::NotRegular {
+                    path: path.to_path_buf(),
+                    what: describe(meta.file_type()),
+                });
+            }
+        }
+    }
+    Ok(file)
+}
+
+#[cfg(test)]
+mod tests;

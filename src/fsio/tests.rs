@@ -1,0 +1,171 @@
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
+
+use std::os::unix::fs::symlink;
+use std::time::{Duration, Instant};
+
+use super::*;
+
+fn fifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+}
+
+/// Runs `f` and fails the test if it takes long (a blocked open).
+fn quick<T>(f: impl FnOnce() -> T) -> T {
+    let start = Instant::now();
+    let out = f();
+    assert!(start.elapsed() < Duration::from_secs(5), "blocked");
+    out
+}
+
+#[test]
+fn reads_a_regular_file_within_the_limit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("a");
+    std::fs::write(&p, b"hello").unwrap();
+    assert_eq!(read(&p, 5, Links::Refuse).unwrap(), b"hello");
+    assert_eq!(read_to_string(&p, 5, Links::Follow).unwrap(), "hello");
+    let e = read(&p, 4, Links::Refuse).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("{}: larger than 4 bytes: not reading it", p.display())
+    );
+}
+
+#[test]
+fn a_fifo_is_never_opened() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("fifo");
+    fifo(&p);
+    for links in [Links::Refuse, Links::Follow] {
+        let e = quick(|| read(&p, 10, links)).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: a FIFO, not a regular file: not opening it",
+                p.display()
+            )
+        );
+    }
+    let e = quick(|| open_owned(&p, true)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: a FIFO, not a regular file: not opening it",
+            p.display()
+        )
+    );
+}
+
+#[test]
+fn symlinks_are_refused_or_followed_only_to_regular_files() {
+    let tmp = tempfile::tempdir().unwrap();
+    let target = tmp.path().join("target");
+    std::fs::write(&target, b"x").unwrap();
+    let link = tmp.path().join("link");
+    symlink(&target, &link).unwrap();
+    let e = read(&link, 10, Links::Refuse).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: a symbolic link, not a regular file: not opening it",
+            link.display()
+        )
+    );
+    assert_eq!(read(&link, 10, Links::Follow).unwrap(), b"x");
+
+    // A link to a device node: never opened, whichever mode.
+    let zero = tmp.path().join("zero");
+    symlink("/dev/zero", &zero).unwrap();
+    let e = quick(|| read(&zero, 1 << 30, Links::Follow)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: a character device, not a regular file: not opening it",
+            zero.display()
+        )
+    );
+    assert!(matches!(
+        read(&zero, 10, Links::Refuse),
+        Err(Error::NotRegular {
+            what: "a symbolic link",
+            ..
+        })
+    ));
+    // Dangling: not found when followed.
+    let dangling = tmp.path().join("dangling");
+    symlink(tmp.path().join("nowhere"), &dangling).unwrap();
+    assert!(
+        read(&dangling, 10, Links::Follow)
+            .unwrap_err()
+            .is_not_found()
+    );
+    assert_eq!(read_opt(&dangling, 10, Links::Follow).unwrap(), None);
+}
+
+#[test]
+fn directories_and_devices_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let e = read(tmp.path(), 10, Links::Refuse).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NotRegular {
+                what: "a directory",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    let e = quick(|| read(Path::new("/dev/null"), 10, Links::Refuse)).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::NotRegular {
+                what: "a character device",
+                ..
+            }
+        ),
+        "{e}"
+    );
+}
+
+#[test]
+fn own_files_are_created_but_never_through_a_symlink() {
+    let tmp = tempfile::tempdir().unwrap();
+    let lock = tmp.path().join(".lock");
+    open_owned(&lock, true).unwrap();
+    assert!(std::fs::symlink_metadata(&lock).unwrap().is_file());
+    // Opening it again is fine.
+    open_owned(&lock, true).unwrap();
+    // Missing and not created.
+    assert!(
+        open_owned(&tmp.path().join("none"), false)
+            .unwrap_err()
+            .is_not_found()
+    );
+
+    // A symlink planted at the path: the target is not created.
+    let elsewhere = tmp.path().join("elsewhere");
+    let planted = tmp.path().join(".planted");
+    symlink(&elsewhere, &planted).unwrap();
+    let e = open_owned(&planted, true).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: a symbolic link, not a regular file: not opening it",
+            planted.display()
+        )
+    );
+    assert!(!elsewhere.exists());
+    // Through a symlink to an existing file: refused, the file untouched.
+    std::fs::write(&elsewhere, b"keep").unwrap();
+    assert!(open_owned(&planted, true).is_err());
+    assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
+}
