@@ -652,31 +652,182 @@ fn prune(
     }
 }
 
-/// What [`apply`] would do, without writing: compares the planned bytes
-/// with the files in `dir`.
-pub fn preview(dir: &Path, plans: &[Planned]) -> Vec<(Change, Option<Vec<u8>>)> {
-    let mut out = Vec::new();
-    for p in plans {
-        let path = dir.join(&p.file);
-        let old = std::fs::read(&path).ok();
-        let action = match (&p.spec, &old) {
-            (None, None) => continue,
-            (None, Some(_)) => Action::Removed,
-            (Some(_), None) => Action::Created,
-            (Some(_), Some(o)) if *o == p.bytes => Action::Unchanged,
-            (Some(_), Some(_)) => Action::Updated,
+/// What [`preview_all`] foresees, as [`Applied`] reports what happened.
+#[derive(Debug, Default)]
+pub struct Previewed {
+    /// Spec files.
+    pub specs: Vec<Preview>,
+    /// Device-info files.
+    pub devinfo: Vec<Preview>,
+    /// What the real run would refuse or fail on, each naming its file.
+    pub errors: Vec<Error>,
+}
+
+/// One change [`preview_all`] foresees, with the file's current content
+/// (for `--diff`).
+#[derive(Debug, Clone)]
+pub struct Preview {
+    /// What would happen to the file.
+    pub change: Change,
+    /// The bytes on disk now, when the file is a regular file.
+    pub old: Option<Vec<u8>>,
+    /// The bytes that would be written (empty for removals).
+    pub new: Vec<u8>,
+}
+
+/// What [`apply_all`] would do, without writing or locking anything: every
+/// file it would create, update or leave unchanged, every file it would
+/// remove or leave alone, and every refusal, decided exactly as the real
+/// run decides (the same ownership rules, conflict check and stale-file
+/// decision, [`write::Ownership::stale`]).
+///
+/// # Errors
+/// [`DirError`] when a directory's state cannot be read (the real run
+/// would fail on it too).
+pub fn preview_all(
+    output_dir: &Path,
+    devinfo_dir: &Path,
+    generators: &[Loaded],
+    plans: &[Planned],
+) -> Result<Previewed, DirError> {
+    let dir_err = |dir: &Path| {
+        let dir = dir.to_path_buf();
+        move |source| DirError { dir, source }
+    };
+    let mut out = Previewed::default();
+    if output_dir.exists() || plans.iter().any(|p| p.spec.is_some()) {
+        let own = write::Ownership::read(output_dir).map_err(dir_err(output_dir))?;
+        for p in plans {
+            let mut keep = BTreeSet::new();
+            if p.spec.is_some() {
+                let mine: BTreeSet<String> = own.owned_by(&p.generator).into_iter().collect();
+                if let Err(e) = check_conflicts(output_dir, p, &mine) {
+                    out.errors.push(e);
+                    continue;
+                }
+                match foresee(output_dir, &own, &p.file, &p.bytes, &p.generator) {
+                    Ok(mut preview) => {
+                        keep.insert(p.file.clone());
+                        preview.change.devices = p.spec.as_ref().map_or(0, |s| s.devices.len());
+                        out.specs.push(preview);
+                    }
+                    Err(e) => {
+                        out.errors.push(e);
+                        continue;
+                    }
+                }
+            }
+            foresee_stale(
+                output_dir,
+                &own,
+                &p.generator,
+                &keep,
+                &mut out.specs,
+                &mut out.errors,
+            );
+        }
+    }
+    let devinfo_generators: Vec<&str> = generators
+        .iter()
+        .filter(|g| g.generator.device_info)
+        .map(|g| g.generator.name.as_str())
+        .collect();
+    let has_devinfo = plans
+        .iter()
+        .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
+    if has_devinfo || (!devinfo_generators.is_empty() && devinfo_dir.exists()) {
+        let own = write::Ownership::read(devinfo_dir).map_err(dir_err(devinfo_dir))?;
+        for p in plans
+            .iter()
+            .filter(|p| devinfo_generators.contains(&p.generator.as_str()))
+        {
+            let mut keep = BTreeSet::new();
+            for (name, bytes) in &p.devinfo {
+                // The writer keeps a file it could not write, too.
+                keep.insert(name.clone());
+                match foresee(devinfo_dir, &own, name, bytes, &p.generator) {
+                    Ok(mut preview) => {
+                        preview.change.devices = 1;
+                        out.devinfo.push(preview);
+                    }
+                    Err(e) => out.errors.push(e),
+                }
+            }
+            foresee_stale(
+                devinfo_dir,
+                &own,
+                &p.generator,
+                &keep,
+                &mut out.devinfo,
+                &mut out.errors,
+            );
+        }
+    }
+    Ok(out)
+}
+
+/// What writing one file would do.
+fn foresee(
+    dir: &Path,
+    own: &write::Ownership,
+    name: &str,
+    bytes: &[u8],
+    generator: &str,
+) -> Result<Preview, Error> {
+    let outcome = own.would_write(dir, name, bytes)?;
+    let path = dir.join(name);
+    let old = match write::on_disk(&path)? {
+        write::OnDisk::Bytes(b) => Some(b),
+        _ => None,
+    };
+    Ok(Preview {
+        change: Change {
+            path,
+            generator: generator.to_string(),
+            action: outcome.into(),
+            devices: 0,
+        },
+        old,
+        new: bytes.to_vec(),
+    })
+}
+
+/// The stale files of `generator` in `dir`: what would be removed or left
+/// alone.
+fn foresee_stale(
+    dir: &Path,
+    own: &write::Ownership,
+    generator: &str,
+    keep: &BTreeSet<String>,
+    previews: &mut Vec<Preview>,
+    errors: &mut Vec<Error>,
+) {
+    let stale = match own.stale(dir, generator, keep) {
+        Ok(s) => s,
+        Err(e) => return errors.push(e.into()),
+    };
+    for (name, decision) in stale {
+        let action = match decision {
+            write::Stale::Remove => Action::Removed,
+            write::Stale::LeftAlone(_) => Action::LeftAlone,
+            write::Stale::Gone => continue,
         };
-        out.push((
-            Change {
+        let path = dir.join(&name);
+        let old = match write::on_disk(&path) {
+            Ok(write::OnDisk::Bytes(b)) => Some(b),
+            _ => None,
+        };
+        previews.push(Preview {
+            change: Change {
                 path,
-                generator: p.generator.clone(),
+                generator: generator.to_string(),
                 action,
-                devices: p.spec.as_ref().map_or(0, |s| s.devices.len()),
+                devices: 0,
             },
             old,
-        ));
+            new: Vec::new(),
+        });
     }
-    out
 }
 
 /// What [`apply_all`] did: every file's change, and the per-generator

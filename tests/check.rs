@@ -326,7 +326,7 @@ fn a_file_with_our_name_that_cdigen_did_not_write_is_foreign() {
     assert_eq!(
         out,
         "foreign: cdi/intel.com-gpu.yaml: not written by cdigen: generate will not overwrite it (remove it or move it away)\n\
-         foreign: cdi/intel.com-npu.yaml: not a regular file: generate will not replace it\n\
+         foreign: cdi/intel.com-npu.yaml: a symbolic link, not a regular file: generate will not replace it\n\
          not current: 2 spec files and 0 device-info files checked, 2 problems, 0 warnings\n"
     );
     assert_eq!(code, 1);

@@ -21,7 +21,6 @@ pub mod diff;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
@@ -31,7 +30,7 @@ use crate::cdi::dirs::{Input, scan};
 use crate::cdi::{self, Format, Spec};
 use crate::generate::{self, Planned, Plans};
 use crate::root::HostRoot;
-use crate::write::{self, Ownership};
+use crate::write::{self, LeftAlone, OnDisk, Ownership, Stale};
 
 /// The directories to check.
 #[derive(Debug, Clone)]
@@ -227,26 +226,6 @@ struct RuntimeView {
     others: Vec<(usize, PathBuf, BTreeMap<String, Vec<PathBuf>>)>,
 }
 
-/// What is at a path.
-enum OnDisk {
-    Absent,
-    NotRegular,
-    Unreadable(io::Error),
-    Bytes(Vec<u8>),
-}
-
-fn read(path: &Path) -> OnDisk {
-    match fs::symlink_metadata(path) {
-        Err(e) if e.kind() == io::ErrorKind::NotFound => OnDisk::Absent,
-        Err(e) => OnDisk::Unreadable(e),
-        Ok(m) if !m.is_file() => OnDisk::NotRegular,
-        Ok(_) => match fs::read(path) {
-            Ok(b) => OnDisk::Bytes(b),
-            Err(e) => OnDisk::Unreadable(e),
-        },
-    }
-}
-
 struct Checker<'a> {
     root: &'a HostRoot,
     findings: Vec<Finding>,
@@ -286,6 +265,7 @@ impl Checker<'_> {
                         dir.display()
                     ),
                     write::Error::Io { source, .. } => format!("cannot read: {source}"),
+                    write::Error::Read(e) => format!("cannot read: {}", e.reason()),
                     other => other.to_string(),
                 };
                 self.push(
@@ -317,16 +297,16 @@ impl Checker<'_> {
     /// finding when there is none to compare: `missing` (the reason given)
     /// when absent, foreign when not a regular file, or unreadable.
     fn on_disk(&mut self, path: &Path, g: Option<&str>, missing: String) -> Option<Vec<u8>> {
-        let (kind, reason) = match read(path) {
-            OnDisk::Bytes(b) => return Some(b),
-            OnDisk::Unreadable(e) => {
+        let (kind, reason) = match write::on_disk(path) {
+            Ok(OnDisk::Bytes(b)) => return Some(b),
+            Err(e) => {
                 self.unreadable(path.to_path_buf(), g, &e);
                 return None;
             }
-            OnDisk::Absent => (Kind::Missing, missing),
-            OnDisk::NotRegular => (
+            Ok(OnDisk::Absent) => (Kind::Missing, missing),
+            Ok(OnDisk::NotRegular(what)) => (
                 Kind::Foreign,
-                "not a regular file: generate will not replace it".into(),
+                format!("{what}, not a regular file: generate will not replace it"),
             ),
         };
         self.push(kind, path.to_path_buf(), g, None, None, reason);
@@ -361,10 +341,10 @@ impl Checker<'_> {
                 );
             }
         }
-        let keep: BTreeSet<&str> = p
+        let keep: BTreeSet<String> = p
             .spec
             .as_ref()
-            .map(|_| p.file.as_str())
+            .map(|_| p.file.clone())
             .into_iter()
             .collect();
         let why = if p.spec.is_some() {
@@ -372,11 +352,7 @@ impl Checker<'_> {
         } else {
             format!("generator {:?} selects no device now", p.generator)
         };
-        for name in own.owned_by(&p.generator) {
-            if !keep.contains(name.as_str()) {
-                self.orphan(dir, own, &name, &p.generator, &why, true);
-            }
-        }
+        self.orphans(dir, own, &keep, &p.generator, &why, true);
     }
 
     /// A spec on disk that is not what generate would write.
@@ -457,47 +433,49 @@ impl Checker<'_> {
         }
     }
 
-    /// A file `generator` wrote that generate would no longer write.
-    fn orphan(
+    /// The files `generator` wrote that generate would no longer write,
+    /// decided as generate decides ([`Ownership::stale`]).
+    fn orphans(
         &mut self,
         dir: &Path,
         own: &Ownership,
-        name: &str,
+        keep: &BTreeSet<String>,
         generator: &str,
         why: &str,
         spec: bool,
     ) {
-        let path = dir.join(name);
         let g = Some(generator);
-        let reason = match read(&path) {
-            // Generate just forgets it.
-            OnDisk::Absent => return,
-            OnDisk::Unreadable(e) => return self.unreadable(path, g, &e),
-            OnDisk::NotRegular => format!(
-                "{why}, but it is not a regular file: generate will leave it alone and forget it; remove it by hand"
-            ),
-            OnDisk::Bytes(b) if own.owns(name, &b) => format!("{why}: generate would remove it"),
-            OnDisk::Bytes(_) => format!(
-                "{why}, but it was changed since cdigen wrote it: generate will leave it alone and forget it; remove it by hand"
-            ),
+        let stale = match own.stale(dir, generator, keep) {
+            Ok(s) => s,
+            Err(e) => return self.unreadable(dir.to_path_buf(), g, &e),
         };
-        if spec {
-            self.checked.specs += 1;
-        } else {
-            self.checked.device_info += 1;
+        for (name, decision) in stale {
+            let reason = match decision {
+                // Generate just forgets it.
+                Stale::Gone => continue,
+                Stale::Remove => format!("{why}: generate would remove it"),
+                Stale::LeftAlone(LeftAlone::NotRegular(what)) => format!(
+                    "{why}, but it is {what}, not a regular file: generate will leave it alone and forget it; remove it by hand"
+                ),
+                Stale::LeftAlone(LeftAlone::Changed) => format!(
+                    "{why}, but it was changed since cdigen wrote it: generate will leave it alone and forget it; remove it by hand"
+                ),
+            };
+            if spec {
+                self.checked.specs += 1;
+            } else {
+                self.checked.device_info += 1;
+            }
+            self.push(Kind::Orphan, dir.join(&name), g, None, None, reason);
         }
-        self.push(Kind::Orphan, path, g, None, None, reason);
     }
 
-    fn unreadable(&mut self, path: PathBuf, g: Option<&str>, e: &io::Error) {
-        self.push(
-            Kind::Unreadable,
-            path,
-            g,
-            None,
-            None,
-            format!("cannot read: {e}"),
-        );
+    fn unreadable(&mut self, path: PathBuf, g: Option<&str>, e: &write::Error) {
+        let reason = match e {
+            write::Error::Read(e) => format!("cannot read: {}", e.reason()),
+            other => format!("cannot read: {}", error_chain(other)),
+        };
+        self.push(Kind::Unreadable, path, g, None, None, reason);
     }
 
     /// One generator's device-info files.
@@ -539,11 +517,8 @@ impl Checker<'_> {
             "its device is gone (generator {:?} no longer selects it)",
             p.generator
         );
-        for name in own.owned_by(&p.generator) {
-            if !keep.contains(name.as_str()) {
-                self.orphan(dir, own, &name, &p.generator, &why, false);
-            }
-        }
+        let keep: BTreeSet<String> = keep.into_iter().map(str::to_string).collect();
+        self.orphans(dir, own, &keep, &p.generator, &why, false);
     }
 
     /// The runtime's spec directories other than the output directory, or

@@ -168,8 +168,8 @@ fn an_orphan_that_is_a_symlink_is_left_alone_and_said_so() {
         kinds_and_reasons(&r),
         [(
             Kind::Orphan,
-            "generator \"g\" selects no device now, but it is not a regular file: generate will \
-             leave it alone and forget it; remove it by hand"
+            "generator \"g\" selects no device now, but it is a symbolic link, not a regular file: \
+             generate will leave it alone and forget it; remove it by hand"
                 .into()
         )]
     );
@@ -235,7 +235,7 @@ fn an_unreadable_state_file_stops_the_checks_of_that_directory_only() {
             (
                 Kind::Unreadable,
                 env.path("cdi/.cdigen-state"),
-                "cannot read: Is a directory (os error 21)".into()
+                "cannot read: a directory, not a regular file: not opening it".into()
             ),
             (
                 Kind::Missing,

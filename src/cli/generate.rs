@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::Context as _;
 
 use super::{EXIT_FINDINGS, EXIT_OK, GenerateArgs};
-use crate::generate::{Action, Planned, apply_all, plan_all, preview};
+use crate::generate::{Action, Planned, apply_all, plan_all, preview_all};
 use crate::write::ManagedDir;
 use crate::write::Outcome;
 
@@ -32,54 +32,29 @@ pub(crate) fn run(
         return write_single(target, &plans, args, out, failed);
     }
 
-    let devinfo_generators: Vec<&str> = generators
-        .iter()
-        .filter(|g| g.generator.device_info)
-        .map(|g| g.generator.name.as_str())
-        .collect();
     if args.dry_run {
-        for p in plans
-            .iter()
-            .filter(|p| devinfo_generators.contains(&p.generator.as_str()))
-        {
-            for (name, bytes) in &p.devinfo {
-                let path = args.devinfo_dir.join(name);
-                let action = match std::fs::read(&path) {
-                    Ok(old) if old == *bytes => "unchanged",
-                    Ok(_) => "updated",
-                    Err(_) => "created",
-                };
-                writeln!(out, "would be {action}: {}", path.display())?;
-            }
-        }
-        for (change, old) in preview(&args.output_dir, &plans) {
+        // The same lines as the real run, each prefixed with "would be".
+        let previewed = preview_all(&args.output_dir, &args.devinfo_dir, &generators, &plans)?;
+        for p in &previewed.specs {
+            let c = &p.change;
             writeln!(
                 out,
                 "would be {}: {} ({})",
-                change.action.as_str(),
-                change.path.display(),
-                devices(change.devices)
+                c.action.as_str(),
+                c.path.display(),
+                devices(c.devices)
             )?;
-            if args.diff && change.action != Action::Unchanged {
-                let new = plans
-                    .iter()
-                    .find(|p| args.output_dir.join(&p.file) == change.path)
-                    .map(|p| String::from_utf8_lossy(&p.bytes).into_owned())
-                    .unwrap_or_default();
-                let old = old
-                    .map(|o| String::from_utf8_lossy(&o).into_owned())
-                    .unwrap_or_default();
-                let diff = similar::TextDiff::from_lines(&old, &new);
-                let shown = change.path.display().to_string();
-                let name = shown.trim_start_matches('/');
-                write!(
-                    out,
-                    "{}",
-                    diff.unified_diff()
-                        .context_radius(3)
-                        .header(&format!("a/{name}"), &format!("b/{name}"))
-                )?;
+            if args.diff && c.action != Action::Unchanged && c.action != Action::LeftAlone {
+                write_diff(out, p)?;
             }
+        }
+        for p in &previewed.devinfo {
+            let c = &p.change;
+            writeln!(out, "would be {}: {}", c.action.as_str(), c.path.display())?;
+        }
+        for e in previewed.errors {
+            writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+            failed = true;
         }
         return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
     }
@@ -105,6 +80,26 @@ pub(crate) fn run(
         tracing::info!("no device matched any generator");
     }
     Ok(if failed { EXIT_FINDINGS } else { EXIT_OK })
+}
+
+/// A unified diff of a foreseen change, for `--dry-run --diff`.
+fn write_diff(out: &mut dyn Write, p: &crate::generate::Preview) -> std::io::Result<()> {
+    let old = p
+        .old
+        .as_deref()
+        .map(String::from_utf8_lossy)
+        .unwrap_or_default();
+    let new = String::from_utf8_lossy(&p.new);
+    let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
+    let shown = p.change.path.display().to_string();
+    let name = shown.trim_start_matches('/');
+    write!(
+        out,
+        "{}",
+        diff.unified_diff()
+            .context_radius(3)
+            .header(&format!("a/{name}"), &format!("b/{name}"))
+    )
 }
 
 /// `--output FILE|-`: exactly one spec, to stdout or one file.

@@ -22,7 +22,7 @@
 //!   state update does not orphan the file.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -40,6 +40,10 @@ const TMP_SUFFIX: &str = ".tmp";
 pub const FILE_MODE: u32 = 0o644;
 /// Mode of directories created.
 pub const DIR_MODE: u32 = 0o755;
+/// Largest state file read (a record is about 150 bytes: 100,000 files).
+pub const MAX_STATE_BYTES: u64 = 16 << 20;
+/// Largest existing output file read to compare it with new content.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// What the writer can fail on; every variant names the path.
 #[derive(Debug, thiserror::Error)]
@@ -67,11 +71,17 @@ pub enum Error {
         path: PathBuf,
     },
     /// The target is a symlink, a directory or another non-regular file.
-    #[error("refusing to replace {}: not a regular file", path.display())]
+    #[error("refusing to replace {}: {what}, not a regular file", path.display())]
     NotRegular {
         /// The path.
         path: PathBuf,
+        /// What is there (`a symbolic link`, `a FIFO`, ...).
+        what: &'static str,
     },
+    /// A file cdigen reads (its state, an output file to compare) is not
+    /// a regular file, too large, or unreadable.
+    #[error(transparent)]
+    Read(#[from] crate::fsio::Error),
     /// A file name that is not a plain name.
     #[error(
         "invalid file name {name:?}: expected a plain name of A-Z a-z 0-9 . _ - : not starting with '.'"
@@ -187,12 +197,15 @@ impl ManagedDir {
         replace(&self.dir, STATE_FILE, &bytes)
     }
 
-    /// Whether cdigen wrote `name` and it still has the content written.
+    /// Whether cdigen wrote `name` and it is still a regular file with
+    /// the content written.
     pub fn owns(&self, name: &str) -> bool {
-        let path = self.dir.join(name);
-        match (self.state.files.get(name), fs::read(&path)) {
-            (Some(rec), Ok(bytes)) => rec.sha256.contains(&sha256_hex(&bytes)),
-            _ => false,
+        match self.state.files.get(name) {
+            Some(rec) => matches!(
+                on_disk(&self.dir.join(name)),
+                Ok(OnDisk::Bytes(b)) if rec.sha256.contains(&sha256_hex(&b))
+            ),
+            None => false,
         }
     }
 
@@ -287,11 +300,10 @@ impl ManagedDir {
         check_name(name)?;
         let target = self.dir.join(name);
         let new_hash = sha256_hex(bytes);
-        let existing = match fs::symlink_metadata(&target) {
-            Ok(meta) if !meta.is_file() => return Err(Error::NotRegular { path: target }),
-            Ok(_) => Some(fs::read(&target).map_err(io_err("cannot read", &target))?),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
-            Err(e) => return Err(io_err("cannot stat", &target)(e)),
+        let existing = match on_disk(&target)? {
+            OnDisk::Absent => None,
+            OnDisk::NotRegular(what) => return Err(Error::NotRegular { path: target, what }),
+            OnDisk::Bytes(b) => Some(b),
         };
         let outcome = match &existing {
             Some(old) if old.as_slice() == bytes => {
@@ -338,33 +350,121 @@ impl ManagedDir {
     }
 
     /// Removes the files recorded for `owner` that are not in `keep`, when
-    /// their content still proves cdigen wrote them. Returns the removed
-    /// names and those left alone (changed by someone else: cdigen forgets
-    /// them and never touches them again).
+    /// their content still proves cdigen wrote them, as
+    /// [`Ownership::stale`] decides. Returns the removed names and those
+    /// left alone (changed by someone else, or no longer a regular file:
+    /// cdigen forgets them and never touches them again).
     ///
     /// # Errors
-    /// [`Error::Io`] on filesystem failures.
+    /// [`Error::Io`] on filesystem failures; [`Error::Read`] when a file
+    /// cannot be examined (nothing is removed then).
     pub fn remove_stale(&mut self, owner: &str, keep: &BTreeSet<String>) -> Result<Pruned, Error> {
+        let decisions = stale_files(&self.state, &self.dir, owner, keep)?;
         let mut pruned = Pruned::default();
-        for name in self.owned_by(owner) {
-            if keep.contains(&name) {
-                continue;
-            }
-            let path = self.dir.join(&name);
-            match fs::symlink_metadata(&path) {
-                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => return Err(io_err("cannot stat", &path)(e)),
-                Ok(meta) if meta.is_file() && self.owns(&name) => {
+        for (name, decision) in &decisions {
+            let path = self.dir.join(name);
+            match decision {
+                Stale::Remove => {
                     fs::remove_file(&path).map_err(io_err("cannot remove", &path))?;
-                    sync_dir(&self.dir)?;
                     pruned.removed.push(name.clone());
                 }
-                Ok(_) => pruned.left_alone.push(name.clone()),
+                Stale::LeftAlone(_) => pruned.left_alone.push(name.clone()),
+                Stale::Gone => {}
             }
-            self.state.files.remove(&name);
-            self.save_state()?;
         }
+        if decisions.is_empty() {
+            return Ok(pruned);
+        }
+        if !pruned.removed.is_empty() {
+            sync_dir(&self.dir)?;
+        }
+        for (name, _) in &decisions {
+            self.state.files.remove(name);
+        }
+        self.save_state()?;
         Ok(pruned)
+    }
+}
+
+/// What `generate` does with a file it recorded for a generator that no
+/// longer writes it (see [`Ownership::stale`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stale {
+    /// Still the content cdigen wrote: removed.
+    Remove,
+    /// Changed since, or no longer a regular file: left alone and
+    /// forgotten.
+    LeftAlone(LeftAlone),
+    /// Already gone: forgotten.
+    Gone,
+}
+
+/// Why a stale file is left alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LeftAlone {
+    /// Its content is not what cdigen wrote.
+    Changed,
+    /// It is a symlink, a directory or another non-regular file (what).
+    NotRegular(&'static str),
+}
+
+/// The files of `state` recorded for `owner` but not in `keep`, sorted,
+/// with what becomes of each.
+fn stale_files(
+    state: &State,
+    dir: &Path,
+    owner: &str,
+    keep: &BTreeSet<String>,
+) -> Result<Vec<(String, Stale)>, Error> {
+    let mut out = Vec::new();
+    for name in owned_by(state, owner) {
+        if keep.contains(&name) {
+            continue;
+        }
+        let decision = match on_disk(&dir.join(&name))? {
+            OnDisk::Absent => Stale::Gone,
+            OnDisk::NotRegular(what) => Stale::LeftAlone(LeftAlone::NotRegular(what)),
+            OnDisk::Bytes(b) => {
+                let hash = sha256_hex(&b);
+                if state
+                    .files
+                    .get(&name)
+                    .is_some_and(|r| r.sha256.contains(&hash))
+                {
+                    Stale::Remove
+                } else {
+                    Stale::LeftAlone(LeftAlone::Changed)
+                }
+            }
+        };
+        out.push((name, decision));
+    }
+    Ok(out)
+}
+
+/// What is at a path in a managed directory, examined without following
+/// a symlink or opening anything but a regular file.
+#[derive(Debug)]
+pub enum OnDisk {
+    /// Nothing.
+    Absent,
+    /// Not a regular file (what it is).
+    NotRegular(&'static str),
+    /// A regular file with this content.
+    Bytes(Vec<u8>),
+}
+
+/// Examines `path` (see [`OnDisk`]); files larger than
+/// [`MAX_FILE_BYTES`] are an error.
+///
+/// # Errors
+/// [`Error::Read`] when the file cannot be examined or read.
+pub fn on_disk(path: &Path) -> Result<OnDisk, Error> {
+    match crate::fsio::read(path, MAX_FILE_BYTES, crate::fsio::Links::Refuse) {
+        Ok(b) => Ok(OnDisk::Bytes(b)),
+        Err(e) if e.is_not_found() => Ok(OnDisk::Absent),
+        Err(crate::fsio::Error::NotRegular { what, .. }) => Ok(OnDisk::NotRegular(what)),
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -396,15 +496,15 @@ pub struct Pruned {
 /// Reads `dir`'s state file; an absent one is an empty state.
 fn load_state(dir: &Path) -> Result<State, Error> {
     let path = dir.join(STATE_FILE);
-    let bytes = match fs::read(&path) {
+    let bytes = match crate::fsio::read(&path, MAX_STATE_BYTES, crate::fsio::Links::Refuse) {
         Ok(b) => b,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
+        Err(e) if e.is_not_found() => {
             return Ok(State {
                 version: 1,
                 files: BTreeMap::new(),
             });
         }
-        Err(e) => return Err(io_err("cannot read", &path)(e)),
+        Err(e) => return Err(e.into()),
     };
     let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::BadState {
         path: path.clone(),
@@ -414,6 +514,17 @@ fn load_state(dir: &Path) -> Result<State, Error> {
         return Err(Error::BadState {
             path,
             reason: format!("unknown version {}", state.version),
+        });
+    }
+    // Names are data, not paths: only names the writer itself accepts
+    // (no `/`, no `..`, no hidden file) can be joined to the directory.
+    if let Some(bad) = state.files.keys().find(|n| check_name(n).is_err()) {
+        return Err(Error::BadState {
+            path,
+            reason: format!(
+                "entry {} is not a plain file name cdigen writes; not touching any file it names",
+                quoted(bad)
+            ),
         });
     }
     Ok(state)
@@ -461,6 +572,42 @@ impl Ownership {
     pub fn owned_by(&self, owner: &str) -> Vec<String> {
         owned_by(&self.state, owner)
     }
+
+    /// The files in `dir` recorded for `owner` but not in `keep`, and
+    /// what [`ManagedDir::remove_stale`] would do with each: the one
+    /// decision the real run, `--dry-run` and `check` share.
+    ///
+    /// # Errors
+    /// [`Error::Read`] when a file cannot be examined.
+    pub fn stale(
+        &self,
+        dir: &Path,
+        owner: &str,
+        keep: &BTreeSet<String>,
+    ) -> Result<Vec<(String, Stale)>, Error> {
+        stale_files(&self.state, dir, owner, keep)
+    }
+
+    /// What writing `bytes` to `name` in `dir` would do, as
+    /// [`ManagedDir::write`] decides, without writing.
+    ///
+    /// # Errors
+    /// As [`ManagedDir::write`] would refuse: [`Error::NotOwned`],
+    /// [`Error::NotRegular`], [`Error::BadName`], [`Error::Read`].
+    pub fn would_write(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<Outcome, Error> {
+        check_name(name)?;
+        let target = dir.join(name);
+        match on_disk(&target)? {
+            OnDisk::Absent => Ok(Outcome::Created),
+            OnDisk::NotRegular(what) => Err(Error::NotRegular { path: target, what }),
+            OnDisk::Bytes(old) if old == bytes => Ok(Outcome::Unchanged),
+            OnDisk::Bytes(old) if self.owns(name, &old) => Ok(Outcome::Updated),
+            OnDisk::Bytes(_) => Err(Error::NotOwned {
+                action: "overwrite",
+                path: target,
+            }),
+        }
+    }
 }
 
 /// Files of `state` recorded for `owner`, sorted.
@@ -497,6 +644,14 @@ fn sync_dir(dir: &Path) -> Result<(), Error> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err("cannot sync directory", dir))
+}
+
+/// A name read from a file, for a message: quoted, escaped, at most 64
+/// characters.
+fn quoted(name: &str) -> String {
+    let short: String = name.chars().take(64).collect();
+    let more = if short.len() < name.len() { "..." } else { "" };
+    format!("{short:?}{more}")
 }
 
 fn check_name(name: &str) -> Result<(), Error> {
@@ -595,12 +750,9 @@ pub fn lock_dir_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<DirLock, Er
 fn open_lock_file(dir: &Path) -> Result<(File, PathBuf), Error> {
     create_dirs(dir)?;
     let lock_path = dir.join(LOCK_FILE);
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(io_err("cannot open lock file", &lock_path))?;
+    // Never through a symlink (root would create a file anywhere) and
+    // never a FIFO (the open would hang).
+    let file = crate::fsio::open_owned(&lock_path, true)?;
     Ok((file, lock_path))
 }
 
@@ -617,6 +769,18 @@ pub fn remove_temp_files(dir: &Path) -> Result<(), Error> {
         let name = name.to_string_lossy();
         if name.starts_with(TMP_PREFIX) && name.ends_with(TMP_SUFFIX) {
             let p = entry.path();
+            // Only regular files are ours: another tool's directory or
+            // link of that name is left alone (unlinking a link is safe,
+            // but it is not ours to remove either).
+            let ft = entry.file_type().map_err(io_err("cannot stat", &p))?;
+            if !ft.is_file() {
+                tracing::warn!(
+                    "{}: {}, not a temp file cdigen left: leaving it alone",
+                    p.display(),
+                    crate::fsio::describe(ft)
+                );
+                continue;
+            }
             tracing::info!("removing {} left by an interrupted run", p.display());
             fs::remove_file(&p).map_err(io_err("cannot remove", &p))?;
         }

@@ -515,7 +515,10 @@ fn symlink_at_target_is_refused_and_untouched() {
         assert!(matches!(err, Error::NotRegular { .. }));
         assert_eq!(
             err.to_string(),
-            format!("refusing to replace {}: not a regular file", link.display())
+            format!(
+                "refusing to replace {}: a symbolic link, not a regular file",
+                link.display()
+            )
         );
     }
     assert!(
@@ -560,7 +563,10 @@ fn directory_at_target_is_refused() {
     assert!(matches!(err, Error::NotRegular { .. }));
     assert_eq!(
         err.to_string(),
-        format!("refusing to replace {}: not a regular file", sub.display())
+        format!(
+            "refusing to replace {}: a directory, not a regular file",
+            sub.display()
+        )
     );
     assert!(sub.is_dir());
     assert_eq!(fs::read(sub.join("inner")).unwrap(), b"inner");
@@ -1165,12 +1171,15 @@ fn ownership_reports_a_corrupt_state_file_naming_it() {
         err.to_string(),
         format!("{}unknown version 2", bad_state_prefix(dir))
     );
-    // A state file that is a directory cannot be read: an I/O error naming it.
+    // A state file that is a directory is not opened: an error naming it.
     fs::remove_file(dir.join(STATE_FILE)).unwrap();
     fs::create_dir(dir.join(STATE_FILE)).unwrap();
     let err = Ownership::read(dir).unwrap_err();
     assert_eq!(
         err.to_string(),
-        format!("cannot read {}", dir.join(STATE_FILE).display())
+        format!(
+            "{}: a directory, not a regular file: not opening it",
+            dir.join(STATE_FILE).display()
+        )
     );
 }
