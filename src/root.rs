@@ -22,7 +22,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::fs;
-use std::io::{self, Read};
+use std::io;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
@@ -31,6 +31,8 @@ use std::sync::Mutex;
 pub const DEV_MANIFEST: &str = "dev.manifest";
 /// Largest file the root reads (sysfs attributes are a page at most).
 pub const MAX_READ: u64 = 1 << 20;
+/// Largest devfs manifest read.
+pub const MAX_MANIFEST: u64 = 16 << 20;
 /// Most symlinks followed while resolving one path (the kernel's limit).
 const MAX_LINKS: usize = 40;
 
@@ -83,6 +85,18 @@ pub enum Error {
     NotUtf8 {
         /// Where it is on disk.
         disk: PathBuf,
+    },
+    /// A FIFO, device node, directory or socket where a file was to be
+    /// read: never opened (a FIFO would block, a device's driver would be
+    /// called).
+    #[error("{}: {what}, not a regular file: not reading it", disk.display())]
+    NotRegular {
+        /// The host path.
+        path: PathBuf,
+        /// Where it is on disk.
+        disk: PathBuf,
+        /// What it is (`a FIFO`, ...).
+        what: &'static str,
     },
     /// Larger than the limit for that file.
     #[error("{}: larger than {limit} bytes", disk.display())]
@@ -191,37 +205,51 @@ impl HostRoot {
     /// [`Error`] when the root is not a readable directory or the manifest
     /// is malformed.
     pub fn open(base: &Path) -> Result<Self, Error> {
-        let meta = fs::metadata(base).map_err(|source| Error::Io {
+        let root_error = |cause| Error::Io {
             path: PathBuf::from("/"),
             disk: base.to_path_buf(),
-            cause: source,
-        })?;
-        if !meta.is_dir() {
-            return Err(Error::Io {
-                path: PathBuf::from("/"),
-                disk: base.to_path_buf(),
-                cause: io::Error::new(io::ErrorKind::NotADirectory, "root is not a directory"),
-            });
-        }
-        let manifest = base.join(DEV_MANIFEST);
-        let devfs = match fs::read_to_string(&manifest) {
-            Ok(text) => DevFs::Manifest(parse_manifest(&manifest, &text)?),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => DevFs::Real,
-            Err(source) => {
-                return Err(Error::Io {
-                    path: PathBuf::from("/").join(DEV_MANIFEST),
-                    disk: manifest,
-                    cause: source,
-                });
-            }
+            cause,
         };
-        Ok(HostRoot {
+        let meta = fs::metadata(base).map_err(root_error)?;
+        if !meta.is_dir() {
+            return Err(root_error(io::Error::new(
+                io::ErrorKind::NotADirectory,
+                "the root is not a directory",
+            )));
+        }
+        // A root that cannot be listed is the root's problem, not that of
+        // the first file looked up in it.
+        fs::read_dir(base).map_err(|e| {
+            root_error(io::Error::new(
+                e.kind(),
+                format!("cannot read the root directory: {e}"),
+            ))
+        })?;
+        let mut root = HostRoot {
             base: base.to_path_buf(),
-            devfs,
+            devfs: DevFs::Real,
             record: None,
             driver_root: PathBuf::from("/"),
             links: Mutex::new(std::collections::HashMap::new()),
-        })
+        };
+        // Read like every other root file: resolved inside the root, a
+        // regular file, bounded.
+        let host = PathBuf::from("/").join(DEV_MANIFEST);
+        match root.read_limited(&host, MAX_MANIFEST) {
+            Ok(bytes) => {
+                let disk = root.disk_path(&host);
+                let text =
+                    String::from_utf8(bytes).map_err(|_| Error::NotUtf8 { disk: disk.clone() })?;
+                root.devfs = DevFs::Manifest(parse_manifest(&disk, &text)?);
+            }
+            Err(e) if e.is_not_found() => {}
+            Err(e) => return Err(e),
+        }
+        // Lookups made while opening must not outlive it.
+        if let Ok(mut cache) = root.links.lock() {
+            cache.clear();
+        }
+        Ok(root)
     }
 
     /// Sets where the NVIDIA driver's files are (a host path).
@@ -402,14 +430,23 @@ impl HostRoot {
     pub fn read_limited(&self, host: &Path, limit: u64) -> Result<Vec<u8>, Error> {
         let real = self.resolve(host)?;
         let disk = self.disk_path(&real);
-        let file = fs::File::open(&disk).map_err(|e| self.io_error(host, e))?;
-        let mut buf = Vec::new();
-        file.take(limit.saturating_add(1))
-            .read_to_end(&mut buf)
-            .map_err(|e| self.io_error(host, e))?;
-        if buf.len() as u64 > limit {
-            return Err(Error::TooLarge { disk, limit });
-        }
+        // `resolve` followed every link inside the root: the file itself
+        // is no link, and it must be a regular file (a FIFO would hang the
+        // read, a device node must never be opened).
+        let buf =
+            crate::fsio::read(&disk, limit, crate::fsio::Links::Refuse).map_err(|e| match e {
+                crate::fsio::Error::Io { source, .. } => self.io_error(host, source),
+                crate::fsio::Error::NotRegular { what, .. } => Error::NotRegular {
+                    path: host.to_path_buf(),
+                    disk: self.disk_path(host),
+                    what,
+                },
+                crate::fsio::Error::TooLarge { limit, .. } => Error::TooLarge {
+                    disk: disk.clone(),
+                    limit,
+                },
+                crate::fsio::Error::NotUtf8 { .. } => Error::NotUtf8 { disk: disk.clone() },
+            })?;
         self.note(|r| {
             r.files.insert(real.clone(), buf.clone());
         });

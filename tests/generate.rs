@@ -150,7 +150,7 @@ fn unreadable_dev_file_skips_that_node_with_a_warning() {
     assert_eq!(out, "created: cdi/amd.com-gpu.yaml (2 devices)\n");
     assert!(
         err.contains(
-            "/sys/class/drm/card1/dev: root/sys/class/drm/card1/dev: Is a directory (os error 21); skipping card1"
+            "/sys/class/drm/card1/dev: root/sys/class/drm/card1/dev: a directory, not a regular file: not reading it; skipping card1"
         ),
         "{err}"
     );

@@ -230,6 +230,7 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
         Err(e) => {
             let message = match &e {
                 super::LoadError::Parse { cause, .. } => cause.to_string(),
+                super::LoadError::File(e) => format!("cannot read: {}", e.reason()),
                 other => std::error::Error::source(other)
                     .map_or_else(|| other.to_string(), |s| format!("cannot read: {s}")),
             };

@@ -28,6 +28,9 @@ pub const DYNAMIC_DIR: &str = "/var/run/cdi";
 /// The directories runtimes read by default, lowest priority first.
 pub const DEFAULT_SPEC_DIRS: [&str; 2] = [STATIC_DIR, DYNAMIC_DIR];
 
+/// Largest spec file read (the largest real specs are a few MB).
+pub const MAX_SPEC_BYTES: u64 = 64 << 20;
+
 /// Why a spec file could not be loaded.
 #[derive(Debug, thiserror::Error)]
 pub enum LoadError {
@@ -40,6 +43,10 @@ pub enum LoadError {
         #[source]
         source: std::io::Error,
     },
+    /// Not a regular file (a symlink to one is followed), too large, or
+    /// unreadable; never opened when not a regular file.
+    #[error(transparent)]
+    File(#[from] crate::fsio::Error),
     /// The extension is not one runtimes load.
     #[error("{}: not a spec file name (runtimes load only *.json and *.yaml)", path.display())]
     Extension {
@@ -64,10 +71,9 @@ pub fn load_file(path: &Path) -> Result<Spec, LoadError> {
     let format = Format::from_path(path).ok_or_else(|| LoadError::Extension {
         path: path.to_path_buf(),
     })?;
-    let bytes = std::fs::read(path).map_err(|source| LoadError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    // Runtimes follow a symlinked spec file: so does this, but only to a
+    // regular file (never a FIFO or device), and bounded.
+    let bytes = crate::fsio::read(path, MAX_SPEC_BYTES, crate::fsio::Links::Follow)?;
     codec::parse(&bytes, format).map_err(|cause| LoadError::Parse {
         path: path.to_path_buf(),
         cause: Box::new(cause),

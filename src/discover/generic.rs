@@ -431,6 +431,10 @@ fn read_value(root: &HostRoot, path: &Path) -> Result<Option<String>, String> {
         {
             Ok(None)
         }
+        Err(crate::root::Error::NotRegular {
+            what: "a directory",
+            ..
+        }) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
 }

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::cdi::{Format, Kind, Version};
+use crate::fsio::Links;
 
 /// The shipped definitions: (file name, content).
 pub const BUILTIN: &[(&str, &str)] = &[
@@ -310,6 +311,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A definition file that is not a regular file, too large, or
+    /// unreadable (the message names it).
+    #[error(transparent)]
+    File(#[from] crate::fsio::Error),
     /// Not valid YAML for a definition (the message has the line).
     #[error("{}: {message}", path.display())]
     Parse {
@@ -541,6 +546,9 @@ impl Generator {
 ///
 /// # Errors
 /// The first [`Error`] met: a broken definition stops the run, so that a
+/// Largest generator definition file read.
+pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
+
 /// typo never silently drops a spec.
 pub fn load(user_dirs: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
     let mut by_name: BTreeMap<String, Loaded> = BTreeMap::new();
@@ -573,10 +581,9 @@ pub fn load(user_dirs: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
         files.sort();
         let mut here: BTreeMap<String, PathBuf> = BTreeMap::new();
         for path in files {
-            let text = std::fs::read_to_string(&path).map_err(|source| Error::Read {
-                path: path.clone(),
-                source,
-            })?;
+            // An administrator may link a definition in; the link is
+            // followed only to a regular file, read bounded.
+            let text = crate::fsio::read_to_string(&path, MAX_DEFINITION_BYTES, Links::Follow)?;
             let g = parse(&path, &text)?;
             if let Some(other) = here.insert(g.name.clone(), path.clone()) {
                 return Err(Error::Duplicate {

@@ -10,7 +10,6 @@
 //! nodes it holds exclusively and shared (see [`super::alloc`]).
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
 
@@ -51,6 +50,9 @@ pub enum Error {
         reason: String,
     },
 }
+
+/// Largest allocations file read.
+pub const MAX_STATE_BYTES: u64 = 16 << 20;
 
 /// The allocations file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -242,7 +244,9 @@ impl Store {
         let lock = write::lock_dir(dir)?;
         write::remove_temp_files(dir)?;
         let path = dir.join(STATE_FILE);
-        let state = match fs::read(&path) {
+        // Another tool can write this file: never through a symlink,
+        // never a FIFO, bounded.
+        let state = match crate::fsio::read(&path, MAX_STATE_BYTES, crate::fsio::Links::Refuse) {
             Ok(bytes) => {
                 let state: State = serde_json::from_slice(&bytes).map_err(|e| Error::Corrupt {
                     path: path.clone(),
@@ -254,8 +258,8 @@ impl Store {
                 })?;
                 state
             }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => State::default(),
-            Err(source) => return Err(Error::Read { path, source }),
+            Err(e) if e.is_not_found() => State::default(),
+            Err(e) => return Err(Error::Write(write::Error::Read(e))),
         };
         Ok(Store {
             dir: dir.to_path_buf(),
@@ -289,6 +293,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
     use super::*;
+    use std::fs;
 
     fn device(id: &str) -> AllocatedDevice {
         AllocatedDevice {

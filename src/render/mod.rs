@@ -35,6 +35,9 @@ pub const BUILTIN: &[(&str, &str)] = &[
 /// Node roles every device of a spec needs, offered as `common_nodes`.
 pub const COMMON_ROLES: [&str; 4] = crate::discover::nvidia::CONTROL_ROLES;
 
+/// Largest template file read.
+pub const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
+
 /// File suffix of templates in a directory.
 pub const SUFFIX: &str = ".json.hbs";
 
@@ -50,6 +53,10 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// A template file that is not a regular file, too large, or
+    /// unreadable (the message names it).
+    #[error(transparent)]
+    File(#[from] crate::fsio::Error),
     /// A template does not compile.
     #[error("{}: {message}", path.display())]
     Compile {
@@ -208,10 +215,12 @@ impl Templates {
                 else {
                     continue;
                 };
-                let text = std::fs::read_to_string(&path).map_err(|source| Error::Read {
-                    path: path.clone(),
-                    source,
-                })?;
+                // Followed only to a regular file, read bounded.
+                let text = crate::fsio::read_to_string(
+                    &path,
+                    MAX_TEMPLATE_BYTES,
+                    crate::fsio::Links::Follow,
+                )?;
                 t.add(&name, path, &text)?;
             }
         }

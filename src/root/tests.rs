@@ -185,7 +185,7 @@ fn open_root_that_is_a_file() {
     assert!(!err.is_not_found());
     assert_eq!(
         err.to_string(),
-        format!("{}: root is not a directory", file.display())
+        format!("{}: the root is not a directory", file.display())
     );
 }
 
@@ -213,7 +213,7 @@ fn open_manifest_that_is_not_utf8() {
     let (_tmp, base) = new_root();
     put(&base, DEV_MANIFEST, b"/dev/\xff d\n");
     let err = HostRoot::open(&base).unwrap_err();
-    assert!(matches!(err, Error::Io { .. }));
+    assert!(matches!(err, Error::NotUtf8 { .. }));
     assert!(
         err.to_string()
             .starts_with(&format!("{}: ", base.join(DEV_MANIFEST).display())),
@@ -734,7 +734,7 @@ fn read_of_a_directory_is_an_error() {
     assert_eq!(
         err.to_string(),
         format!(
-            "{}: Is a directory (os error 21)",
+            "{}: a directory, not a regular file: not reading it",
             base.join("sys/dir").display()
         )
     );
@@ -1717,4 +1717,141 @@ proptest! {
             let _ = root.list_dir_opt(Path::new(&host));
         }
     }
+}
+
+fn mkfifo(path: &Path) {
+    rustix::fs::mknodat(
+        rustix::fs::CWD,
+        path,
+        rustix::fs::FileType::Fifo,
+        rustix::fs::Mode::from_raw_mode(0o644),
+        0,
+    )
+    .unwrap();
+}
+
+/// Fails the test when `f` blocks (a FIFO opened for reading).
+fn quick<T>(f: impl FnOnce() -> T) -> T {
+    let start = std::time::Instant::now();
+    let out = f();
+    assert!(
+        start.elapsed() < std::time::Duration::from_secs(5),
+        "blocked"
+    );
+    out
+}
+
+#[test]
+fn a_fifo_anywhere_under_the_root_is_refused_not_opened() {
+    let (_tmp, base) = new_root();
+    mkdir(&base, "sys/class/drm/card0");
+    mkdir(&base, "proc");
+    mkfifo(&base.join("sys/class/drm/card0/dev"));
+    mkfifo(&base.join("proc/devices"));
+    let root = open(&base);
+    for (host, disk) in [
+        ("/sys/class/drm/card0/dev", "sys/class/drm/card0/dev"),
+        ("/proc/devices", "proc/devices"),
+    ] {
+        let err = quick(|| root.read_attr(Path::new(host))).unwrap_err();
+        assert!(matches!(err, Error::NotRegular { what: "a FIFO", .. }));
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: a FIFO, not a regular file: not reading it",
+                base.join(disk).display()
+            )
+        );
+    }
+    // Through a link inside the root too.
+    symlink("../proc/devices", base.join("sys/devices")).unwrap();
+    let err = quick(|| root.read(&sys_path("devices"))).unwrap_err();
+    assert!(
+        matches!(err, Error::NotRegular { what: "a FIFO", .. }),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_device_node_under_the_root_is_never_opened() {
+    let (_tmp, base) = new_root();
+    mkdir(&base, "sys");
+    // A link to the host's /dev/zero is taken inside the root (chroot
+    // semantics) and a link to a real device node inside the root is
+    // refused before any open: nothing reads endless zeroes.
+    symlink("/dev/zero", base.join("sys/zero")).unwrap();
+    let root = open(&base);
+    let err = quick(|| root.read(&sys_path("zero"))).unwrap_err();
+    assert!(err.is_not_found(), "{err}");
+    let err = quick(|| root.read(Path::new("/sys/../../../../dev/zero"))).unwrap_err();
+    assert!(matches!(err, Error::Escape { .. }), "{err}");
+    // A real character device (1:5, zero) in the root, where mknod is
+    // allowed (root): refused by its type.
+    let node = base.join("sys/zero-node");
+    let made = rustix::fs::mknodat(
+        rustix::fs::CWD,
+        &node,
+        rustix::fs::FileType::CharacterDevice,
+        rustix::fs::Mode::from_raw_mode(0o666),
+        rustix::fs::makedev(1, 5),
+    );
+    if made.is_ok() {
+        let err = quick(|| root.read(&sys_path("zero-node"))).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "{}: a character device, not a regular file: not reading it",
+                node.display()
+            )
+        );
+    }
+}
+
+#[test]
+fn an_unreadable_root_is_named_as_the_problem() {
+    use std::os::unix::fs::MetadataExt as _;
+    if fs::metadata("/proc/self").is_ok_and(|m| m.uid() == 0) {
+        // Root reads any directory: nothing to show.
+        return;
+    }
+    let (_tmp, base) = new_root();
+    fs::set_permissions(&base, fs::Permissions::from_mode(0o000)).unwrap();
+    let err = HostRoot::open(&base).unwrap_err();
+    fs::set_permissions(&base, fs::Permissions::from_mode(0o755)).unwrap();
+    let text = err.to_string();
+    assert!(
+        text.starts_with(&format!(
+            "{}: cannot read the root directory: ",
+            base.display()
+        )),
+        "{text}"
+    );
+    assert!(!text.contains(DEV_MANIFEST), "{text}");
+}
+
+#[test]
+fn the_manifest_is_read_inside_the_root() {
+    let (tmp, base) = new_root();
+    // A manifest link to a file outside the root is not followed out.
+    let outside = tmp.path().join("outside.manifest");
+    fs::write(&outside, "/dev/null c 1:3 0666 0 0\n").unwrap();
+    symlink(&outside, base.join(DEV_MANIFEST)).unwrap();
+    let root = HostRoot::open(&base).unwrap();
+    assert!(!root.has_devfs());
+    // A relative link that climbs out is an error naming it.
+    fs::remove_file(base.join(DEV_MANIFEST)).unwrap();
+    symlink("../outside.manifest", base.join(DEV_MANIFEST)).unwrap();
+    let err = HostRoot::open(&base).unwrap_err();
+    assert!(matches!(err, Error::Escape { .. }), "{err}");
+    // A FIFO manifest does not hang the open.
+    fs::remove_file(base.join(DEV_MANIFEST)).unwrap();
+    mkfifo(&base.join(DEV_MANIFEST));
+    let err = quick(|| HostRoot::open(&base)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "{}: a FIFO, not a regular file: not reading it",
+            base.join(DEV_MANIFEST).display()
+        )
+    );
 }

@@ -226,7 +226,7 @@ fn old_names(dir: &Path, plans: &[Planned]) -> Vec<(PathBuf, BTreeSet<String>)> 
     let mut out = Vec::new();
     for p in plans {
         let path = dir.join(&p.file);
-        let Ok(bytes) = std::fs::read(&path) else {
+        let Ok(crate::write::OnDisk::Bytes(bytes)) = crate::write::on_disk(&path) else {
             continue;
         };
         if bytes == p.bytes {

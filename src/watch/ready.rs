@@ -24,6 +24,12 @@ pub(super) struct ReadyFile {
     content: String,
 }
 
+/// Reads a ready file: never through a symlink or from a FIFO, at most
+/// 4 KiB (ours are one short line).
+fn read_small(path: &Path) -> Result<Vec<u8>, crate::fsio::Error> {
+    crate::fsio::read(path, 4096, crate::fsio::Links::Refuse)
+}
+
 /// The directory `path` is in.
 fn parent(path: &Path) -> &Path {
     match path.parent() {
@@ -57,7 +63,7 @@ pub(super) fn check_unused(file: Option<&Path>) -> anyhow::Result<()> {
         Err(e) => Err(e).with_context(|| format!("--ready-file {}", path.display())),
         Ok(m) => {
             let ours =
-                m.is_file() && std::fs::read(path).is_ok_and(|b| b.starts_with(MARKER.as_bytes()));
+                m.is_file() && read_small(path).is_ok_and(|b| b.starts_with(MARKER.as_bytes()));
             if !ours {
                 anyhow::bail!(
                     "refusing to use --ready-file {}: it exists and was not written by cdigen watch",
@@ -95,7 +101,7 @@ impl ReadyFile {
     /// since.
     pub(super) fn withdraw(self) {
         let path = &self.path;
-        match std::fs::read(path) {
+        match read_small(path) {
             Ok(bytes) if bytes == self.content.as_bytes() => {}
             Ok(_) => {
                 tracing::warn!(
@@ -104,9 +110,9 @@ impl ReadyFile {
                 );
                 return;
             }
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return,
+            Err(e) if e.is_not_found() => return,
             Err(e) => {
-                tracing::warn!("cannot read {}: {e}; not removing it", path.display());
+                tracing::warn!("{e}; not removing it");
                 return;
             }
         }
