@@ -927,6 +927,11 @@ fn eight_gpus() -> Host {
 /// Checks the allocations file: valid, each allocation whole (one device
 /// per `gpu:1`), no device twice. Returns request ID → device id.
 fn check_state(host: &Host) -> Vec<(String, String)> {
+    // Every ADD may have been killed before it saved (a loaded machine):
+    // then no file was ever written, which is a consistent state too.
+    if !host.state_file().exists() {
+        return Vec::new();
+    }
     let state = host.state();
     let mut seen = BTreeSet::new();
     let mut out = Vec::new();
