@@ -44,6 +44,7 @@ pub struct Finding {
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
     /// The file.
+    #[serde(serialize_with = "crate::text::lossy_path")]
     pub path: PathBuf,
     /// Its kind, when it parsed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -71,6 +72,7 @@ pub struct ResolvedDevice {
     /// `vendor/class=name`.
     pub name: String,
     /// The spec file defining it.
+    #[serde(serialize_with = "crate::text::lossy_path")]
     pub path: PathBuf,
 }
 

@@ -7,6 +7,7 @@ use anyhow::Context as _;
 
 use super::{EXIT_FINDINGS, EXIT_OK, GenerateArgs};
 use crate::generate::{Action, Planned, apply_all, plan_all, preview};
+use crate::text;
 use crate::write::ManagedDir;
 use crate::write::Outcome;
 
@@ -24,7 +25,7 @@ pub(crate) fn run(
     let planning = plan_all(&generators, &templates, &found, format);
     let mut failed = !planning.failed.is_empty();
     for f in planning.failed {
-        writeln!(err, "cdigen: {:#}", anyhow::Error::from(f.error))?;
+        super::print_error(err, &anyhow::Error::from(f.error))?;
     }
     let plans: Vec<Planned> = planning.planned;
 
@@ -49,7 +50,7 @@ pub(crate) fn run(
                     Ok(_) => "updated",
                     Err(_) => "created",
                 };
-                writeln!(out, "would be {action}: {}", path.display())?;
+                writeln!(out, "would be {action}: {}", text::path(&path))?;
             }
         }
         for (change, old) in preview(&args.output_dir, &plans) {
@@ -57,7 +58,7 @@ pub(crate) fn run(
                 out,
                 "would be {}: {} ({})",
                 change.action.as_str(),
-                change.path.display(),
+                text::path(&change.path),
                 devices(change.devices)
             )?;
             if args.diff && change.action != Action::Unchanged {
@@ -70,15 +71,18 @@ pub(crate) fn run(
                     .map(|o| String::from_utf8_lossy(&o).into_owned())
                     .unwrap_or_default();
                 let diff = similar::TextDiff::from_lines(&old, &new);
-                let shown = change.path.display().to_string();
+                let shown = text::path(&change.path).to_string();
                 let name = shown.trim_start_matches('/');
-                write!(
-                    out,
-                    "{}",
-                    diff.unified_diff()
-                        .context_radius(3)
-                        .header(&format!("a/{name}"), &format!("b/{name}"))
-                )?;
+                let diff = diff
+                    .unified_diff()
+                    .context_radius(3)
+                    .header(&format!("a/{name}"), &format!("b/{name}"))
+                    .to_string();
+                // The old file may hold anything: each line escaped.
+                for line in diff.split_inclusive('\n') {
+                    let line = line.strip_suffix('\n').unwrap_or(line);
+                    writeln!(out, "{}", text::Escaped(line))?;
+                }
             }
         }
         return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
@@ -90,15 +94,15 @@ pub(crate) fn run(
             out,
             "{}: {} ({})",
             c.action.as_str(),
-            c.path.display(),
+            text::path(&c.path),
             devices(c.devices)
         )?;
     }
     for c in &applied.devinfo {
-        writeln!(out, "{}: {}", c.action.as_str(), c.path.display())?;
+        writeln!(out, "{}: {}", c.action.as_str(), text::path(&c.path))?;
     }
     for e in applied.errors {
-        writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+        super::print_error(err, &anyhow::Error::from(e))?;
         failed = true;
     }
     if plans.iter().all(|p| p.spec.is_none()) && !failed {
@@ -159,7 +163,7 @@ fn write_single(
         );
     };
     if args.dry_run {
-        writeln!(out, "would write {}", target.display())?;
+        writeln!(out, "would write {}", text::path(target))?;
         return Ok(EXIT_OK);
     }
     let mut managed = ManagedDir::open(&dir)?;
@@ -169,7 +173,7 @@ fn write_single(
         Outcome::Updated => "updated",
         Outcome::Unchanged => "unchanged",
     };
-    writeln!(out, "{word}: {}", target.display())?;
+    writeln!(out, "{word}: {}", text::path(target))?;
     Ok(if failed { EXIT_FINDINGS } else { EXIT_OK })
 }
 
