@@ -246,13 +246,16 @@ pub struct WatchArgs {
     /// Where device events come from.
     #[arg(long = "source", value_enum, value_name = "SOURCE", default_value_t = EventSourceKind::Auto)]
     pub events: EventSourceKind,
-    /// Quiet period after the last event before regenerating (500ms, 2s, ...; at least 10ms).
-    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = watch::duration)]
+    /// Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m:
+    /// longer only holds back the specs of devices that came).
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = watch::debounce)]
     pub debounce: std::time::Duration,
-    /// Longest wait after the first event of a burst, however many follow (at least 10ms).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::duration)]
+    /// Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under
+    /// a steady stream of events, specs lag the host by at most this).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::max_delay)]
     pub max_delay: std::time::Duration,
-    /// Regenerate everything this often, events or not (at least 1s).
+    /// Regenerate everything this often, events or not (from 1s to 24h: changes that send no
+    /// event, such as a MIG reconfiguration, are caught within a day).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = watch::interval)]
     pub interval: std::time::Duration,
     /// Create FILE once the first full generation completed, even if some generators failed;
