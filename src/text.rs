@@ -210,6 +210,57 @@ mod tests {
         );
     }
 
+    /// What a subscriber with [`LogFields`] writes for the events `emit`
+    /// sends.
+    fn logged(emit: impl FnOnce()) -> String {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Buf(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Buf {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let buf = Buf::default();
+        let writer = buf.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .with_target(false)
+            .without_time()
+            .fmt_fields(LogFields::new())
+            .finish();
+        tracing::subscriber::with_default(subscriber, emit);
+        let bytes = buf.0.lock().unwrap().clone();
+        String::from_utf8(bytes).unwrap()
+    }
+
+    #[test]
+    fn log_records_are_one_line_with_every_field_escaped() {
+        let name = "card1\n ERROR forged\r\x1b[2K";
+        let got = logged(|| {
+            tracing::warn!("{name}: gone");
+            tracing::info!(device = name, "event");
+            tracing::error!(device = ?name, "debug-formatted");
+            let span = tracing::info_span!("pass", file = name);
+            let _in = span.enter();
+            tracing::warn!("in a span");
+        });
+        let want = [
+            r" WARN card1\n ERROR forged\r\x1b[2K: gone",
+            r#" INFO event device="card1\n ERROR forged\r\u{1b}[2K""#,
+            r#"ERROR debug-formatted device="card1\n ERROR forged\r\u{1b}[2K""#,
+            r#" WARN pass{file="card1\n ERROR forged\r\u{1b}[2K"}: in a span"#,
+        ];
+        assert_eq!(got, format!("{}\n", want.join("\n")));
+        assert_eq!(got.lines().count(), 4);
+        assert!(!got.contains(['\r', '\x1b']));
+    }
+
     #[test]
     fn paths_serialize_lossily() {
         #[derive(serde::Serialize)]
