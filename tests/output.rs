@@ -223,6 +223,30 @@ fn a_fatal_error_leaves_stdout_empty_and_names_the_path() {
     }
 }
 
+/// `generate --output` with a file name that is not UTF-8: refused, naming
+/// it with its bytes shown (it was refused as "needs a file name").
+#[test]
+fn generate_output_names_a_non_utf8_file() {
+    let (tmp, _root) = machine("intel-laptop");
+    let (code, out, err) = run(
+        tmp.path(),
+        &[
+            OsStr::new("generate"),
+            OsStr::new("--root"),
+            OsStr::new("root"),
+            OsStr::new("--generator"),
+            OsStr::new("intel-gpu"),
+            OsStr::new("--output"),
+            OsStr::from_bytes(b"gpu\xff\x1b.yaml"),
+        ],
+    );
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        "cdigen: --output gpu\\xff\\x1b.yaml: cdigen writes only file names that are UTF-8\n"
+    );
+}
+
 // ---- Terminal and log safety --------------------------------------------------
 
 /// pci.ids names with escape sequences, a carriage return and a bidi

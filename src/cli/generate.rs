@@ -143,12 +143,18 @@ fn write_single(
     };
     let name = target
         .file_name()
-        .and_then(|n| n.to_str())
-        .context("--output needs a file name")?;
+        .context("--output needs a file name")?
+        .to_str()
+        .with_context(|| {
+            format!(
+                "--output {}: cdigen writes only file names that are UTF-8",
+                text::path(target)
+            )
+        })?;
     let wanted = crate::cdi::Format::from_path(target).with_context(|| {
         format!(
             "{}: the file name must end in .json or .yaml (runtimes load only those)",
-            target.display()
+            text::path(target)
         )
     })?;
     let bytes = if args.format.map(Into::into) == Some(wanted) || args.format.is_none() {
@@ -159,7 +165,7 @@ fn write_single(
     } else {
         anyhow::bail!(
             "--format disagrees with the extension of {}",
-            target.display()
+            text::path(target)
         );
     };
     if args.dry_run {

@@ -71,7 +71,7 @@ fn user_dir(dir: Option<&Path>, default: &str, what: &str) -> Option<PathBuf> {
     let dir = dir.map_or_else(|| PathBuf::from(default), Path::to_path_buf);
     match dir.try_exists() {
         Ok(false) => {
-            tracing::debug!("{}: no such directory: no user {what}", dir.display());
+            tracing::debug!("{}: no such directory: no user {what}", text::path(&dir));
             None
         }
         Ok(true) | Err(_) => Some(dir),
@@ -120,7 +120,7 @@ pub(crate) fn definitions(
         if !templates.names().contains(&l.generator.template.as_str()) {
             anyhow::bail!(
                 "{}: template {:?} does not exist (known: {})",
-                l.source.display(),
+                text::path(&l.source),
                 l.generator.template,
                 templates.names().join(", ")
             );
