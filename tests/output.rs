@@ -118,6 +118,33 @@ fn validate_json_writes_non_utf8_paths_lossily() {
         out,
         "d\\xff\\xfex/a.json: ok (1 device)\n1 file checked: 0 errors, 0 warnings\n"
     );
+    // A path that does not exist is named with its bytes shown.
+    let missing = OsStr::from_bytes(b"no\xff\x1b");
+    let (code, out, _) = run(tmp.path(), &[OsStr::new("validate"), missing]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        out,
+        "error: cannot read no\\xff\\x1b: No such file or directory (os error 2)\n\
+0 files checked: 1 error, 0 warnings\n"
+    );
+    let (code, out, _) = run(
+        tmp.path(),
+        &[
+            OsStr::new("validate"),
+            OsStr::new("-o"),
+            OsStr::new("json"),
+            missing,
+        ],
+    );
+    assert_eq!(code, 2);
+    assert_eq!(
+        serde_json::from_str::<Value>(&out).unwrap(),
+        serde_json::json!({
+            "valid": false,
+            "inputErrors": ["cannot read no\\xff\\x1b: No such file or directory (os error 2)"],
+            "files": [],
+        })
+    );
 }
 
 /// `list -o json|yaml` on such a directory: whole documents, lossy paths.

@@ -128,8 +128,10 @@ pub fn scan(inputs: &[Input]) -> Scan {
             Ok(files) => files,
             Err(e) => {
                 if input.explicit || e.kind() != std::io::ErrorKind::NotFound {
-                    out.input_errors
-                        .push(format!("cannot read {}: {e}", input.path.display()));
+                    out.input_errors.push(format!(
+                        "cannot read {}: {e}",
+                        crate::text::path(&input.path)
+                    ));
                 }
                 continue;
             }
