@@ -28,6 +28,7 @@
 //!   [`ldcache`]: the glibc linker cache reader for driver files.
 //! - [`plugin`]: the 2017 draft's CDI plugin protocol (`cdigen plugin`):
 //!   allocates discovered devices to request IDs.
+//! - [`text`]: escaping of host-derived text for terminals and logs.
 //! - [`cli`]: the command-line interface; `src/main.rs` is a thin shell
 //!   over it.
 
@@ -46,5 +47,6 @@ pub mod render;
 pub mod root;
 pub mod snapshot;
 pub mod sysfs;
+pub mod text;
 pub mod watch;
 pub mod write;

@@ -1588,15 +1588,32 @@ fn a_reply_that_cannot_be_written_is_an_error_and_an_add_is_taken_back() {
     assert_eq!(host.state()["allocations"], json!([]));
 }
 
-/// The test hook waits at most 10 s, whatever it is asked.
+/// The test hook waits at most 10 s: more, or a value that is not a
+/// number of milliseconds, is refused before anything runs, naming the
+/// variable.
 #[test]
-fn the_test_hook_is_capped() {
+fn the_test_hook_is_bounded() {
     let host = Host::seed();
-    let mut held = spawn_add(&host, "held", &[("CDIGEN_TEST_HOLD_LOCK_MS", "86400000")]);
+    let mut held = spawn_add(&host, "held", &[("CDIGEN_TEST_HOLD_LOCK_MS", "10000")]);
     wait_for_line(
         &mut held,
         "test hook: holding the lock for 10000 ms before saving",
     );
     held.kill().unwrap();
     held.wait().unwrap();
+    for bad in ["10001", "86400000", "18446744073709551616", "-1", "1s", ""] {
+        let mut env = add_env("gpu:1", "refused");
+        env.push(("CDIGEN_TEST_HOLD_LOCK_MS", bad));
+        let got = host.drm(&env);
+        assert_eq!(got.code, 2, "{bad}");
+        assert_eq!(got.json, None, "{bad}");
+        assert_eq!(
+            got.stderr,
+            format!(
+                "cdigen: CDIGEN_TEST_HOLD_LOCK_MS={bad}: must be a number of milliseconds from 0 \
+to 10000 (a test hook)\n"
+            ),
+            "{bad}"
+        );
+    }
 }

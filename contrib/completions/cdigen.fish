@@ -129,9 +129,9 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l source -d 'Where
 udev\t'udevd\'s events through libudev (cargo feature `udev`)'
 netlink\t'The kernel\'s uevents from a netlink socket'
 none\t'No events: the periodic re-check and SIGHUP only'"
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...; at least 10ms)' -r
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (at least 10ms)' -r
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l interval -d 'Regenerate everything this often, events or not (at least 1s)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m: longer only holds back the specs of devices that came)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as a MIG reconfiguration, are caught within a day)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s q -l quiet -d 'Log only errors on stderr'

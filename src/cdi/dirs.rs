@@ -44,6 +44,7 @@ pub struct Finding {
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
     /// The file.
+    #[serde(serialize_with = "crate::text::lossy_path")]
     pub path: PathBuf,
     /// Its kind, when it parsed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -71,6 +72,7 @@ pub struct ResolvedDevice {
     /// `vendor/class=name`.
     pub name: String,
     /// The spec file defining it.
+    #[serde(serialize_with = "crate::text::lossy_path")]
     pub path: PathBuf,
 }
 
@@ -126,8 +128,10 @@ pub fn scan(inputs: &[Input]) -> Scan {
             Ok(files) => files,
             Err(e) => {
                 if input.explicit || e.kind() != std::io::ErrorKind::NotFound {
-                    out.input_errors
-                        .push(format!("cannot read {}: {e}", input.path.display()));
+                    out.input_errors.push(format!(
+                        "cannot read {}: {e}",
+                        crate::text::path(&input.path)
+                    ));
                 }
                 continue;
             }

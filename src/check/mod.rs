@@ -118,6 +118,7 @@ pub struct Finding {
     /// `error` or `warning` (from the kind).
     pub severity: Severity,
     /// The file (or directory) concerned.
+    #[serde(serialize_with = "crate::text::lossy_path")]
     pub file: PathBuf,
     /// The generator whose file it is.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -126,7 +127,10 @@ pub struct Finding {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub device: Option<String>,
     /// The other file involved (conflicts, shadowing).
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(
+        skip_serializing_if = "Option::is_none",
+        serialize_with = "crate::text::lossy_path_opt"
+    )]
     pub other: Option<PathBuf>,
     /// What is wrong, for a person to act on.
     pub reason: String,

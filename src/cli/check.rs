@@ -8,6 +8,7 @@ use super::output::{OutputFormat, write_structured};
 use super::{CheckArgs, EXIT_FINDINGS, EXIT_OK};
 use crate::check::{self, Dirs, Severity, plural};
 use crate::generate::plan_all;
+use crate::text::{Escaped, path};
 
 pub(crate) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
@@ -41,14 +42,14 @@ pub(crate) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
                 let device = f
                     .device
                     .as_ref()
-                    .map(|d| format!("{d}: "))
+                    .map(|d| format!("{}: ", Escaped(d)))
                     .unwrap_or_default();
                 writeln!(
                     out,
                     "{}{warning}: {}: {device}{}",
                     f.kind.as_str(),
-                    f.file.display(),
-                    f.reason
+                    path(&f.file),
+                    Escaped(&f.reason)
                 )?;
             }
             writeln!(

@@ -61,15 +61,24 @@ pub(crate) fn run(args: &DiscoverArgs, out: &mut dyn Write) -> anyhow::Result<u8
     Ok(EXIT_OK)
 }
 
-/// Writes rows as left-aligned columns separated by two spaces.
+/// Writes rows as left-aligned columns separated by two spaces, every
+/// cell escaped ([`crate::text::escape`]): device ids, drivers, `pci.ids`
+/// and USB names come from the host.
 fn write_table<const N: usize>(out: &mut dyn Write, rows: &[[String; N]]) -> std::io::Result<()> {
+    let rows: Vec<[String; N]> = rows
+        .iter()
+        .map(|row| {
+            row.clone()
+                .map(|cell| crate::text::escape(&cell).into_owned())
+        })
+        .collect();
     let mut widths = [0usize; N];
-    for row in rows {
+    for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
         }
     }
-    for row in rows {
+    for row in &rows {
         let mut line = String::new();
         for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
             if i + 1 == N {

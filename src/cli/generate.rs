@@ -7,6 +7,7 @@ use anyhow::Context as _;
 
 use super::{EXIT_FINDINGS, EXIT_OK, GenerateArgs};
 use crate::generate::{Action, Planned, apply_all, plan_all, preview_all};
+use crate::text;
 use crate::write::ManagedDir;
 use crate::write::Outcome;
 
@@ -24,7 +25,7 @@ pub(crate) fn run(
     let planning = plan_all(&generators, &templates, &found, format);
     let mut failed = !planning.failed.is_empty();
     for f in planning.failed {
-        writeln!(err, "cdigen: {:#}", anyhow::Error::from(f.error))?;
+        super::print_error(err, &anyhow::Error::from(f.error))?;
     }
     let plans: Vec<Planned> = planning.planned;
 
@@ -41,7 +42,7 @@ pub(crate) fn run(
                 out,
                 "would be {}: {} ({})",
                 c.action.as_str(),
-                c.path.display(),
+                text::path(&c.path),
                 devices(c.devices)
             )?;
             if args.diff && c.action != Action::Unchanged && c.action != Action::LeftAlone {
@@ -50,10 +51,15 @@ pub(crate) fn run(
         }
         for p in &previewed.devinfo {
             let c = &p.change;
-            writeln!(out, "would be {}: {}", c.action.as_str(), c.path.display())?;
+            writeln!(
+                out,
+                "would be {}: {}",
+                c.action.as_str(),
+                text::path(&c.path)
+            )?;
         }
         for e in previewed.errors {
-            writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+            super::print_error(err, &anyhow::Error::from(e))?;
             failed = true;
         }
         return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
@@ -65,15 +71,15 @@ pub(crate) fn run(
             out,
             "{}: {} ({})",
             c.action.as_str(),
-            c.path.display(),
+            text::path(&c.path),
             devices(c.devices)
         )?;
     }
     for c in &applied.devinfo {
-        writeln!(out, "{}: {}", c.action.as_str(), c.path.display())?;
+        writeln!(out, "{}: {}", c.action.as_str(), text::path(&c.path))?;
     }
     for e in applied.errors {
-        writeln!(err, "cdigen: {:#}", anyhow::Error::from(e))?;
+        super::print_error(err, &anyhow::Error::from(e))?;
         failed = true;
     }
     if plans.iter().all(|p| p.spec.is_none()) && !failed {
@@ -91,15 +97,19 @@ fn write_diff(out: &mut dyn Write, p: &crate::generate::Preview) -> std::io::Res
         .unwrap_or_default();
     let new = String::from_utf8_lossy(&p.new);
     let diff = similar::TextDiff::from_lines(old.as_ref(), new.as_ref());
-    let shown = p.change.path.display().to_string();
+    let shown = text::path(&p.change.path).to_string();
     let name = shown.trim_start_matches('/');
-    write!(
-        out,
-        "{}",
-        diff.unified_diff()
-            .context_radius(3)
-            .header(&format!("a/{name}"), &format!("b/{name}"))
-    )
+    let diff = diff
+        .unified_diff()
+        .context_radius(3)
+        .header(&format!("a/{name}"), &format!("b/{name}"))
+        .to_string();
+    // The old file may hold anything: each line escaped.
+    for line in diff.split_inclusive('\n') {
+        let line = line.strip_suffix('\n').unwrap_or(line);
+        writeln!(out, "{}", text::Escaped(line))?;
+    }
+    Ok(())
 }
 
 /// `--output FILE|-`: exactly one spec, to stdout or one file.
@@ -134,12 +144,18 @@ fn write_single(
     };
     let name = target
         .file_name()
-        .and_then(|n| n.to_str())
-        .context("--output needs a file name")?;
+        .context("--output needs a file name")?
+        .to_str()
+        .with_context(|| {
+            format!(
+                "--output {}: cdigen writes only file names that are UTF-8",
+                text::path(target)
+            )
+        })?;
     let wanted = crate::cdi::Format::from_path(target).with_context(|| {
         format!(
             "{}: the file name must end in .json or .yaml (runtimes load only those)",
-            target.display()
+            text::path(target)
         )
     })?;
     let bytes = if args.format.map(Into::into) == Some(wanted) || args.format.is_none() {
@@ -150,11 +166,11 @@ fn write_single(
     } else {
         anyhow::bail!(
             "--format disagrees with the extension of {}",
-            target.display()
+            text::path(target)
         );
     };
     if args.dry_run {
-        writeln!(out, "would write {}", target.display())?;
+        writeln!(out, "would write {}", text::path(target))?;
         return Ok(EXIT_OK);
     }
     let mut managed = ManagedDir::open(&dir)?;
@@ -164,7 +180,7 @@ fn write_single(
         Outcome::Updated => "updated",
         Outcome::Unchanged => "unchanged",
     };
-    writeln!(out, "{word}: {}", target.display())?;
+    writeln!(out, "{word}: {}", text::path(target))?;
     Ok(if failed { EXIT_FINDINGS } else { EXIT_OK })
 }
 

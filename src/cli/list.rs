@@ -6,6 +6,7 @@ use std::io::Write;
 use super::output::{OutputFormat, write_structured};
 use super::{EXIT_ERROR, EXIT_OK, ListArgs};
 use crate::cdi::dirs::{Input, Severity, scan};
+use crate::text::{Escaped, path};
 
 pub(crate) fn run(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     if args.discovered {
@@ -14,7 +15,7 @@ pub(crate) fn run(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
     let inputs: Vec<Input> = super::inputs(&args.spec_dirs);
     let result = scan(&inputs);
     for e in &result.input_errors {
-        writeln!(err, "cdigen: {e}")?;
+        writeln!(err, "cdigen: {}", Escaped(e))?;
     }
     // Problems go to stderr; the listing goes on with what resolved.
     for f in &result.files {
@@ -22,15 +23,20 @@ pub(crate) fn run(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> 
             let at = if finding.location.is_empty() {
                 String::new()
             } else {
-                format!("{}: ", finding.location)
+                format!("{}: ", Escaped(&finding.location))
             };
-            writeln!(err, "cdigen: {}: {at}{}", f.path.display(), finding.message)?;
+            writeln!(
+                err,
+                "cdigen: {}: {at}{}",
+                path(&f.path),
+                Escaped(&finding.message)
+            )?;
         }
     }
     match args.output_format {
         OutputFormat::Text => {
             for d in &result.devices {
-                writeln!(out, "{}", d.name)?;
+                writeln!(out, "{}", Escaped(&d.name))?;
             }
         }
         format => write_structured(out, format, &result.devices)?,
@@ -62,7 +68,7 @@ fn discovered(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyh
         super::EXIT_FINDINGS
     };
     for f in plans.failed {
-        writeln!(err, "cdigen: {:#}", anyhow::Error::from(f.error))?;
+        super::print_error(err, &anyhow::Error::from(f.error))?;
     }
     let mut rows: Vec<WouldWrite> = plans
         .planned
@@ -79,7 +85,7 @@ fn discovered(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyh
     match args.output_format {
         OutputFormat::Text => {
             for r in &rows {
-                writeln!(out, "{}", r.name)?;
+                writeln!(out, "{}", Escaped(&r.name))?;
             }
         }
         format => write_structured(out, format, &rows)?,

@@ -246,13 +246,16 @@ pub struct WatchArgs {
     /// Where device events come from.
     #[arg(long = "source", value_enum, value_name = "SOURCE", default_value_t = EventSourceKind::Auto)]
     pub events: EventSourceKind,
-    /// Quiet period after the last event before regenerating (500ms, 2s, ...; at least 10ms).
-    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = watch::duration)]
+    /// Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m:
+    /// longer only holds back the specs of devices that came).
+    #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = watch::debounce)]
     pub debounce: std::time::Duration,
-    /// Longest wait after the first event of a burst, however many follow (at least 10ms).
-    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::duration)]
+    /// Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under
+    /// a steady stream of events, specs lag the host by at most this).
+    #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::max_delay)]
     pub max_delay: std::time::Duration,
-    /// Regenerate everything this often, events or not (at least 1s).
+    /// Regenerate everything this often, events or not (from 1s to 24h: changes that send no
+    /// event, such as a MIG reconfiguration, are caught within a day).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = watch::interval)]
     pub interval: std::time::Duration,
     /// Create FILE once the first full generation completed, even if some generators failed;
@@ -484,7 +487,9 @@ pub fn command_line(argv: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
     }
 }
 
-/// Sets up logging to stderr from `-v`/`-q` (or `RUST_LOG`).
+/// Sets up logging to stderr from `-v`/`-q` (or `RUST_LOG`). Every field
+/// of every record is escaped ([`crate::text::LogFields`]): a record is one
+/// line, with no control character from the host in it.
 pub fn init_logging(cli: &Cli) {
     let level = if cli.quiet {
         "error"
@@ -507,6 +512,7 @@ pub fn init_logging(cli: &Cli) {
             .with_env_filter(filter)
             .with_ansi(false)
             .with_writer(io::stderr)
+            .fmt_fields(crate::text::LogFields::new())
             .event_format(JournalFormat)
             .try_init();
         return;
@@ -517,6 +523,7 @@ pub fn init_logging(cli: &Cli) {
         .with_writer(io::stderr)
         .with_target(false)
         .without_time()
+        .fmt_fields(crate::text::LogFields::new())
         .try_init();
 }
 
@@ -572,10 +579,16 @@ pub fn main(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
             if is_broken_pipe(&e) {
                 return EXIT_OK;
             }
-            let _ = writeln!(err, "cdigen: {e:#}");
+            let _ = print_error(err, &e);
             EXIT_ERROR
         }
     }
+}
+
+/// Prints `e` on one line, `cdigen: ` then its chain, escaped
+/// ([`crate::text::Escaped`]): errors name host paths and quote host text.
+fn print_error(err: &mut dyn Write, e: &anyhow::Error) -> io::Result<()> {
+    writeln!(err, "cdigen: {}", crate::text::Escaped(&format!("{e:#}")))
 }
 
 /// True when `e` comes from writing to a closed pipe, wherever in its chain
@@ -633,7 +646,7 @@ fn default_inputs() -> Vec<crate::cdi::dirs::Input> {
 fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     use anyhow::Context as _;
     let root = crate::root::HostRoot::open(&args.root)
-        .with_context(|| format!("cannot use {} as the root", args.root.display()))?
+        .with_context(|| format!("cannot use {} as the root", crate::text::path(&args.root)))?
         .with_driver_root(&args.driver_root)
         .recording();
     // Every definition, enabled or not, so that a later run with any of
@@ -649,7 +662,7 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     writeln!(
         out,
         "wrote {}: {} devices found, {} files, {} links, {} /dev entries",
-        args.output.display(),
+        crate::text::path(&args.output),
         found.devices.len(),
         summary.files,
         summary.links,

@@ -10,6 +10,7 @@ use crate::discover::{self, Discovery};
 use crate::generator::{self, Loaded};
 use crate::render::Templates;
 use crate::root::HostRoot;
+use crate::text;
 
 /// Where user templates live when `--templates` is not given.
 pub(crate) const USER_TEMPLATES: &str = "/etc/cdigen/templates";
@@ -21,7 +22,7 @@ pub(crate) fn discover(
     generators: &[Loaded],
 ) -> anyhow::Result<(HostRoot, Discovery)> {
     let root = HostRoot::open(&source.root)
-        .with_context(|| format!("cannot use {} as the root", source.root.display()))?
+        .with_context(|| format!("cannot use {} as the root", text::path(&source.root)))?
         .with_driver_root(&source.driver_root);
     let found = discover::discover_for(
         &root,
@@ -29,7 +30,7 @@ pub(crate) fn discover(
         generators.iter().map(|l| &l.generator),
     )?;
     for w in &found.warnings {
-        tracing::warn!("{}: {}", w.path.display(), w.message);
+        tracing::warn!("{}: {}", text::path(&w.path), w.message);
     }
     Ok((root, found))
 }
@@ -70,7 +71,7 @@ fn user_dir(dir: Option<&Path>, default: &str, what: &str) -> Option<PathBuf> {
     let dir = dir.map_or_else(|| PathBuf::from(default), Path::to_path_buf);
     match dir.try_exists() {
         Ok(false) => {
-            tracing::debug!("{}: no such directory: no user {what}", dir.display());
+            tracing::debug!("{}: no such directory: no user {what}", text::path(&dir));
             None
         }
         Ok(true) | Err(_) => Some(dir),
@@ -119,7 +120,7 @@ pub(crate) fn definitions(
         if !templates.names().contains(&l.generator.template.as_str()) {
             anyhow::bail!(
                 "{}: template {:?} does not exist (known: {})",
-                l.source.display(),
+                text::path(&l.source),
                 l.generator.template,
                 templates.names().join(", ")
             );

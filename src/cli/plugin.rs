@@ -15,6 +15,24 @@ use crate::plugin::{self, Invocation, Options};
 /// (milliseconds, at most [`plugin::MAX_TEST_HOLD`]): for tests only.
 const HOLD_ENV: &str = "CDIGEN_TEST_HOLD_LOCK_MS";
 
+/// The test hook's wait, from [`HOLD_ENV`]: `None` when unset; an error
+/// naming the variable when it is not a number of milliseconds from 0 to
+/// [`plugin::MAX_TEST_HOLD`] (a typo must not pass silently, nor a value
+/// that would hold the lock for hours).
+fn hold_before_save() -> anyhow::Result<Option<Duration>> {
+    let Some(raw) = std::env::var_os(HOLD_ENV) else {
+        return Ok(None);
+    };
+    let max = plugin::MAX_TEST_HOLD.as_millis();
+    match raw.to_str().and_then(|s| s.parse::<u64>().ok()) {
+        Some(ms) if u128::from(ms) <= max => Ok(Some(Duration::from_millis(ms))),
+        _ => anyhow::bail!(
+            "{HOLD_ENV}={}: must be a number of milliseconds from 0 to {max} (a test hook)",
+            crate::text::Escaped(&raw.to_string_lossy())
+        ),
+    }
+}
+
 fn env(name: &str) -> Option<String> {
     // A value that is not UTF-8 is kept (lossily) so that it is reported
     // as malformed rather than as missing.
@@ -39,9 +57,7 @@ pub(super) fn run(args: &PluginArgs, out: &mut dyn Write) -> anyhow::Result<u8> 
                 .unwrap_or_else(|| PathBuf::from(crate::generator::USER_DIR)),
         ],
         state_dir: args.state_dir.clone(),
-        hold_before_save: env(HOLD_ENV)
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_millis),
+        hold_before_save: hold_before_save()?,
     };
     // The exit status is the protocol's: a reply that cannot be written
     // (a closed stdout) is an error the plugin reports itself, never the

@@ -3,8 +3,19 @@
 
 use std::io::Write;
 
+use super::output::{OutputFormat, write_structured};
 use super::{EXIT_ERROR, EXIT_FINDINGS, EXIT_OK, ValidateArgs, ValidateFormat};
-use crate::cdi::dirs::{Input, Severity, scan};
+use crate::cdi::dirs::{FileReport, Input, Severity, scan};
+use crate::text::{Escaped, path};
+
+/// `validate -o json`: `{"valid", "inputErrors", "files"}`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Document<'a> {
+    valid: bool,
+    input_errors: &'a [String],
+    files: &'a [FileReport],
+}
 
 pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let inputs: Vec<Input> = super::inputs(&args.paths);
@@ -19,19 +30,17 @@ pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8
     };
     match args.output_format {
         ValidateFormat::Json => {
-            let doc = serde_json::json!({
-                "valid": !result.has_errors(),
-                "inputErrors": result.input_errors,
-                "files": result.files,
-            });
-            // As an io::Error, so that a closed pipe is recognised as one.
-            serde_json::to_writer_pretty(&mut *out, &doc).map_err(std::io::Error::from)?;
-            writeln!(out)?;
+            let doc = Document {
+                valid: !result.has_errors(),
+                input_errors: &result.input_errors,
+                files: &result.files,
+            };
+            write_structured(out, OutputFormat::Json, &doc)?;
         }
         ValidateFormat::Text => {
             let (mut errors, mut warnings) = (0, 0);
             for e in &result.input_errors {
-                writeln!(out, "error: {e}")?;
+                writeln!(out, "error: {}", Escaped(e))?;
                 errors += 1;
             }
             for f in &result.files {
@@ -39,7 +48,7 @@ pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8
                     writeln!(
                         out,
                         "{}: ok ({})",
-                        f.path.display(),
+                        path(&f.path),
                         plural(f.devices.len(), "device")
                     )?;
                 }
@@ -57,9 +66,9 @@ pub(crate) fn run(args: &ValidateArgs, out: &mut dyn Write) -> anyhow::Result<u8
                     let at = if x.location.is_empty() {
                         String::new()
                     } else {
-                        format!("{}: ", x.location)
+                        format!("{}: ", Escaped(&x.location))
                     };
-                    writeln!(out, "{}: {sev}: {at}{}", f.path.display(), x.message)?;
+                    writeln!(out, "{}: {sev}: {at}{}", path(&f.path), Escaped(&x.message))?;
                 }
             }
             writeln!(

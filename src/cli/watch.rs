@@ -89,29 +89,79 @@ fn open_udev(_: Option<&BTreeSet<String>>) -> anyhow::Result<Box<dyn EventSource
     )
 }
 
-/// Parses `--debounce`, `--max-delay`: `500ms`, `5s`, `1m`, at least
-/// 10ms (a shorter wait would only make the watch poll a busy udev queue
-/// in a tight loop).
-pub(crate) fn duration(s: &str) -> Result<Duration, String> {
-    let d = any_duration(s)?;
-    if d < watch::MIN_DEBOUNCE {
-        return Err(format!(
-            "must be at least {}",
-            humantime::format_duration(watch::MIN_DEBOUNCE)
-        ));
-    }
-    Ok(d)
+/// Parses `--debounce`: `500ms`, `2s`, from 10ms (a shorter wait would
+/// only make the watch poll a busy udev queue in a tight loop) to 1m
+/// ([`watch::MAX_DEBOUNCE`]).
+pub(crate) fn debounce(s: &str) -> Result<Duration, String> {
+    bounded(s, MIN_DEBOUNCE, MAX_DEBOUNCE)
 }
 
-fn any_duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 5s, 10m)"))
+/// Parses `--max-delay`: from 10ms to 1h ([`watch::MAX_DELAY`]).
+pub(crate) fn max_delay(s: &str) -> Result<Duration, String> {
+    bounded(s, MIN_DEBOUNCE, MAX_DELAY)
 }
 
-/// Parses `--interval`: a duration of at least one second.
+/// Parses `--interval`: from 1s to 24h ([`watch::MAX_INTERVAL`]).
 pub(crate) fn interval(s: &str) -> Result<Duration, String> {
-    let d = any_duration(s)?;
-    if d < Duration::from_secs(1) {
-        return Err("must be at least 1s".into());
+    bounded(s, MIN_INTERVAL, MAX_INTERVAL)
+}
+
+/// A bound, and how `--help` spells it.
+type Bound = (Duration, &'static str);
+
+const MIN_DEBOUNCE: Bound = (watch::MIN_DEBOUNCE, "10ms");
+const MAX_DEBOUNCE: Bound = (watch::MAX_DEBOUNCE, "1m");
+const MAX_DELAY: Bound = (watch::MAX_DELAY, "1h");
+const MIN_INTERVAL: Bound = (Duration::from_secs(1), "1s");
+const MAX_INTERVAL: Bound = (watch::MAX_INTERVAL, "24h");
+
+/// A duration (`500ms`, `5s`, `10m`) from `min` to `max`, both included.
+fn bounded(s: &str, (min, min_text): Bound, (max, max_text): Bound) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{e} (examples: 500ms, 5s, 10m)"))?;
+    if d < min {
+        return Err(format!("must be at least {min_text}"));
+    }
+    if d > max {
+        return Err(format!("must be at most {max_text}"));
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bounds_are_spelled_as_they_are() {
+        for (d, text) in [
+            MIN_DEBOUNCE,
+            MAX_DEBOUNCE,
+            MAX_DELAY,
+            MIN_INTERVAL,
+            MAX_INTERVAL,
+        ] {
+            assert_eq!(humantime::parse_duration(text), Ok(d), "{text}");
+        }
+    }
+
+    #[test]
+    fn durations_are_bounded_both_ways() {
+        assert_eq!(interval("24h"), Ok(Duration::from_secs(86_400)));
+        assert_eq!(interval("1s"), Ok(Duration::from_secs(1)));
+        assert_eq!(interval("86401s"), Err("must be at most 24h".into()));
+        assert_eq!(
+            interval("18446744073709551615s"),
+            Err("must be at most 24h".into())
+        );
+        assert_eq!(interval("999ms"), Err("must be at least 1s".into()));
+        assert_eq!(debounce("1m"), Ok(Duration::from_secs(60)));
+        assert_eq!(debounce("61s"), Err("must be at most 1m".into()));
+        assert_eq!(debounce("9ms"), Err("must be at least 10ms".into()));
+        assert_eq!(max_delay("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(max_delay("3601s"), Err("must be at most 1h".into()));
+        assert!(
+            interval("99999999999999999999s")
+                .is_err_and(|e| e.ends_with("(examples: 500ms, 5s, 10m)")),
+        );
+    }
 }

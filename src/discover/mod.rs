@@ -34,6 +34,7 @@ use crate::root::HostRoot;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Warning {
     /// Host path of the entry (`/sys/class/drm/card1/dev`).
+    #[serde(serialize_with = "crate::text::lossy_path")]
     pub path: PathBuf,
     /// What was wrong and what was done about it.
     pub message: String,

@@ -15,7 +15,10 @@
 //!
 //! The debounce (and the interval) is at least [`MIN_DEBOUNCE`], so the
 //! loop never waits zero time over and over (as it would while udevd's
-//! queue stays busy).
+//! queue stays busy). Every duration also has an upper bound
+//! ([`MAX_DEBOUNCE`], [`MAX_DELAY`], [`MAX_INTERVAL`]): the CLI refuses
+//! more, [`run`] clamps its configuration to them, and the loop's arithmetic
+//! on instants cannot overflow.
 //!
 //! Events of parentless devices (`/devices/virtual/net/...`: the veths,
 //! bridges and taps of containers) affect no generator whose backend only
@@ -64,19 +67,42 @@ use crate::generate::Action;
 /// looks at a busy udev queue.
 pub const MIN_DEBOUNCE: Duration = Duration::from_millis(10);
 
+/// Longest debounce (`--debounce`): a quiet period longer than a minute
+/// would only hold back the specs of devices that came.
+pub const MAX_DEBOUNCE: Duration = Duration::from_secs(60);
+
+/// Longest `--max-delay`: under a steady stream of events, specs lag the
+/// host by at most this.
+pub const MAX_DELAY: Duration = Duration::from_secs(3600);
+
+/// Longest `--interval`: a change that sends no event (a MIG
+/// reconfiguration, nodes made by nvidia-modprobe) is caught within a day.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
+
 /// First retry after a pass that failed as a whole (the default of
 /// [`Config::first_retry`]).
 pub const FIRST_RETRY: Duration = Duration::from_secs(1);
 
+/// `now + d`, for a `d` at most [`MAX_INTERVAL`] (as [`run`] bounds its
+/// configuration): never overflows, capped at `now + MAX_INTERVAL` should
+/// an instant that far away not be representable.
+fn after(now: Instant, d: Duration) -> Instant {
+    now.checked_add(d.min(MAX_INTERVAL))
+        .or_else(|| now.checked_add(Duration::from_secs(1)))
+        .unwrap_or(now)
+}
+
 /// How the loop behaves.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Quiet period after the last event before regenerating (at least
-    /// [`MIN_DEBOUNCE`]).
+    /// Quiet period after the last event before regenerating (from
+    /// [`MIN_DEBOUNCE`] to [`MAX_DEBOUNCE`]).
     pub debounce: Duration,
-    /// Longest wait after the first event of a burst.
+    /// Longest wait after the first event of a burst (at most
+    /// [`MAX_DELAY`]).
     pub max_delay: Duration,
-    /// Full regeneration period (at least [`MIN_DEBOUNCE`]).
+    /// Full regeneration period (from [`MIN_DEBOUNCE`] to
+    /// [`MAX_INTERVAL`]).
     pub interval: Duration,
     /// Wait before retrying a pass that failed as a whole; doubled after
     /// each failure in a row, up to `interval`.
@@ -446,7 +472,9 @@ impl Watch<'_> {
                 None
             }
             Err(e) => {
-                let wait = self.backoff.map_or(self.config.first_retry, |d| d * 2);
+                let wait = self
+                    .backoff
+                    .map_or(self.config.first_retry, |d| d.saturating_mul(2));
                 let wait = wait.min(self.config.interval);
                 self.backoff = Some(wait);
                 let retry = humantime::format_duration(wait);
@@ -507,9 +535,10 @@ pub fn run(
 ) -> anyhow::Result<Summary> {
     ready::check_unused(config.ready_file.as_deref())?;
     let config = &Config {
-        debounce: config.debounce.max(MIN_DEBOUNCE),
-        interval: config.interval.max(MIN_DEBOUNCE),
-        first_retry: config.first_retry.max(MIN_DEBOUNCE),
+        debounce: config.debounce.clamp(MIN_DEBOUNCE, MAX_DEBOUNCE),
+        max_delay: config.max_delay.min(MAX_DELAY),
+        interval: config.interval.clamp(MIN_DEBOUNCE, MAX_INTERVAL),
+        first_retry: config.first_retry.clamp(MIN_DEBOUNCE, MAX_INTERVAL),
         ..config.clone()
     };
     let mut watch = Watch {
@@ -536,7 +565,8 @@ pub fn run(
     );
     // When the next full pass is due: after the interval, or sooner to
     // retry a pass that failed as a whole.
-    let next_full = |retry: Option<Duration>| Instant::now() + retry.unwrap_or(config.interval);
+    let next_full =
+        |retry: Option<Duration>| after(Instant::now(), retry.unwrap_or(config.interval));
     let mut next = next_full(watch.pass(&Scope::All, Reason::Start));
     while !control.stopping() {
         if control.take_reload() {
@@ -584,7 +614,7 @@ relying on the re-check every {} for them",
             } else if let Some(scope) = debouncer.take_due(now) {
                 if let Some(retry) = watch.pass(&scope, Reason::Events) {
                     // What the events changed is caught by the retry.
-                    next = next.min(Instant::now() + retry);
+                    next = next.min(after(Instant::now(), retry));
                 }
                 continue;
             }

@@ -52,12 +52,10 @@ impl Errors {
     }
 }
 
-/// `text` on one line of at most [`MAX_CHARS`] characters.
+/// `text` on one line of at most [`MAX_CHARS`] characters, escaped as
+/// logs are ([`crate::text::escape`]): `systemctl status` shows it.
 pub(super) fn one_line(text: &str) -> String {
-    let flat: String = text
-        .chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect();
+    let flat = crate::text::escape(text).into_owned();
     if flat.chars().count() <= MAX_CHARS {
         return flat;
     }
@@ -118,7 +116,10 @@ mod tests {
 
     #[test]
     fn the_line_is_one_line_and_bounded() {
-        assert_eq!(one_line("a\nb\tc"), "a b c");
+        assert_eq!(
+            one_line("a\nb\tc\x1b[2J\u{202e}"),
+            "a\\nb\\tc\\x1b[2J\\u{202e}"
+        );
         let long = "é".repeat(1000);
         let line = one_line(&long);
         assert_eq!(line.chars().count(), MAX_CHARS);

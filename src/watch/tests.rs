@@ -688,3 +688,20 @@ fn generic_generators_listen_to_their_match_and_joins_add_theirs() {
         ["drm", "accel", "kfd", "pci", "platform", "misc"]
     );
 }
+
+/// Instants after any duration never overflow: capped at the longest
+/// interval (the CLI refuses more; `--interval 18446744073709551615s`
+/// panicked here).
+#[test]
+fn instants_after_a_duration_are_capped() {
+    let now = Instant::now();
+    assert_eq!(after(now, Duration::MAX), now + MAX_INTERVAL);
+    assert_eq!(
+        after(now, Duration::from_secs(u64::MAX)),
+        now + MAX_INTERVAL
+    );
+    assert_eq!(
+        after(now, Duration::from_secs(5)),
+        now + Duration::from_secs(5)
+    );
+}
