@@ -421,3 +421,105 @@ fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
         );
     }
 }
+
+/// A `/dev` whose link names and targets hold what a manifest line cannot
+/// hold as is (a space, a newline that would add a line, `#`, a
+/// backslash, a tab): `snapshot` records them escaped, and `discover` and
+/// `generate` on the snapshot equal those on the machine, for a real
+/// `/dev` and for a manifest (which escapes the same way).
+#[test]
+fn snapshot_of_hostile_dev_link_names_replays_exactly() {
+    let links: &[(&str, &str)] = &[
+        ("usb-FTDI My Cable-if00-port0", "../../ttyUSB0"),
+        ("a#b\\x20c\tport", "../../ttyUSB1"),
+        // A newline in a target once added this line to the manifest.
+        ("evil", "x\n/dev/ttyUSB0 b 1:3 0600 0 0\n/dev/serial d"),
+    ];
+    for real_dev in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("machine");
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(fixtures_dir().join("serial-host/root"))
+            .arg(&root)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let manifest = root.join("dev.manifest");
+        if real_dev {
+            // No device nodes (that needs root): only the links.
+            fs::remove_file(&manifest).unwrap();
+            let by_id = root.join("dev/serial/by-id");
+            fs::create_dir_all(&by_id).unwrap();
+            for (name, target) in links {
+                std::os::unix::fs::symlink(target, by_id.join(name)).unwrap();
+            }
+        } else {
+            let mut text = fs::read_to_string(&manifest).unwrap();
+            for (name, target) in links {
+                text.push_str(&format!(
+                    "{} l {}\n",
+                    cdigen::root::escape_manifest_field(
+                        format!("/dev/serial/by-id/{name}").as_bytes()
+                    ),
+                    cdigen::root::escape_manifest_field(target.as_bytes())
+                ));
+            }
+            fs::write(&manifest, text).unwrap();
+        }
+        let snap = tmp.path().join("snap");
+        let (code, out, err) = cdigen(&[
+            "snapshot",
+            "--root",
+            root.to_str().unwrap(),
+            "--output",
+            snap.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        let snap_manifest = fs::read_to_string(snap.join("dev.manifest")).unwrap();
+        assert!(
+            snap_manifest.contains(
+                "/dev/serial/by-id/usb-FTDI\\x20My\\x20Cable-if00-port0 l ../../ttyUSB0\n"
+            ),
+            "{snap_manifest}"
+        );
+        for args in [
+            &["discover", "-o", "json"][..],
+            &["discover", "-o", "json", "--generator", "usb-serial"],
+            &["list", "--discovered", "--generator", "usb-serial"],
+        ] {
+            let on = |r: &Path| {
+                let mut a = args.to_vec();
+                a.extend(["--root", r.to_str().unwrap()]);
+                let (code, out, err) = cdigen(&a);
+                assert_eq!(code, 0, "{args:?}: {out}{err}");
+                out
+            };
+            let (a, b) = (on(&root), on(&snap));
+            assert_eq!(
+                a, b,
+                "real /dev: {real_dev}: {args:?}: snapshot changed the result"
+            );
+            if args.contains(&"usb-serial") && args[0] == "discover" {
+                assert!(a.contains("usb-FTDI My Cable-if00-port0"), "{a}");
+            }
+        }
+        let (a, b) = (tmp.path().join("a/cdi"), tmp.path().join("b/cdi"));
+        for (r, out) in [(&root, &a), (&snap, &b)] {
+            let (code, stdout, stderr) = cdigen(&[
+                "generate",
+                "--root",
+                r.to_str().unwrap(),
+                "--generator",
+                "usb-serial",
+                "--output-dir",
+                out.to_str().unwrap(),
+            ]);
+            assert_eq!(code, 0, "{stdout}{stderr}");
+        }
+        let specs = specs_in(&a);
+        assert!(!specs.is_empty());
+        assert_eq!(specs, specs_in(&b), "real /dev: {real_dev}");
+    }
+}
