@@ -523,3 +523,102 @@ fn snapshot_of_hostile_dev_link_names_replays_exactly() {
         assert_eq!(specs, specs_in(&b), "real /dev: {real_dev}");
     }
 }
+
+/// A copy of `fixtures/<m>/root` in `tmp`, to be changed by a test.
+fn copy_machine(m: &str, tmp: &Path) -> PathBuf {
+    let root = tmp.join(m);
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixtures_dir().join(m).join("root"))
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {m}");
+    root
+}
+
+/// The warning lines of a command's stderr (without the level).
+fn warnings_of(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(" WARN "))
+        .collect()
+}
+
+/// Two GPUs whose `information` files say the same `Device Minor` would
+/// both get that `/dev/nvidiaN`: neither is written, each with a warning.
+#[test]
+fn gpus_with_one_device_minor_get_no_spec_and_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("dgx-8gpu", tmp.path());
+    let info = root.join("proc/driver/nvidia/gpus/0000:2a:00.0/information");
+    let text = fs::read_to_string(&info).unwrap();
+    fs::write(
+        &info,
+        text.replace("Device Minor: \t 0", "Device Minor: \t 2"),
+    )
+    .unwrap();
+    let (code, list, stderr) = cdigen(&[
+        "list",
+        "--discovered",
+        "--backend",
+        "nvidia",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let warnings = warnings_of(&stderr);
+    for bdf in ["0000:18:00.0", "0000:2a:00.0"] {
+        let want = format!(
+            "/proc/driver/nvidia/gpus/{bdf}/information: Device Minor 2 is claimed by GPUs \
+             0000:18:00.0 and 0000:2a:00.0: /dev/nvidia2 would be given for each but is only one \
+             of them; skipping GPU {bdf}"
+        );
+        assert!(warnings.contains(&want.as_str()), "{stderr}");
+    }
+    // Six GPUs of eight are left, none with /dev/nvidia2.
+    let gpus = list
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("nvidia.com/gpu=")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .count();
+    assert_eq!(gpus, 6, "{list}");
+    let out = tmp.path().join("cdi");
+    let (code, _, stderr) = cdigen(&[
+        "generate",
+        "--backend",
+        "nvidia",
+        "--root",
+        root.to_str().unwrap(),
+        "--output-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let spec = specs_in(&out).into_values().collect::<String>();
+    assert!(!spec.contains("/dev/nvidia2'"), "{spec}");
+    assert!(spec.contains("/dev/nvidia1'"), "{spec}");
+}
+
+/// A GPU bound to `nvidia` that the driver did not list in procfs is
+/// reported, not dropped silently.
+#[test]
+fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("h100-vm", tmp.path());
+    fs::remove_dir_all(root.join("proc/driver/nvidia/gpus/0000:00:06.0")).unwrap();
+    let (code, out, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(out, "no devices found\n");
+    assert_eq!(
+        warnings_of(&stderr),
+        [
+            "/sys/bus/pci/drivers/nvidia/0000:00:06.0: GPU 0000:00:06.0 is bound to nvidia but has \
+             no /proc/driver/nvidia/gpus/0000:00:06.0 entry (the driver did not initialize it: see \
+             the kernel log); skipping it"
+        ],
+        "{stderr}"
+    );
+}
