@@ -622,3 +622,25 @@ fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
         "{stderr}"
     );
 }
+
+/// A `cardN` without its `dev` file is skipped with a warning naming the
+/// file, as the README promises for a malformed sysfs entry; the GPU keeps
+/// its other node.
+#[test]
+fn a_card_without_its_dev_file_is_skipped_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("intel-laptop", tmp.path());
+    fs::remove_file(root.join("sys/devices/pci0000:00/0000:00:02.0/drm/card1/dev")).unwrap();
+    let (code, out, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        warnings_of(&stderr),
+        ["/sys/class/drm/card1/dev: no such file, so card1 has no device number; skipping it"],
+        "{stderr}"
+    );
+    let gpu = out.lines().find(|l| l.contains("0000:00:02.0")).unwrap();
+    assert!(
+        gpu.contains("renderD128") && !gpu.contains("card1"),
+        "{out}"
+    );
+}

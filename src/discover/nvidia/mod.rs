@@ -469,7 +469,7 @@ fn drm_nodes(root: &HostRoot, pci_dir: &Path, report: &mut Report) -> Vec<Node> 
         } else {
             continue;
         };
-        if let Some(n) = crate::discover::devnode::read_node(
+        if let Some(n) = crate::discover::devnode::read_named_node(
             root,
             &pci_dir.join("drm").join(&name),
             &name,
