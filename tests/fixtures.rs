@@ -644,3 +644,73 @@ fn a_card_without_its_dev_file_is_skipped_with_a_warning() {
         "{out}"
     );
 }
+
+/// A run reports the warnings of the backends it was asked for (by
+/// `--backend`, or through the generators it runs), not those of the
+/// backends that only ran for precedence.
+#[test]
+fn warnings_are_those_of_the_backends_and_generators_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("h100-vm", tmp.path());
+    let devices = root.join("proc/devices");
+    let text = fs::read_to_string(&devices).unwrap();
+    fs::write(&devices, text.replace("238 nvidia-uvm\n", "")).unwrap();
+    let uvm = "/proc/devices: nvidia-uvm is not loaded (no `nvidia-uvm` in /proc/devices): CUDA \
+               programs in containers will fail until it is (run `nvidia-modprobe -u -c=0`, then \
+               regenerate); its nodes are left out";
+    let root_s = root.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = tmp
+            .path()
+            .join("out")
+            .join(args.join("_").replace(['-', ' '], ""));
+        let mut a = args.to_vec();
+        a.extend(["--root", root_s]);
+        if args[0] == "generate" || args[0] == "check" {
+            a.extend(["--output-dir", out.to_str().unwrap()]);
+        }
+        if args[0] == "check" {
+            a.extend(["--spec-dir", out.to_str().unwrap()]);
+        }
+        let (code, stdout, stderr) = cdigen(&a);
+        assert_eq!(code, 0, "{args:?}: {stdout}{stderr}");
+        warnings_of(&stderr)
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // Asked for: said.
+    for args in [
+        &["generate"][..],
+        &["generate", "--backend", "nvidia"],
+        &["generate", "--generator", "nvidia"],
+        &["discover"],
+        &["discover", "--backend", "nvidia"],
+    ] {
+        assert_eq!(run(args), [uvm], "{args:?}");
+    }
+    // Not asked for: not said.
+    for args in [
+        &[
+            "generate",
+            "--backend",
+            "generic",
+            "--generator",
+            "usb-serial",
+        ][..],
+        &["generate", "--generator", "usb-serial"],
+        &["generate", "--backend", "drm"],
+        &["list", "--discovered", "--generator", "usb-serial"],
+        &["check", "--generator", "usb-serial"],
+        &[
+            "discover",
+            "--backend",
+            "generic",
+            "--generator",
+            "usb-serial",
+        ],
+        &["discover", "--backend", "drm", "-o", "json"],
+    ] {
+        assert_eq!(run(args), Vec::<String>::new(), "{args:?}");
+    }
+}

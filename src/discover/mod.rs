@@ -37,6 +37,10 @@ pub struct Warning {
     pub path: PathBuf,
     /// What was wrong and what was done about it.
     pub message: String,
+    /// The backend that said it (empty outside a discovery run): a run
+    /// reports only the warnings of the backends it was asked for.
+    #[serde(skip)]
+    pub backend: &'static str,
 }
 
 /// Warnings collected during a discovery run.
@@ -44,6 +48,9 @@ pub struct Warning {
 pub struct Report {
     /// Everything skipped.
     pub warnings: Vec<Warning>,
+    /// The backend running now, stamped on its warnings.
+    #[serde(skip)]
+    backend: &'static str,
 }
 
 impl Report {
@@ -54,6 +61,7 @@ impl Report {
         self.warnings.push(Warning {
             path: path.into(),
             message: message.into(),
+            backend: self.backend,
         });
     }
 }
@@ -260,6 +268,7 @@ fn run(backends: &[&dyn Backend], cx: Context, only: &[String]) -> Result<Discov
     // asked for, so that `--backend drm` never shows a device that a more
     // specific backend owns.
     for b in backends {
+        report.backend = b.name();
         let devices = b.discover(&cx, &mut report)?;
         found.extend(devices.into_iter().map(|d| (b.precedence(), d)));
     }
@@ -275,10 +284,14 @@ fn run(backends: &[&dyn Backend], cx: Context, only: &[String]) -> Result<Discov
         .filter(|d| only.is_empty() || only.contains(&d.backend))
         .collect();
     devices.sort_by(|a, b| (&a.backend, &a.id).cmp(&(&b.backend, &b.id)));
-    Ok(Discovery {
-        devices,
-        warnings: report.warnings,
-    })
+    // The other backends ran for precedence only: what they skipped is
+    // not this run's business (`--backend generic` says nothing of NVIDIA).
+    let warnings = report
+        .warnings
+        .into_iter()
+        .filter(|w| only.is_empty() || only.iter().any(|b| b == w.backend))
+        .collect();
+    Ok(Discovery { devices, warnings })
 }
 
 #[cfg(test)]
@@ -357,7 +370,15 @@ mod tests {
             ids(&only),
             [("drm".to_string(), "0000:03:00.0".to_string())]
         );
-        assert_eq!(only.warnings.len(), 2, "every backend ran");
+        // Every backend ran, but only the one asked for is heard.
+        assert_eq!(
+            only.warnings,
+            [Warning {
+                path: "/sys/x".into(),
+                message: "drm ran".into(),
+                backend: "drm",
+            }]
+        );
     }
 
     #[test]
