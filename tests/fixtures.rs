@@ -714,3 +714,54 @@ fn warnings_are_those_of_the_backends_and_generators_asked_for() {
         assert_eq!(run(args), Vec::<String>::new(), "{args:?}");
     }
 }
+
+/// `snapshot` counts the devices `discover` lists, and says apart those
+/// that only disabled generators match (it records them too).
+#[test]
+fn snapshot_counts_what_discover_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixtures_dir().join("serial-host/root");
+    let (code, listed, err) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let n = listed.lines().count() - 1; // header
+    let snap = tmp.path().join("snap");
+    let (code, out, err) = cdigen(&[
+        "snapshot",
+        "--root",
+        root.to_str().unwrap(),
+        "--output",
+        snap.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, opt_in, err) = cdigen(&[
+        "discover",
+        "--root",
+        root.to_str().unwrap(),
+        "--backend",
+        "generic",
+        "--generator",
+        "generic-tty",
+        "--generator",
+        "usb-serial",
+        "--generator",
+        "accel",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let more = opt_in.lines().count() - 1;
+    assert!(more > 0, "{opt_in}");
+    let prefix = format!(
+        "wrote {}: {n} devices found (and {more} that only disabled generators match), ",
+        snap.display()
+    );
+    assert!(out.starts_with(&prefix), "{out}\nwant {prefix}");
+    // An empty machine: none, and nothing more.
+    let (code, out, err) = cdigen(&[
+        "snapshot",
+        "--root",
+        fixtures_dir().join("empty/root").to_str().unwrap(),
+        "--output",
+        tmp.path().join("empty").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(": 0 devices found, "), "{out}");
+}

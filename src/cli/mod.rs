@@ -646,11 +646,32 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let found = crate::discover::discover_for(&root, &[], all.iter().map(|l| &l.generator))?;
     let record = root.take_record();
     let summary = crate::snapshot::write(&record, &args.output)?;
+    // The devices counted are those `cdigen discover` lists (for the
+    // enabled definitions); those only disabled ones match are said apart.
+    let listed = crate::discover::discover_for(
+        &crate::root::HostRoot::open(&args.root)?.with_driver_root(&args.driver_root),
+        &[],
+        all.iter()
+            .filter(|l| l.generator.enabled)
+            .map(|l| &l.generator),
+    )?;
+    let key = |d: &crate::model::Device| (d.backend.clone(), d.id.clone());
+    let shown: std::collections::BTreeSet<_> = listed.devices.iter().map(key).collect();
+    let more = found
+        .devices
+        .iter()
+        .filter(|d| !shown.contains(&key(d)))
+        .count();
+    let more = if more == 0 {
+        String::new()
+    } else {
+        format!(" (and {more} that only disabled generators match)")
+    };
     writeln!(
         out,
-        "wrote {}: {} devices found, {} files, {} links, {} /dev entries",
+        "wrote {}: {} devices found{more}, {} files, {} links, {} /dev entries",
         args.output.display(),
-        found.devices.len(),
+        listed.devices.len(),
         summary.files,
         summary.links,
         summary.dev_entries
