@@ -765,3 +765,25 @@ fn snapshot_counts_what_discover_lists() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains(": 0 devices found, "), "{out}");
 }
+
+/// A warning names its file once: the root's error under it says only
+/// why (it used to repeat the file, as found under the root).
+#[test]
+fn warnings_name_their_file_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("intel-laptop", tmp.path());
+    let gpu = root.join("sys/devices/pci0000:00/0000:00:02.0");
+    fs::write(gpu.join("drm/card1/dev"), b"\xff\n").unwrap();
+    fs::write(gpu.join("numa_node"), b"\xff\n").unwrap();
+    let (code, _, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        warnings_of(&stderr),
+        [
+            "/sys/class/drm/card1/dev: not UTF-8 text; skipping card1",
+            "/sys/devices/pci0000:00/0000:00:02.0/numa_node: not UTF-8 text; ignoring it",
+        ],
+        "{stderr}"
+    );
+    assert!(!stderr.contains(root.to_str().unwrap()), "{stderr}");
+}

@@ -109,7 +109,7 @@ fn read_node_as(
             return None; // not a numbered device
         }
         Err(e) => {
-            report.warn(&dev_file, format!("{e}; skipping {name}"));
+            report.warn(&dev_file, format!("{}; skipping {name}", e.reason()));
             return None;
         }
     };
@@ -159,7 +159,10 @@ fn devname_from_uevent(
     let text = match root.read_attr_opt(&path) {
         Ok(t) => t?,
         Err(e) => {
-            report.warn(&path, format!("{e}; using the default device name"));
+            report.warn(
+                &path,
+                format!("{}; using the default device name", e.reason()),
+            );
             return None;
         }
     };
@@ -214,7 +217,10 @@ pub(crate) fn check_host_node(root: &HostRoot, node: Node, report: &mut Report) 
             None
         }
         OnHost::Unreadable(e) => {
-            report.warn(&node.path, format!("{e}; not using host mode/owner"));
+            report.warn(
+                &node.path,
+                format!("{}; not using host mode/owner", e.reason()),
+            );
             Some(node)
         }
     }

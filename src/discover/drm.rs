@@ -91,7 +91,10 @@ impl Backend for Drm {
                     Ok(parent) => groups.entry(parent).or_default().push(node),
                     Err(e) => report.warn(
                         entry.join("device"),
-                        format!("{e}; cannot tell which device {name} belongs to, skipping it"),
+                        format!(
+                            "{}; cannot tell which device {name} belongs to, skipping it",
+                            e.reason()
+                        ),
                     ),
                 }
             }
@@ -205,7 +208,7 @@ fn by_path_links(root: &HostRoot, dev: &Device, nodes: &[Node], report: &mut Rep
                 }
             }
             Ok(_) => {}
-            Err(e) => report.warn(&link_path, format!("{e}; ignoring it")),
+            Err(e) => report.warn(&link_path, format!("{}; ignoring it", e.reason())),
         }
     }
     links

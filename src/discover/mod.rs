@@ -66,6 +66,30 @@ impl Report {
     }
 }
 
+/// A root error as the message of a [`Warning`], which names the path
+/// already: the error's own `Display` starts with the file (on disk, under
+/// the root), so `"{path}: {error}"` would say it twice.
+impl crate::root::Error {
+    /// What went wrong, without the file it went wrong on (a symlink that
+    /// leaves the root is still named: it may be another path).
+    pub fn reason(&self) -> String {
+        use crate::root::Error as E;
+        match self {
+            E::Io { cause, .. } => cause.to_string(),
+            E::Escape { link, root, .. } => format!(
+                "symlink {} points outside the root {}",
+                link.display(),
+                root.display()
+            ),
+            E::Loop { .. } => "too many levels of symbolic links".into(),
+            E::NotUtf8 { .. } => "not UTF-8 text".into(),
+            E::TooLarge { limit, .. } => format!("larger than {limit} bytes"),
+            // Another file (the manifest): named in full.
+            E::Manifest { .. } => self.to_string(),
+        }
+    }
+}
+
 /// Why a backend could not run at all.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -379,6 +403,49 @@ mod tests {
                 backend: "drm",
             }]
         );
+    }
+
+    #[test]
+    fn root_errors_as_warnings_say_why_without_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("sys/a")).unwrap();
+        std::fs::write(tmp.path().join("sys/bin"), b"\xff").unwrap();
+        std::fs::write(tmp.path().join("sys/big"), b"12345").unwrap();
+        std::os::unix::fs::symlink("../../..", tmp.path().join("sys/out")).unwrap();
+        std::os::unix::fs::symlink("loop", tmp.path().join("sys/loop")).unwrap();
+        let root = HostRoot::open(tmp.path()).unwrap();
+        let p = crate::root::sys_path;
+        let base = tmp.path().display().to_string();
+        for (err, want) in [
+            (
+                root.read(&p("a")).unwrap_err(),
+                "Is a directory (os error 21)".to_string(),
+            ),
+            (
+                root.read_attr(&p("bin")).unwrap_err(),
+                "not UTF-8 text".into(),
+            ),
+            (
+                root.read_limited(&p("big"), 4).unwrap_err(),
+                "larger than 4 bytes".into(),
+            ),
+            (
+                root.read(&p("loop")).unwrap_err(),
+                "too many levels of symbolic links".into(),
+            ),
+            (
+                root.read(&p("out/x")).unwrap_err(),
+                format!("symlink /sys/out points outside the root {base}"),
+            ),
+        ] {
+            assert_eq!(err.reason(), want);
+            // The error alone still names its file.
+            assert!(err.to_string().contains("/sys/"), "{err}");
+            assert!(
+                !want.contains("/sys/") || want.contains("symlink"),
+                "{want}"
+            );
+        }
     }
 
     #[test]

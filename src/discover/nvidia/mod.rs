@@ -116,7 +116,10 @@ impl Backend for Nvidia {
             Err(e) => {
                 report.warn(
                     &devices_file,
-                    format!("{e}; cannot number NVIDIA nodes, skipping NVIDIA GPUs"),
+                    format!(
+                        "{}; cannot number NVIDIA nodes, skipping NVIDIA GPUs",
+                        e.reason()
+                    ),
                 );
                 return Ok(Vec::new());
             }
@@ -311,7 +314,7 @@ fn gpu_information(
         let info_path = gpus_dir.join(&bdf).join("information");
         let info = match root
             .read_attr(&info_path)
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.reason())
             .and_then(|t| proc::parse_information(&t).map_err(|e| e.to_string()))
         {
             Ok(i) => i,
@@ -519,7 +522,7 @@ fn mig_devices(
         let text = match root.read_attr(path) {
             Ok(t) => t,
             Err(e) => {
-                report.warn(path, format!("{e}; skipping this MIG instance"));
+                report.warn(path, format!("{}; skipping this MIG instance", e.reason()));
                 return None;
             }
         };
