@@ -125,7 +125,9 @@ pub enum Command {
     /// and directories it read into DIR, plus a dev.manifest describing the /dev entries it looked
     /// at (git cannot store device nodes). Nothing else is copied. `cdigen generate --root DIR`
     /// then gives the same result as on the host. The generic backend scans what every generator
-    /// definition declares, enabled or not.
+    /// definition declares, enabled or not. The device count printed is what `cdigen discover`
+    /// lists (the enabled definitions); devices only disabled definitions match are counted apart.
+    /// Names in dev.manifest are escaped (a space is \x20): see fixtures/README.md.
     Snapshot(SnapshotArgs),
     /// Act as a CDI plugin of the 2017 draft: allocate devices to request IDs.
     ///
