@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ffi::OsString;
 use std::fs;
 use std::io;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
@@ -119,6 +120,26 @@ pub enum Error {
 }
 
 impl Error {
+    /// What went wrong, without the file it went wrong on (a symlink that
+    /// leaves the root is still named: it may be another path).
+    pub fn reason(&self) -> String {
+        use Error as E;
+        match self {
+            E::Io { cause, .. } => cause.to_string(),
+            E::Escape { link, root, .. } => format!(
+                "symlink {} points outside the root {}",
+                link.display(),
+                root.display()
+            ),
+            E::Loop { .. } => "too many levels of symbolic links".into(),
+            E::NotUtf8 { .. } => "not UTF-8 text".into(),
+            E::TooLarge { limit, .. } => format!("larger than {limit} bytes"),
+            E::NotRegular { what, .. } => format!("{what}, not a regular file: not reading it"),
+            // Another file (the manifest): named in full.
+            E::Manifest { .. } => self.to_string(),
+        }
+    }
+
     /// True when the error means "no such file".
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Io { cause, .. } if cause.kind() == io::ErrorKind::NotFound)
@@ -702,7 +723,8 @@ fn components(p: &Path) -> Vec<OsString> {
 }
 
 /// Parses a devfs manifest: `PATH c|b MAJ:MIN MODE UID GID`, `PATH l
-/// TARGET`, or `PATH d`, one per line; `#` comments.
+/// TARGET`, or `PATH d`, one per line; `#` comments. `PATH` and `TARGET`
+/// are unescaped by [`unescape_manifest_field`].
 fn parse_manifest(file: &Path, text: &str) -> Result<BTreeMap<PathBuf, DevEntry>, Error> {
     let mut map = BTreeMap::new();
     for (i, raw) in text.lines().enumerate() {
@@ -716,12 +738,20 @@ fn parse_manifest(file: &Path, text: &str) -> Result<BTreeMap<PathBuf, DevEntry>
             message,
         };
         let cols: Vec<&str> = line.split_whitespace().collect();
-        let (path, kind) = match cols.as_slice() {
+        let (raw_path, kind) = match cols.as_slice() {
             [p, k, ..] => (*p, *k),
             _ => return Err(err(format!("expected PATH TYPE ..., got {line:?}"))),
         };
-        if !path.starts_with("/dev/") || path.split('/').any(|c| c == ".." || c == ".") {
-            return Err(err(format!("{path:?} is not a normalized path under /dev")));
+        let path = unescape_manifest_field(raw_path)
+            .map(|b| PathBuf::from(OsString::from_vec(b)))
+            .map_err(|why| err(format!("path {raw_path:?}: {why}")))?;
+        let bytes = path.as_os_str().as_bytes();
+        if !bytes.starts_with(b"/dev/")
+            || bytes.split(|b| *b == b'/').any(|c| c == b".." || c == b".")
+        {
+            return Err(err(format!(
+                "{raw_path:?} is not a normalized path under /dev"
+            )));
         }
         let entry = match (kind, cols.as_slice()) {
             ("c" | "b", [_, _, majmin, mode, uid, gid]) => {
@@ -758,7 +788,16 @@ fn parse_manifest(file: &Path, text: &str) -> Result<BTreeMap<PathBuf, DevEntry>
                 mode: 0o777,
                 uid: 0,
                 gid: 0,
-                target: Some((*target).to_string()),
+                target: Some(
+                    unescape_manifest_field(target)
+                        .ok()
+                        .and_then(|b| String::from_utf8(b).ok())
+                        .ok_or_else(|| {
+                            err(format!(
+                                "link target {target:?}: a bad escape or not UTF-8 once unescaped"
+                            ))
+                        })?,
+                ),
             },
             ("d", [_, _]) => DevEntry {
                 kind: DevKind::Dir,
@@ -775,8 +814,8 @@ fn parse_manifest(file: &Path, text: &str) -> Result<BTreeMap<PathBuf, DevEntry>
                 )));
             }
         };
-        if map.insert(PathBuf::from(path), entry).is_some() {
-            return Err(err(format!("{path} listed twice")));
+        if map.insert(path, entry).is_some() {
+            return Err(err(format!("{raw_path} listed twice")));
         }
     }
     Ok(map)
@@ -793,13 +832,18 @@ pub fn parse_majmin(s: &str) -> Option<(u32, u32)> {
 }
 
 /// Writes a devfs manifest for `entries` (used by `cdigen snapshot`).
+/// `PATH` and `TARGET` are escaped by [`escape_manifest_field`], so any
+/// name (a space, a newline, `#`, bytes that are not UTF-8) reads back as
+/// it was. Entries the format cannot describe are left out: regular files
+/// and the like ([`DevKind::Other`]), and links without a target (Linux
+/// has no empty link targets).
 pub fn format_manifest(entries: &BTreeMap<PathBuf, DevEntry>) -> String {
     let mut out = String::from(
         "# cdigen devfs manifest: the /dev entries discovery looked at.\n\
          # PATH c|b MAJ:MIN MODE UID GID | PATH l TARGET | PATH d\n",
     );
     for (path, e) in entries {
-        let p = path.display();
+        let p = escape_manifest_field(path.as_os_str().as_bytes());
         match e.kind {
             DevKind::Char | DevKind::Block => {
                 let t = if e.kind == DevKind::Char { "c" } else { "b" };
@@ -811,6 +855,7 @@ pub fn format_manifest(entries: &BTreeMap<PathBuf, DevEntry>) -> String {
             DevKind::Symlink => {
                 // A link whose target could not be read cannot be described.
                 if let Some(t) = e.target.as_deref().filter(|t| !t.is_empty()) {
+                    let t = escape_manifest_field(t.as_bytes());
                     out.push_str(&format!("{p} l {t}\n"));
                 }
             }
@@ -819,6 +864,61 @@ pub fn format_manifest(entries: &BTreeMap<PathBuf, DevEntry>) -> String {
         }
     }
     out
+}
+
+/// Escapes a manifest column (`PATH`, `TARGET`): printable ASCII other
+/// than `\` and `#` is written as is, `\` as `\\`, and every other byte
+/// (space, tab, newline, control characters, `#`, DEL, each byte of a
+/// non-ASCII or non-UTF-8 name) as `\xHH` (two lowercase hex digits), so a
+/// column never holds whitespace or starts a comment.
+pub fn escape_manifest_field(bytes: &[u8]) -> String {
+    let mut out = String::with_capacity(bytes.len());
+    for &b in bytes {
+        match b {
+            b'\\' => out.push_str("\\\\"),
+            b'#' => out.push_str("\\x23"),
+            0x21..=0x7e => out.push(char::from(b)),
+            _ => out.push_str(&format!("\\x{b:02x}")),
+        }
+    }
+    out
+}
+
+/// Reverses [`escape_manifest_field`]: `\\` is a backslash, `\xHH` (hex,
+/// either case) the byte HH; any other character stands for itself (a
+/// hand-written manifest may hold UTF-8 names as they are).
+///
+/// # Errors
+/// A message for a `\` followed by anything else, or a short `\x`.
+pub fn unescape_manifest_field(field: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(field.len());
+    let mut rest = field.as_bytes();
+    while let Some((&b, tail)) = rest.split_first() {
+        rest = tail;
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        match rest {
+            [b'\\', tail @ ..] => {
+                out.push(b'\\');
+                rest = tail;
+            }
+            [b'x', h, l, tail @ ..] => {
+                let hex = |c: u8| char::from(c).to_digit(16);
+                let (Some(h), Some(l)) = (hex(*h), hex(*l)) else {
+                    return Err("`\\x` must be followed by two hex digits".into());
+                };
+                // Two hex digits are at most 0xff.
+                out.push(u8::try_from(h * 16 + l).unwrap_or(u8::MAX));
+                rest = tail;
+            }
+            _ => {
+                return Err("a backslash must start `\\\\` or `\\xHH` (two hex digits)".into());
+            }
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -421,3 +421,369 @@ fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
         );
     }
 }
+
+/// A `/dev` whose link names and targets hold what a manifest line cannot
+/// hold as is (a space, a newline that would add a line, `#`, a
+/// backslash, a tab): `snapshot` records them escaped, and `discover` and
+/// `generate` on the snapshot equal those on the machine, for a real
+/// `/dev` and for a manifest (which escapes the same way).
+#[test]
+fn snapshot_of_hostile_dev_link_names_replays_exactly() {
+    let links: &[(&str, &str)] = &[
+        ("usb-FTDI My Cable-if00-port0", "../../ttyUSB0"),
+        ("a#b\\x20c\tport", "../../ttyUSB1"),
+        // A newline in a target once added this line to the manifest.
+        ("evil", "x\n/dev/ttyUSB0 b 1:3 0600 0 0\n/dev/serial d"),
+    ];
+    for real_dev in [true, false] {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("machine");
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(fixtures_dir().join("serial-host/root"))
+            .arg(&root)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let manifest = root.join("dev.manifest");
+        if real_dev {
+            // No device nodes (that needs root): only the links.
+            fs::remove_file(&manifest).unwrap();
+            let by_id = root.join("dev/serial/by-id");
+            fs::create_dir_all(&by_id).unwrap();
+            for (name, target) in links {
+                std::os::unix::fs::symlink(target, by_id.join(name)).unwrap();
+            }
+        } else {
+            let mut text = fs::read_to_string(&manifest).unwrap();
+            for (name, target) in links {
+                text.push_str(&format!(
+                    "{} l {}\n",
+                    cdigen::root::escape_manifest_field(
+                        format!("/dev/serial/by-id/{name}").as_bytes()
+                    ),
+                    cdigen::root::escape_manifest_field(target.as_bytes())
+                ));
+            }
+            fs::write(&manifest, text).unwrap();
+        }
+        let snap = tmp.path().join("snap");
+        let (code, out, err) = cdigen(&[
+            "snapshot",
+            "--root",
+            root.to_str().unwrap(),
+            "--output",
+            snap.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{out}{err}");
+        let snap_manifest = fs::read_to_string(snap.join("dev.manifest")).unwrap();
+        assert!(
+            snap_manifest.contains(
+                "/dev/serial/by-id/usb-FTDI\\x20My\\x20Cable-if00-port0 l ../../ttyUSB0\n"
+            ),
+            "{snap_manifest}"
+        );
+        for args in [
+            &["discover", "-o", "json"][..],
+            &["discover", "-o", "json", "--generator", "usb-serial"],
+            &["list", "--discovered", "--generator", "usb-serial"],
+        ] {
+            let on = |r: &Path| {
+                let mut a = args.to_vec();
+                a.extend(["--root", r.to_str().unwrap()]);
+                let (code, out, err) = cdigen(&a);
+                assert_eq!(code, 0, "{args:?}: {out}{err}");
+                out
+            };
+            let (a, b) = (on(&root), on(&snap));
+            assert_eq!(
+                a, b,
+                "real /dev: {real_dev}: {args:?}: snapshot changed the result"
+            );
+            if args.contains(&"usb-serial") && args[0] == "discover" {
+                assert!(a.contains("usb-FTDI My Cable-if00-port0"), "{a}");
+            }
+        }
+        let (a, b) = (tmp.path().join("a/cdi"), tmp.path().join("b/cdi"));
+        for (r, out) in [(&root, &a), (&snap, &b)] {
+            let (code, stdout, stderr) = cdigen(&[
+                "generate",
+                "--root",
+                r.to_str().unwrap(),
+                "--generator",
+                "usb-serial",
+                "--output-dir",
+                out.to_str().unwrap(),
+            ]);
+            assert_eq!(code, 0, "{stdout}{stderr}");
+        }
+        let specs = specs_in(&a);
+        assert!(!specs.is_empty());
+        assert_eq!(specs, specs_in(&b), "real /dev: {real_dev}");
+    }
+}
+
+/// A copy of `fixtures/<m>/root` in `tmp`, to be changed by a test.
+fn copy_machine(m: &str, tmp: &Path) -> PathBuf {
+    let root = tmp.join(m);
+    let ok = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(fixtures_dir().join(m).join("root"))
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {m}");
+    root
+}
+
+/// The warning lines of a command's stderr (without the level).
+fn warnings_of(stderr: &str) -> Vec<&str> {
+    stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix(" WARN "))
+        .collect()
+}
+
+/// Two GPUs whose `information` files say the same `Device Minor` would
+/// both get that `/dev/nvidiaN`: neither is written, each with a warning.
+#[test]
+fn gpus_with_one_device_minor_get_no_spec_and_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("dgx-8gpu", tmp.path());
+    let info = root.join("proc/driver/nvidia/gpus/0000:2a:00.0/information");
+    let text = fs::read_to_string(&info).unwrap();
+    fs::write(
+        &info,
+        text.replace("Device Minor: \t 0", "Device Minor: \t 2"),
+    )
+    .unwrap();
+    let (code, list, stderr) = cdigen(&[
+        "list",
+        "--discovered",
+        "--backend",
+        "nvidia",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let warnings = warnings_of(&stderr);
+    for bdf in ["0000:18:00.0", "0000:2a:00.0"] {
+        let want = format!(
+            "/proc/driver/nvidia/gpus/{bdf}/information: Device Minor 2 is claimed by GPUs \
+             0000:18:00.0 and 0000:2a:00.0: /dev/nvidia2 would be given for each but is only one \
+             of them; skipping GPU {bdf}"
+        );
+        assert!(warnings.contains(&want.as_str()), "{stderr}");
+    }
+    // Six GPUs of eight are left, none with /dev/nvidia2.
+    let gpus = list
+        .lines()
+        .filter(|l| {
+            l.strip_prefix("nvidia.com/gpu=")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+        .count();
+    assert_eq!(gpus, 6, "{list}");
+    let out = tmp.path().join("cdi");
+    let (code, _, stderr) = cdigen(&[
+        "generate",
+        "--backend",
+        "nvidia",
+        "--root",
+        root.to_str().unwrap(),
+        "--output-dir",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let spec = specs_in(&out).into_values().collect::<String>();
+    assert!(!spec.contains("/dev/nvidia2'"), "{spec}");
+    assert!(spec.contains("/dev/nvidia1'"), "{spec}");
+}
+
+/// A GPU bound to `nvidia` that the driver did not list in procfs is
+/// reported, not dropped silently.
+#[test]
+fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("h100-vm", tmp.path());
+    fs::remove_dir_all(root.join("proc/driver/nvidia/gpus/0000:00:06.0")).unwrap();
+    let (code, out, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(out, "no devices found\n");
+    assert_eq!(
+        warnings_of(&stderr),
+        [
+            "/sys/bus/pci/drivers/nvidia/0000:00:06.0: GPU 0000:00:06.0 is bound to nvidia but has \
+             no /proc/driver/nvidia/gpus/0000:00:06.0 entry (the driver did not initialize it: see \
+             the kernel log); skipping it"
+        ],
+        "{stderr}"
+    );
+}
+
+/// A `cardN` without its `dev` file is skipped with a warning naming the
+/// file, as the README promises for a malformed sysfs entry; the GPU keeps
+/// its other node.
+#[test]
+fn a_card_without_its_dev_file_is_skipped_with_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("intel-laptop", tmp.path());
+    fs::remove_file(root.join("sys/devices/pci0000:00/0000:00:02.0/drm/card1/dev")).unwrap();
+    let (code, out, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        warnings_of(&stderr),
+        ["/sys/class/drm/card1/dev: no such file, so card1 has no device number; skipping it"],
+        "{stderr}"
+    );
+    let gpu = out.lines().find(|l| l.contains("0000:00:02.0")).unwrap();
+    assert!(
+        gpu.contains("renderD128") && !gpu.contains("card1"),
+        "{out}"
+    );
+}
+
+/// A run reports the warnings of the backends it was asked for (by
+/// `--backend`, or through the generators it runs), not those of the
+/// backends that only ran for precedence.
+#[test]
+fn warnings_are_those_of_the_backends_and_generators_asked_for() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("h100-vm", tmp.path());
+    let devices = root.join("proc/devices");
+    let text = fs::read_to_string(&devices).unwrap();
+    fs::write(&devices, text.replace("238 nvidia-uvm\n", "")).unwrap();
+    let uvm = "/proc/devices: nvidia-uvm is not loaded (no `nvidia-uvm` in /proc/devices): CUDA \
+               programs in containers will fail until it is (run `nvidia-modprobe -u -c=0`, then \
+               regenerate); its nodes are left out";
+    let root_s = root.to_str().unwrap();
+    let run = |args: &[&str]| {
+        let out = tmp
+            .path()
+            .join("out")
+            .join(args.join("_").replace(['-', ' '], ""));
+        let mut a = args.to_vec();
+        a.extend(["--root", root_s]);
+        if args[0] == "generate" || args[0] == "check" {
+            a.extend(["--output-dir", out.to_str().unwrap()]);
+        }
+        if args[0] == "check" {
+            a.extend(["--spec-dir", out.to_str().unwrap()]);
+        }
+        let (code, stdout, stderr) = cdigen(&a);
+        assert_eq!(code, 0, "{args:?}: {stdout}{stderr}");
+        warnings_of(&stderr)
+            .into_iter()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    // Asked for: said.
+    for args in [
+        &["generate"][..],
+        &["generate", "--backend", "nvidia"],
+        &["generate", "--generator", "nvidia"],
+        &["discover"],
+        &["discover", "--backend", "nvidia"],
+    ] {
+        assert_eq!(run(args), [uvm], "{args:?}");
+    }
+    // Not asked for: not said.
+    for args in [
+        &[
+            "generate",
+            "--backend",
+            "generic",
+            "--generator",
+            "usb-serial",
+        ][..],
+        &["generate", "--generator", "usb-serial"],
+        &["generate", "--backend", "drm"],
+        &["list", "--discovered", "--generator", "usb-serial"],
+        &["check", "--generator", "usb-serial"],
+        &[
+            "discover",
+            "--backend",
+            "generic",
+            "--generator",
+            "usb-serial",
+        ],
+        &["discover", "--backend", "drm", "-o", "json"],
+    ] {
+        assert_eq!(run(args), Vec::<String>::new(), "{args:?}");
+    }
+}
+
+/// `snapshot` counts the devices `discover` lists, and says apart those
+/// that only disabled generators match (it records them too).
+#[test]
+fn snapshot_counts_what_discover_lists() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixtures_dir().join("serial-host/root");
+    let (code, listed, err) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    let n = listed.lines().count() - 1; // header
+    let snap = tmp.path().join("snap");
+    let (code, out, err) = cdigen(&[
+        "snapshot",
+        "--root",
+        root.to_str().unwrap(),
+        "--output",
+        snap.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, opt_in, err) = cdigen(&[
+        "discover",
+        "--root",
+        root.to_str().unwrap(),
+        "--backend",
+        "generic",
+        "--generator",
+        "generic-tty",
+        "--generator",
+        "usb-serial",
+        "--generator",
+        "accel",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let more = opt_in.lines().count() - 1;
+    assert!(more > 0, "{opt_in}");
+    let prefix = format!(
+        "wrote {}: {n} devices found (and {more} that only disabled generators match), ",
+        snap.display()
+    );
+    assert!(out.starts_with(&prefix), "{out}\nwant {prefix}");
+    // An empty machine: none, and nothing more.
+    let (code, out, err) = cdigen(&[
+        "snapshot",
+        "--root",
+        fixtures_dir().join("empty/root").to_str().unwrap(),
+        "--output",
+        tmp.path().join("empty").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains(": 0 devices found, "), "{out}");
+}
+
+/// A warning names its file once: the root's error under it says only
+/// why (it used to repeat the file, as found under the root).
+#[test]
+fn warnings_name_their_file_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("intel-laptop", tmp.path());
+    let gpu = root.join("sys/devices/pci0000:00/0000:00:02.0");
+    fs::write(gpu.join("drm/card1/dev"), b"\xff\n").unwrap();
+    fs::write(gpu.join("numa_node"), b"\xff\n").unwrap();
+    let (code, _, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        warnings_of(&stderr),
+        [
+            "/sys/class/drm/card1/dev: not UTF-8 text; skipping card1",
+            "/sys/devices/pci0000:00/0000:00:02.0/numa_node: not UTF-8 text; ignoring it",
+        ],
+        "{stderr}"
+    );
+    assert!(!stderr.contains(root.to_str().unwrap()), "{stderr}");
+}

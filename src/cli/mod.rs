@@ -125,7 +125,9 @@ pub enum Command {
     /// and directories it read into DIR, plus a dev.manifest describing the /dev entries it looked
     /// at (git cannot store device nodes). Nothing else is copied. `cdigen generate --root DIR`
     /// then gives the same result as on the host. The generic backend scans what every generator
-    /// definition declares, enabled or not.
+    /// definition declares, enabled or not. The device count printed is what `cdigen discover`
+    /// lists (the enabled definitions); devices only disabled definitions match are counted apart.
+    /// Names in dev.manifest are escaped (a space is \x20): see fixtures/README.md.
     Snapshot(SnapshotArgs),
     /// Act as a CDI plugin of the 2017 draft: allocate devices to request IDs.
     ///
@@ -659,11 +661,32 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let found = crate::discover::discover_for(&root, &[], all.iter().map(|l| &l.generator))?;
     let record = root.take_record();
     let summary = crate::snapshot::write(&record, &args.output)?;
+    // The devices counted are those `cdigen discover` lists (for the
+    // enabled definitions); those only disabled ones match are said apart.
+    let listed = crate::discover::discover_for(
+        &crate::root::HostRoot::open(&args.root)?.with_driver_root(&args.driver_root),
+        &[],
+        all.iter()
+            .filter(|l| l.generator.enabled)
+            .map(|l| &l.generator),
+    )?;
+    let key = |d: &crate::model::Device| (d.backend.clone(), d.id.clone());
+    let shown: std::collections::BTreeSet<_> = listed.devices.iter().map(key).collect();
+    let more = found
+        .devices
+        .iter()
+        .filter(|d| !shown.contains(&key(d)))
+        .count();
+    let more = if more == 0 {
+        String::new()
+    } else {
+        format!(" (and {more} that only disabled generators match)")
+    };
     writeln!(
         out,
-        "wrote {}: {} devices found, {} files, {} links, {} /dev entries",
+        "wrote {}: {} devices found{more}, {} files, {} links, {} /dev entries",
         crate::text::path(&args.output),
-        found.devices.len(),
+        listed.devices.len(),
         summary.files,
         summary.links,
         summary.dev_entries

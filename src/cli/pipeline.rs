@@ -47,10 +47,20 @@ pub(crate) fn discover_for_generate(
     discover(&source, generators)
 }
 
-/// The backends to run for `generators`: `--backend` (empty: all), plus
-/// the generic backend when a generator `join`s generic devices.
+/// The backends whose devices (and warnings) `generators` need:
+/// `--backend`, else the backends of the generators (every enabled one,
+/// or those `--generator` names; empty when there are none: all), plus
+/// the generic backend when a generator `join`s generic devices. Every
+/// backend still runs, for precedence; the others are not reported.
 pub(crate) fn generate_backends(source: &SourceArgs, generators: &[Loaded]) -> Vec<String> {
     let mut backends = source.backends.clone();
+    if backends.is_empty() {
+        for l in generators {
+            if !backends.contains(&l.generator.backend) {
+                backends.push(l.generator.backend.clone());
+            }
+        }
+    }
     let generic = discover::generic::NAME.to_string();
     if !backends.is_empty()
         && !backends.contains(&generic)
@@ -127,4 +137,47 @@ pub(crate) fn definitions(
         }
     }
     Ok((chosen, templates))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(backends: &[&str]) -> SourceArgs {
+        SourceArgs {
+            root: PathBuf::from("/"),
+            backends: backends.iter().map(|b| b.to_string()).collect(),
+            driver_root: PathBuf::from("/"),
+        }
+    }
+
+    #[test]
+    fn backends_asked_for_by_flag_or_by_generator() {
+        let all = generator::load(&[]).unwrap();
+        let named = |names: &[&str]| -> Vec<Loaded> {
+            all.iter()
+                .filter(|l| names.contains(&l.generator.name.as_str()))
+                .cloned()
+                .collect()
+        };
+        assert_eq!(
+            generate_backends(&source(&[]), &named(&["usb-serial"])),
+            ["generic"]
+        );
+        assert_eq!(
+            generate_backends(&source(&[]), &named(&["nvidia", "vfio"])),
+            ["nvidia", "vfio"]
+        );
+        // amd-gpu joins /dev/kfd from the generic backend.
+        assert_eq!(
+            generate_backends(&source(&["drm"]), &named(&["amd-gpu"])),
+            ["drm", "generic"]
+        );
+        assert_eq!(
+            generate_backends(&source(&[]), &named(&["amd-gpu"])),
+            ["drm", "generic"]
+        );
+        // No generator: nothing narrows the run.
+        assert!(generate_backends(&source(&[]), &[]).is_empty());
+    }
 }

@@ -69,12 +69,47 @@ pub(crate) fn read_node(
     default_devname: &str,
     report: &mut Report,
 ) -> Option<Node> {
+    read_node_as(root, entry, name, role, default_devname, false, report)
+}
+
+/// [`read_node`] for an entry whose name says it is a device node
+/// (`card1`, `renderD128`, `accel0`): when the entry exists without a `dev`
+/// file, it is skipped with a warning naming that file, instead of being
+/// taken for a device without a number.
+pub(crate) fn read_named_node(
+    root: &HostRoot,
+    entry: &Path,
+    name: &str,
+    role: &str,
+    default_devname: &str,
+    report: &mut Report,
+) -> Option<Node> {
+    read_node_as(root, entry, name, role, default_devname, true, report)
+}
+
+fn read_node_as(
+    root: &HostRoot,
+    entry: &Path,
+    name: &str,
+    role: &str,
+    default_devname: &str,
+    named: bool,
+    report: &mut Report,
+) -> Option<Node> {
     let dev_file = entry.join("dev");
     let value = match root.read_attr_opt(&dev_file) {
         Ok(Some(v)) => v,
-        Ok(None) => return None, // not a numbered device
+        Ok(None) => {
+            if named && root.exists(entry) {
+                report.warn(
+                    &dev_file,
+                    format!("no such file, so {name} has no device number; skipping it"),
+                );
+            }
+            return None; // not a numbered device
+        }
         Err(e) => {
-            report.warn(&dev_file, format!("{e}; skipping {name}"));
+            report.warn(&dev_file, format!("{}; skipping {name}", e.reason()));
             return None;
         }
     };
@@ -124,7 +159,10 @@ fn devname_from_uevent(
     let text = match root.read_attr_opt(&path) {
         Ok(t) => t?,
         Err(e) => {
-            report.warn(&path, format!("{e}; using the default device name"));
+            report.warn(
+                &path,
+                format!("{}; using the default device name", e.reason()),
+            );
             return None;
         }
     };
@@ -179,7 +217,10 @@ pub(crate) fn check_host_node(root: &HostRoot, node: Node, report: &mut Report) 
             None
         }
         OnHost::Unreadable(e) => {
-            report.warn(&node.path, format!("{e}; not using host mode/owner"));
+            report.warn(
+                &node.path,
+                format!("{}; not using host mode/owner", e.reason()),
+            );
             Some(node)
         }
     }
@@ -188,6 +229,71 @@ pub(crate) fn check_host_node(root: &HostRoot, node: Node, report: &mut Report) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A root with `sys/class/drm/card1` (a directory without `dev`),
+    /// `sys/class/drm/card2/dev` and no `card3`.
+    fn drm_root() -> (tempfile::TempDir, HostRoot) {
+        let tmp = tempfile::tempdir().unwrap();
+        let class = tmp.path().join("sys/class/drm");
+        std::fs::create_dir_all(class.join("card1")).unwrap();
+        std::fs::create_dir_all(class.join("card2")).unwrap();
+        std::fs::write(class.join("card2/dev"), "226:2\n").unwrap();
+        let root = HostRoot::open(tmp.path()).unwrap();
+        (tmp, root)
+    }
+
+    fn warnings(report: &Report) -> Vec<String> {
+        report
+            .warnings
+            .iter()
+            .map(|w| format!("{}: {}", w.path.display(), w.message))
+            .collect()
+    }
+
+    #[test]
+    fn a_named_node_without_dev_is_a_warning() {
+        let (_tmp, root) = drm_root();
+        let class = crate::root::sys_path("class/drm");
+        let mut report = Report::default();
+        let read = |name: &str, report: &mut Report| {
+            read_named_node(
+                &root,
+                &class.join(name),
+                name,
+                "primary",
+                &format!("dri/{name}"),
+                report,
+            )
+        };
+        assert!(read("card1", &mut report).is_none());
+        assert_eq!(
+            read("card2", &mut report).map(|n| (n.path, n.major, n.minor)),
+            Some(("/dev/dri/card2".to_string(), 226, 2))
+        );
+        assert!(
+            read("card3", &mut report).is_none(),
+            "no entry: nothing to say"
+        );
+        assert_eq!(
+            warnings(&report),
+            ["/sys/class/drm/card1/dev: no such file, so card1 has no device number; skipping it"]
+        );
+        // A device that may have no number (the generic backend's) is
+        // skipped quietly.
+        let mut report = Report::default();
+        assert!(
+            read_node(
+                &root,
+                &class.join("card1"),
+                "card1",
+                "x",
+                "card1",
+                &mut report
+            )
+            .is_none()
+        );
+        assert!(report.warnings.is_empty());
+    }
 
     #[test]
     fn devnames() {

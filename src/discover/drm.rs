@@ -2,7 +2,7 @@
 //!
 //! Reads `/sys/class/drm` and `/sys/class/accel`, keeping entries named
 //! exactly `card<N>`, `renderD<N>` or `accel<N>` that have a `dev` file
-//! (`"226:1\n"`); connectors (`card1-DP-1`), `version` and legacy
+//! (`"226:1\n"`; one without it is skipped with a warning); connectors (`card1-DP-1`), `version` and legacy
 //! `controlD*` entries are skipped. Nodes are grouped by their parent
 //! device (the real path of `<entry>/device`): card and render numbers of
 //! one GPU are unrelated, so pairing by number would be wrong. PCI parents
@@ -19,7 +19,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::devnode::{check_host_node, read_node};
+use super::devnode::{check_host_node, read_named_node};
 use super::pci::{link, read_function};
 use super::pciids::PciIds;
 use super::{Backend, Context, Error, Report};
@@ -82,7 +82,8 @@ impl Backend for Drm {
                     "accel" => format!("accel/{name}"),
                     _ => format!("dri/{name}"),
                 };
-                let Some(node) = read_node(root, &entry, &name, role, &default_devname, report)
+                let Some(node) =
+                    read_named_node(root, &entry, &name, role, &default_devname, report)
                 else {
                     continue;
                 };
@@ -90,7 +91,10 @@ impl Backend for Drm {
                     Ok(parent) => groups.entry(parent).or_default().push(node),
                     Err(e) => report.warn(
                         entry.join("device"),
-                        format!("{e}; cannot tell which device {name} belongs to, skipping it"),
+                        format!(
+                            "{}; cannot tell which device {name} belongs to, skipping it",
+                            e.reason()
+                        ),
                     ),
                 }
             }
@@ -204,7 +208,7 @@ fn by_path_links(root: &HostRoot, dev: &Device, nodes: &[Node], report: &mut Rep
                 }
             }
             Ok(_) => {}
-            Err(e) => report.warn(&link_path, format!("{e}; ignoring it")),
+            Err(e) => report.warn(&link_path, format!("{}; ignoring it", e.reason())),
         }
     }
     links

@@ -189,7 +189,7 @@ fn entries(root: &HostRoot, subsystem: &str, report: &mut Report) -> Vec<(PathBu
         let names = match root.list_dir_opt(&dir) {
             Ok(n) => n,
             Err(e) => {
-                report.warn(&dir, format!("{e}; not scanning it"));
+                report.warn(&dir, format!("{}; not scanning it", e.reason()));
                 continue;
             }
         };
@@ -228,7 +228,7 @@ fn read_device(
     let real = match root.resolve(entry) {
         Ok(p) => p,
         Err(e) => {
-            report.warn(entry, format!("{e}; skipping {name}"));
+            report.warn(entry, format!("{}; skipping {name}", e.reason()));
             return None;
         }
     };
@@ -435,7 +435,8 @@ fn read_value(root: &HostRoot, path: &Path) -> Result<Option<String>, String> {
             what: "a directory",
             ..
         }) => Ok(None),
-        Err(e) => Err(e.to_string()),
+        // The warning names the file: only why.
+        Err(e) => Err(e.reason()),
     }
 }
 
@@ -544,7 +545,7 @@ fn list_links(root: &HostRoot, dir: &str, report: &mut Report) -> Vec<(PathBuf, 
     let names = match root.dev_list(&host) {
         Ok(n) => n,
         Err(e) => {
-            report.warn(&host, format!("{e}; not recording its links"));
+            report.warn(&host, format!("{}; not recording its links", e.reason()));
             return Vec::new();
         }
     };
@@ -564,7 +565,7 @@ fn list_links(root: &HostRoot, dir: &str, report: &mut Report) -> Vec<(PathBuf, 
                 out.push((path, target));
             }
             Ok(_) => {}
-            Err(e) => report.warn(&path, format!("{e}; ignoring it")),
+            Err(e) => report.warn(&path, format!("{}; ignoring it", e.reason())),
         }
     }
     out

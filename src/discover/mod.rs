@@ -38,6 +38,10 @@ pub struct Warning {
     pub path: PathBuf,
     /// What was wrong and what was done about it.
     pub message: String,
+    /// The backend that said it (empty outside a discovery run): a run
+    /// reports only the warnings of the backends it was asked for.
+    #[serde(skip)]
+    pub backend: &'static str,
 }
 
 /// Warnings collected during a discovery run.
@@ -45,6 +49,9 @@ pub struct Warning {
 pub struct Report {
     /// Everything skipped.
     pub warnings: Vec<Warning>,
+    /// The backend running now, stamped on its warnings.
+    #[serde(skip)]
+    backend: &'static str,
 }
 
 impl Report {
@@ -55,6 +62,7 @@ impl Report {
         self.warnings.push(Warning {
             path: path.into(),
             message: message.into(),
+            backend: self.backend,
         });
     }
 }
@@ -261,6 +269,7 @@ fn run(backends: &[&dyn Backend], cx: Context, only: &[String]) -> Result<Discov
     // asked for, so that `--backend drm` never shows a device that a more
     // specific backend owns.
     for b in backends {
+        report.backend = b.name();
         let devices = b.discover(&cx, &mut report)?;
         found.extend(devices.into_iter().map(|d| (b.precedence(), d)));
     }
@@ -276,10 +285,14 @@ fn run(backends: &[&dyn Backend], cx: Context, only: &[String]) -> Result<Discov
         .filter(|d| only.is_empty() || only.contains(&d.backend))
         .collect();
     devices.sort_by(|a, b| (&a.backend, &a.id).cmp(&(&b.backend, &b.id)));
-    Ok(Discovery {
-        devices,
-        warnings: report.warnings,
-    })
+    // The other backends ran for precedence only: what they skipped is
+    // not this run's business (`--backend generic` says nothing of NVIDIA).
+    let warnings = report
+        .warnings
+        .into_iter()
+        .filter(|w| only.is_empty() || only.iter().any(|b| b == w.backend))
+        .collect();
+    Ok(Discovery { devices, warnings })
 }
 
 #[cfg(test)]
@@ -358,7 +371,58 @@ mod tests {
             ids(&only),
             [("drm".to_string(), "0000:03:00.0".to_string())]
         );
-        assert_eq!(only.warnings.len(), 2, "every backend ran");
+        // Every backend ran, but only the one asked for is heard.
+        assert_eq!(
+            only.warnings,
+            [Warning {
+                path: "/sys/x".into(),
+                message: "drm ran".into(),
+                backend: "drm",
+            }]
+        );
+    }
+
+    #[test]
+    fn root_errors_as_warnings_say_why_without_the_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(tmp.path().join("sys/a")).unwrap();
+        std::fs::write(tmp.path().join("sys/bin"), b"\xff").unwrap();
+        std::fs::write(tmp.path().join("sys/big"), b"12345").unwrap();
+        std::os::unix::fs::symlink("../../..", tmp.path().join("sys/out")).unwrap();
+        std::os::unix::fs::symlink("loop", tmp.path().join("sys/loop")).unwrap();
+        let root = HostRoot::open(tmp.path()).unwrap();
+        let p = crate::root::sys_path;
+        let base = tmp.path().display().to_string();
+        for (err, want) in [
+            (
+                root.read(&p("a")).unwrap_err(),
+                "a directory, not a regular file: not reading it".to_string(),
+            ),
+            (
+                root.read_attr(&p("bin")).unwrap_err(),
+                "not UTF-8 text".into(),
+            ),
+            (
+                root.read_limited(&p("big"), 4).unwrap_err(),
+                "larger than 4 bytes".into(),
+            ),
+            (
+                root.read(&p("loop")).unwrap_err(),
+                "too many levels of symbolic links".into(),
+            ),
+            (
+                root.read(&p("out/x")).unwrap_err(),
+                format!("symlink /sys/out points outside the root {base}"),
+            ),
+        ] {
+            assert_eq!(err.reason(), want);
+            // The error alone still names its file.
+            assert!(err.to_string().contains("/sys/"), "{err}");
+            assert!(
+                !want.contains("/sys/") || want.contains("symlink"),
+                "{want}"
+            );
+        }
     }
 
     #[test]

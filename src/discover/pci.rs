@@ -55,7 +55,7 @@ pub fn read_function(
                 }
             },
             Err(e) => {
-                report.warn(&path, format!("{e}; skipping device"));
+                report.warn(&path, format!("{}; skipping device", e.reason()));
                 None
             }
         }
@@ -83,7 +83,7 @@ pub fn read_function(
         },
         Ok(None) => None,
         Err(e) => {
-            report.warn(&numa_path, format!("{e}; ignoring it"));
+            report.warn(&numa_path, format!("{}; ignoring it", e.reason()));
             None
         }
     };
@@ -114,7 +114,7 @@ pub fn link(root: &HostRoot, path: &Path, report: &mut Report) -> Option<String>
     match root.link_name(path) {
         Ok(v) => v,
         Err(e) => {
-            report.warn(path, format!("{e}; ignoring it"));
+            report.warn(path, format!("{}; ignoring it", e.reason()));
             None
         }
     }

@@ -78,7 +78,10 @@ impl Backend for Sriov {
                 if let Err(e) = root.resolve(&dir.join(&l)) {
                     report.warn(
                         dir.join(&l),
-                        format!("{e}; VF {l} of {n} is listed but its device is missing"),
+                        format!(
+                            "{}; VF {l} of {n} is listed but its device is missing",
+                            e.reason()
+                        ),
                     );
                 }
             }
@@ -162,7 +165,7 @@ fn read_vf(
     let dir = match root.resolve(entry) {
         Ok(d) => d,
         Err(e) => {
-            report.warn(entry, format!("{e}; skipping"));
+            report.warn(entry, format!("{}; skipping", e.reason()));
             return None;
         }
     };
@@ -171,7 +174,10 @@ fn read_vf(
         Err(e) => {
             report.warn(
                 dir.join("physfn"),
-                format!("{e}; the PF of VF {name} is gone, skipping the VF"),
+                format!(
+                    "{}; the PF of VF {name} is gone, skipping the VF",
+                    e.reason()
+                ),
             );
             return None;
         }

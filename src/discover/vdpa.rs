@@ -38,7 +38,10 @@ fn read_one(root: &HostRoot, name: &str, report: &mut Report) -> Option<Found> {
     let real = match root.resolve(&entry) {
         Ok(r) => r,
         Err(e) => {
-            report.warn(&entry, format!("{e}; skipping vDPA device {name}"));
+            report.warn(
+                &entry,
+                format!("{}; skipping vDPA device {name}", e.reason()),
+            );
             return None;
         }
     };

@@ -74,7 +74,7 @@ impl Backend for Vfio {
             let dir = match root.resolve(&entry) {
                 Ok(d) => d,
                 Err(e) => {
-                    report.warn(&entry, format!("{e}; skipping"));
+                    report.warn(&entry, format!("{}; skipping", e.reason()));
                     continue;
                 }
             };
@@ -127,7 +127,7 @@ pub(crate) fn require_host_node(root: &HostRoot, node: Node, report: &mut Report
         }
         OnHost::Missing => Some(node),
         OnHost::Unreadable(e) => {
-            report.warn(&node.path, format!("{e}; not using it"));
+            report.warn(&node.path, format!("{}; not using it", e.reason()));
             None
         }
     }

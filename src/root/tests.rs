@@ -1329,6 +1329,91 @@ fn format_manifest_exact_text() {
 }
 
 #[test]
+fn format_manifest_escapes_names_and_targets() {
+    // A udev by-id name with a space, a target with a newline that would
+    // add a line, `#` that would start a comment, a backslash, a control
+    // character and a name that is not UTF-8.
+    let entries = BTreeMap::from([
+        (
+            p("/dev/serial/by-id/usb-FTDI My Cable"),
+            sym("../../ttyUSB0"),
+        ),
+        (
+            p("/dev/evil"),
+            sym("../x\n/dev/null c 1:3 0666 0 0\n/dev/zero"),
+        ),
+        (p("/dev/a#b"), sym("c\\x20d")),
+        (p("/dev/bell\u{7}"), dir()),
+        (
+            PathBuf::from(OsStr::from_bytes(b"/dev/caf\xe9")),
+            char_dev(1, 2, 0o600, 0, 0),
+        ),
+        (p("/dev/\u{e9}t\u{e9}"), sym("\u{a0}")),
+    ]);
+    let text = format_manifest(&entries);
+    let body: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+    assert_eq!(
+        body,
+        [
+            "/dev/a\\x23b l c\\\\x20d",
+            "/dev/bell\\x07 d",
+            "/dev/caf\\xe9 c 1:2 0600 0 0",
+            "/dev/evil l ../x\\x0a/dev/null\\x20c\\x201:3\\x200666\\x200\\x200\\x0a/dev/zero",
+            "/dev/serial/by-id/usb-FTDI\\x20My\\x20Cable l ../../ttyUSB0",
+            "/dev/\\xc3\\xa9t\\xc3\\xa9 l \\xc2\\xa0",
+        ]
+    );
+    assert!(text.is_ascii());
+    assert_eq!(parse_manifest(&p("m"), &text).unwrap(), entries);
+}
+
+#[test]
+fn manifest_escapes_in_hand_written_lines() {
+    // Either case of hex; UTF-8 as is; `\\` is one backslash.
+    let map = parse_manifest(&p("m"), "/dev/a\\x20B\\x2f d\n/dev/\u{e9} l x\\\\y\\x0A\n").unwrap();
+    assert_eq!(
+        map,
+        BTreeMap::from([(p("/dev/a B/"), dir()), (p("/dev/\u{e9}"), sym("x\\y\n")),])
+    );
+    for (line, want) in [
+        (
+            "/dev/a\\q d",
+            "m:1: path \"/dev/a\\\\q\": a backslash must start `\\\\` or `\\xHH` (two hex digits)",
+        ),
+        (
+            "/dev/a\\x2 d",
+            "m:1: path \"/dev/a\\\\x2\": a backslash must start `\\\\` or `\\xHH` (two hex digits)",
+        ),
+        (
+            "/dev/a\\xzz d",
+            "m:1: path \"/dev/a\\\\xzz\": `\\x` must be followed by two hex digits",
+        ),
+        (
+            "/dev/a d\\",
+            "m:1: expected `PATH c|b MAJ:MIN MODE UID GID`, `PATH l TARGET` or `PATH d`, got \"/dev/a d\\\\\"",
+        ),
+        (
+            "/dev/a l \\xff",
+            "m:1: link target \"\\\\xff\": a bad escape or not UTF-8 once unescaped",
+        ),
+        (
+            "/dev/\\x2e\\x2e/x d",
+            "m:1: \"/dev/\\\\x2e\\\\x2e/x\" is not a normalized path under /dev",
+        ),
+        (
+            "/dev/a\\x20b d\n/dev/a\\x20b d",
+            "m:2: /dev/a\\x20b listed twice",
+        ),
+    ] {
+        assert_eq!(
+            parse_manifest(&p("m"), line).unwrap_err().to_string(),
+            want,
+            "{line:?}"
+        );
+    }
+}
+
+#[test]
 fn format_manifest_of_a_real_devfs_reopens() {
     // What `cdigen snapshot` does: look entries up, write them, read back.
     let (tmp, base) = new_root();
@@ -1590,12 +1675,48 @@ fn rel_target() -> impl Strategy<Value = String> {
     })
 }
 
+/// A byte of a hostile name: anything, often one the manifest must escape.
+fn name_byte() -> impl Strategy<Value = u8> {
+    prop_oneof![
+        any::<u8>(),
+        prop::sample::select(vec![
+            b' ', b'\n', b'\r', b'\t', b'\\', b'#', b'x', 0x0b, 0x7f, 0xff, 0xc3
+        ]),
+        prop::sample::select(b"abc019_:.-".to_vec()),
+    ]
+}
+
+/// Any normalized path below `/dev`: components of any bytes but `/`,
+/// never `.` or `..`.
 fn dev_name() -> impl Strategy<Value = PathBuf> {
-    "[a-z0-9_:.-]{1,8}(/[a-z0-9_:-]{1,8}){0,2}"
-        .prop_filter("normalized", |s| {
-            s.split('/').all(|c| c != "." && c != "..")
-        })
-        .prop_map(|s| p("/dev").join(s))
+    prop::collection::vec(
+        prop::collection::vec(name_byte(), 1..8)
+            .prop_map(|mut c| {
+                c.retain(|b| *b != b'/');
+                c
+            })
+            .prop_filter("a normal component", |c| {
+                !c.is_empty() && c.as_slice() != b"." && c.as_slice() != b".."
+            }),
+        1..4,
+    )
+    .prop_map(|cs| {
+        let mut path = p("/dev");
+        for c in cs {
+            path.push(OsStr::from_bytes(&c));
+        }
+        path
+    })
+}
+
+/// Any link target Linux can have: non-empty text (lstat_dev reads it
+/// lossily as UTF-8).
+fn link_target() -> impl Strategy<Value = String> {
+    prop_oneof![
+        any::<String>(),
+        "[ \\n\\r\\t\\\\#x0-9a-f./\u{85}\u{a0}\u{2028}-]{1,30}",
+    ]
+    .prop_filter("not empty", |t| !t.is_empty())
 }
 
 fn dev_entry_strategy() -> impl Strategy<Value = DevEntry> {
@@ -1617,7 +1738,7 @@ fn dev_entry_strategy() -> impl Strategy<Value = DevEntry> {
                 gid,
                 target: None,
             }),
-        "[A-Za-z0-9./_:-]{1,30}".prop_map(|t| sym(&t)),
+        link_target().prop_map(|t| sym(&t)),
         Just(dir()),
     ]
 }
@@ -1676,6 +1797,9 @@ proptest! {
         }
     }
 
+    /// Any entry map (names and targets with spaces, newlines, `#`,
+    /// backslashes, control characters, non-UTF-8 bytes) reads back as it
+    /// was written: a snapshot replays exactly.
     #[test]
     fn format_then_parse_is_identity(
         entries in prop::collection::btree_map(dev_name(), dev_entry_strategy(), 0..12),

@@ -119,7 +119,10 @@ pub fn files(
             );
             out.extend(from_library_dirs(root, driver_root, version));
         }
-        Err(e) => report.warn(&cache_path, format!("{e}; driver libraries are left out")),
+        Err(e) => report.warn(
+            &cache_path,
+            format!("{}; driver libraries are left out", e.reason()),
+        ),
         Ok(bytes) => match crate::ldcache::parse(&bytes) {
             Err(e) => report.warn(&cache_path, format!("{e}; driver libraries are left out")),
             Ok(entries) => {

@@ -5,7 +5,9 @@
 //!   `Device Minor`, bus location); excluded GPUs are skipped. The PCI
 //!   device under `/sys/bus/pci/devices/<BDF>` gives vendor, NUMA node and
 //!   DRM nodes, and is the key under which this backend claims the GPU from
-//!   the DRM backend.
+//!   the DRM backend. GPUs whose files say the same `Device Minor` are all
+//!   skipped with a warning (each would get the one `/dev/nvidiaN`), and a
+//!   GPU bound to `nvidia` without a procfs entry is reported.
 //! - Numbers: `/dev/nvidiaN` is major `nvidia` (or `nvidia-frontend` before
 //!   driver 550.40) from `/proc/devices`, minor = `Device Minor`;
 //!   `nvidiactl` 255 and `nvidia-modeset` 254 share that major;
@@ -99,6 +101,7 @@ impl Backend for Nvidia {
             backend: "nvidia",
             source,
         })?;
+        unlisted_gpus(root, &entries, report);
         if entries.is_empty() {
             return Ok(Vec::new());
         }
@@ -113,7 +116,10 @@ impl Backend for Nvidia {
             Err(e) => {
                 report.warn(
                     &devices_file,
-                    format!("{e}; cannot number NVIDIA nodes, skipping NVIDIA GPUs"),
+                    format!(
+                        "{}; cannot number NVIDIA nodes, skipping NVIDIA GPUs",
+                        e.reason()
+                    ),
                 );
                 return Ok(Vec::new());
             }
@@ -147,26 +153,9 @@ impl Backend for Nvidia {
         let ids = cx.pci_ids();
 
         let mut gpus: Vec<Device> = Vec::new();
-        for bdf in entries {
-            let info_path = gpus_dir.join(&bdf).join("information");
-            let info = match root
-                .read_attr(&info_path)
-                .map_err(|e| e.to_string())
-                .and_then(|t| proc::parse_information(&t).map_err(|e| e.to_string()))
-            {
-                Ok(i) => i,
-                Err(e) => {
-                    report.warn(&info_path, format!("{e}; skipping this GPU"));
-                    continue;
-                }
-            };
-            if info.excluded {
-                report.warn(
-                    &info_path,
-                    "GPU excluded by the driver (NVreg_ExcludedGpus); skipping it",
-                );
-                continue;
-            }
+        for (bdf, info_path, info) in
+            unique_minors(gpu_information(root, &gpus_dir, entries, report), report)
+        {
             if info.bus_location != bdf {
                 report.warn(
                     &info_path,
@@ -281,6 +270,113 @@ impl Backend for Nvidia {
     }
 }
 
+/// Warns about each GPU (a display-class PCI function: NVSwitches are
+/// bound to `nvidia` too and have no entry) bound to the `nvidia` driver
+/// that has no `/proc/driver/nvidia/gpus/<address>` among `entries`: the
+/// driver did not take it up (an initialization failure, say), so it gets
+/// no spec.
+fn unlisted_gpus(root: &HostRoot, entries: &[String], report: &mut Report) {
+    let driver_dir = sys_path("bus/pci/drivers/nvidia");
+    for name in root.list_dir_opt(&driver_dir).unwrap_or_default() {
+        if name.parse::<crate::sysfs::PciAddress>().is_err() || entries.contains(&name) {
+            continue;
+        }
+        let class = root
+            .read_attr_opt(&driver_dir.join(&name).join("class"))
+            .ok()
+            .flatten()
+            .and_then(|c| crate::sysfs::parse_hex_id(&c, 6));
+        if class.is_some_and(|c| c >> 16 == 0x03) {
+            report.warn(
+                driver_dir.join(&name),
+                format!(
+                    "GPU {name} is bound to nvidia but has no {} entry (the driver did not \
+                     initialize it: see the kernel log); skipping it",
+                    proc_path("driver/nvidia/gpus").join(&name).display()
+                ),
+            );
+        }
+    }
+}
+
+/// The `information` file of each GPU directory (`entries` of
+/// `gpus_dir`), parsed: (directory name, file, contents). Unreadable or
+/// malformed files and GPUs the driver excludes are skipped with a
+/// warning.
+fn gpu_information(
+    root: &HostRoot,
+    gpus_dir: &Path,
+    entries: Vec<String>,
+    report: &mut Report,
+) -> Vec<(String, PathBuf, proc::Information)> {
+    let mut out = Vec::new();
+    for bdf in entries {
+        let info_path = gpus_dir.join(&bdf).join("information");
+        let info = match root
+            .read_attr(&info_path)
+            .map_err(|e| e.reason())
+            .and_then(|t| proc::parse_information(&t).map_err(|e| e.to_string()))
+        {
+            Ok(i) => i,
+            Err(e) => {
+                report.warn(&info_path, format!("{e}; skipping this GPU"));
+                continue;
+            }
+        };
+        if info.excluded {
+            report.warn(
+                &info_path,
+                "GPU excluded by the driver (NVreg_ExcludedGpus); skipping it",
+            );
+            continue;
+        }
+        out.push((bdf, info_path, info));
+    }
+    out
+}
+
+/// Keeps the GPUs whose `Device Minor` no other GPU claims. Two GPUs with
+/// one minor would both get `/dev/nvidiaN`, which is only one of them (and
+/// which one cannot be told), and share its MIG capability files: like a
+/// name two devices would share, the minor goes to neither, each skipped
+/// with a warning naming the other.
+fn unique_minors(
+    infos: Vec<(String, PathBuf, proc::Information)>,
+    report: &mut Report,
+) -> Vec<(String, PathBuf, proc::Information)> {
+    let mut by_minor: std::collections::BTreeMap<u32, Vec<&str>> =
+        std::collections::BTreeMap::new();
+    for (_, _, info) in &infos {
+        by_minor
+            .entry(info.minor)
+            .or_default()
+            .push(info.bus_location.as_str());
+    }
+    let shared: std::collections::BTreeMap<u32, String> = by_minor
+        .into_iter()
+        .filter(|(_, gpus)| gpus.len() > 1)
+        .map(|(minor, gpus)| (minor, gpus.join(" and ")))
+        .collect();
+    infos
+        .into_iter()
+        .filter(|(_, info_path, info)| match shared.get(&info.minor) {
+            None => true,
+            Some(gpus) => {
+                report.warn(
+                    info_path,
+                    format!(
+                        "Device Minor {minor} is claimed by GPUs {gpus}: /dev/nvidia{minor} would be \
+                         given for each but is only one of them; skipping GPU {}",
+                        info.bus_location,
+                        minor = info.minor,
+                    ),
+                );
+                false
+            }
+        })
+        .collect()
+}
+
 /// `nvidiactl`, `nvidia-modeset`, `nvidia-uvm`, `nvidia-uvm-tools`.
 fn control_nodes(
     root: &HostRoot,
@@ -376,7 +472,7 @@ fn drm_nodes(root: &HostRoot, pci_dir: &Path, report: &mut Report) -> Vec<Node> 
         } else {
             continue;
         };
-        if let Some(n) = crate::discover::devnode::read_node(
+        if let Some(n) = crate::discover::devnode::read_named_node(
             root,
             &pci_dir.join("drm").join(&name),
             &name,
@@ -426,7 +522,7 @@ fn mig_devices(
         let text = match root.read_attr(path) {
             Ok(t) => t,
             Err(e) => {
-                report.warn(path, format!("{e}; skipping this MIG instance"));
+                report.warn(path, format!("{}; skipping this MIG instance", e.reason()));
                 return None;
             }
         };

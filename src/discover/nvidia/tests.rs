@@ -642,3 +642,113 @@ fn without_a_linker_cache_libraries_are_found_by_name() {
         ]
     );
 }
+
+/// Adds a GPU at `bdf` (PCI class `class`, bound to nvidia, with the
+/// driver directory's back link) to a tree made by [`h100`]; with
+/// `minor`, also its procfs `information` (that minor, its own UUID).
+fn add_gpu(r: &Path, bdf: &str, class: &str, minor: Option<u32>) {
+    let dev = format!("sys/devices/pci0000:00/{bdf}");
+    for (a, v) in [
+        ("vendor", "0x10de\n"),
+        ("device", "0x2330\n"),
+        ("class", class),
+        ("numa_node", "-1\n"),
+    ] {
+        write(r, &format!("{dev}/{a}"), v);
+    }
+    symlink(
+        "../../../bus/pci/drivers/nvidia",
+        r.join(&dev).join("driver"),
+    )
+    .unwrap();
+    symlink("../../../bus/pci", r.join(&dev).join("subsystem")).unwrap();
+    symlink(
+        format!("../../../devices/pci0000:00/{bdf}"),
+        r.join("sys/bus/pci/devices").join(bdf),
+    )
+    .unwrap();
+    symlink(
+        format!("../../../../devices/pci0000:00/{bdf}"),
+        r.join("sys/bus/pci/drivers/nvidia").join(bdf),
+    )
+    .unwrap();
+    if let Some(minor) = minor {
+        let last = bdf.rsplit(':').next().unwrap_or_default();
+        write(
+            r,
+            &format!("proc/driver/nvidia/gpus/{bdf}/information"),
+            &INFO
+                .replace("0000:00:06.0", bdf)
+                .replace("Device Minor: \t 0", &format!("Device Minor: \t {minor}"))
+                .replace(
+                    "2509bedadba2",
+                    &format!("2509bedad{}", last.replace('.', "")),
+                ),
+        );
+    }
+}
+
+#[test]
+fn gpus_sharing_a_device_minor_are_both_skipped() {
+    let tmp = h100(false, FULL_DEV);
+    symlink(
+        "../../../../devices/pci0000:00/0000:00:06.0",
+        tmp.path().join("sys/bus/pci/drivers/nvidia/0000:00:06.0"),
+    )
+    .unwrap();
+    add_gpu(tmp.path(), "0000:00:07.0", "0x030200\n", Some(0));
+    add_gpu(tmp.path(), "0000:00:08.0", "0x030200\n", Some(1));
+    let (devices, warnings) = run(&tmp);
+    assert_eq!(
+        warnings,
+        [
+            "/proc/driver/nvidia/gpus/0000:00:06.0/information: Device Minor 0 is claimed by GPUs \
+             0000:00:06.0 and 0000:00:07.0: /dev/nvidia0 would be given for each but is only one of \
+             them; skipping GPU 0000:00:06.0",
+            "/proc/driver/nvidia/gpus/0000:00:07.0/information: Device Minor 0 is claimed by GPUs \
+             0000:00:06.0 and 0000:00:07.0: /dev/nvidia0 would be given for each but is only one of \
+             them; skipping GPU 0000:00:07.0",
+            "/dev/nvidia1: GPU 0000:00:08.0 (GPU-af3e0279-1df1-2cad-1e37-2509bedad080) is in procfs \
+             but its node is missing from /dev; writing it with its numbers (195:1)",
+        ]
+    );
+    let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["0000:00:08.0"]);
+    assert_eq!(node_list(&devices[0])[0], "/dev/nvidia1 195:1 nvidia-gpu");
+}
+
+#[test]
+fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
+    let tmp = h100(false, FULL_DEV);
+    symlink(
+        "../../../../devices/pci0000:00/0000:00:06.0",
+        tmp.path().join("sys/bus/pci/drivers/nvidia/0000:00:06.0"),
+    )
+    .unwrap();
+    // A GPU the driver did not take up, and an NVSwitch (bound to nvidia,
+    // never in procfs): only the GPU is reported.
+    add_gpu(tmp.path(), "0000:00:07.0", "0x030200\n", None);
+    add_gpu(tmp.path(), "0000:00:09.0", "0x068000\n", None);
+    let want = "/sys/bus/pci/drivers/nvidia/0000:00:07.0: GPU 0000:00:07.0 is bound to nvidia but \
+                has no /proc/driver/nvidia/gpus/0000:00:07.0 entry (the driver did not initialize \
+                it: see the kernel log); skipping it";
+    let (devices, warnings) = run(&tmp);
+    assert_eq!(warnings, [want]);
+    let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
+    assert_eq!(ids, ["0000:00:06.0"]);
+    // Nothing in procfs at all: still said.
+    fs::remove_dir_all(tmp.path().join("proc/driver/nvidia/gpus/0000:00:06.0")).unwrap();
+    add_gpu(tmp.path(), "0000:00:0a.0", "0x030000\n", None);
+    let (devices, warnings) = run(&tmp);
+    assert!(devices.is_empty());
+    assert_eq!(warnings.len(), 3, "{warnings:?}");
+    assert!(
+        warnings[0]
+            .starts_with("/sys/bus/pci/drivers/nvidia/0000:00:06.0: GPU 0000:00:06.0 is bound")
+    );
+    assert_eq!(warnings[1], want);
+    assert!(
+        warnings[2]
+            .starts_with("/sys/bus/pci/drivers/nvidia/0000:00:0a.0: GPU 0000:00:0a.0 is bound")
+    );
+}
