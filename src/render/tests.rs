@@ -803,26 +803,135 @@ fn hostile_values_in_a_plain_mustache_template() {
     );
 }
 
+/// Every spelling of unescaped output the handlebars grammar allows, at
+/// every depth, with where handlebars places it (line, column).
+const UNESCAPED_SPELLINGS: &[(&str, usize, usize)] = &[
+    // triple-stash, with every whitespace-control and space variant
+    ("{{{name}}}", 1, 1),
+    ("{{{~name}}}", 1, 1),
+    ("{{{name~}}}", 1, 1),
+    ("{{{~name~}}}", 1, 1),
+    ("{{{ name }}}", 1, 1),
+    ("{{{\nname\n}}}", 1, 1),
+    ("{{~{name}~}}", 1, 1),
+    ("{{~{name}}}", 1, 1),
+    ("{{{name}~}}", 1, 1),
+    ("{{ {name} }}", 1, 1),
+    ("{{~ { name } ~}}", 1, 1),
+    ("{{{json name}}}", 1, 1),
+    ("{{ { json name } }}", 1, 1),
+    ("{{{lookup this \"name\"}}}", 1, 1),
+    ("{{{name}}}}", 1, 1),
+    // an escaped backslash before it: the expression is live
+    ("\\\\{{{name}}}", 1, 3),
+    // `&`
+    ("{{&name}}", 1, 1),
+    ("{{& name}}", 1, 1),
+    ("{{~&name}}", 1, 1),
+    ("{{&name~}}", 1, 1),
+    ("{{~& name ~}}", 1, 1),
+    // inside blocks, their `else` branches and else chains
+    ("{{#each devices}}{{{name}}}{{/each}}", 1, 18),
+    ("{{#each devices as |d|}}\n  {{&d.name}}{{/each}}", 2, 3),
+    ("{{#if kind}}x{{else}}{{{kind}}}{{/if}}", 1, 22),
+    ("{{#if kind}}x{{^}}{{{kind}}}{{/if}}", 1, 19),
+    ("{{#if kind}}x{{else if generator}}{{~&kind}}{{/if}}", 1, 35),
+    ("{{#unless kind}}{{else}}{{{kind}}}{{/unless}}", 1, 25),
+    (
+        "{{#with devices}}{{#each this}}{{{name}}}{{/each}}{{/with}}",
+        1,
+        32,
+    ),
+    // inline partials and partial blocks
+    ("{{#*inline \"p\"}}{{{kind}}}{{/inline}}{{> p}}", 1, 17),
+    (
+        "{{#*inline \"p\"}}{{#if kind}}{{else}}{{~& kind}}{{/if}}{{/inline}}",
+        1,
+        37,
+    ),
+    ("{{#> drm}}{{{kind}}}{{/drm}}", 1, 11),
+    // after a raw block, outside it
+    ("{{{{raw}}}}{{x}}{{{{/raw}}}}{{{kind}}}", 1, 29),
+];
+
 #[test]
-fn unescaped_output_is_refused_at_load() {
-    // `{{{name}}}` and `{{&name}}` opt out of escaping: a sysfs value could
-    // then write JSON structure, so such templates are refused.
-    for raw in ["{{{name}}}", "{{&name}}"] {
-        let (dir, t) = user_templates(&[(
-            "raw.json.hbs",
-            &format!(
-                "{{\"cdiVersion\": \"0.3.0\", \"kind\": {{{{json kind}}}}, \"devices\": [{raw}]}}"
-            ),
-        )]);
+fn every_unescaped_spelling_is_refused_at_load() {
+    // Unescaped output would let a sysfs value write JSON structure. The
+    // parsed template is checked, so no spelling gets past.
+    for (raw, line, col) in UNESCAPED_SPELLINGS {
+        let (dir, t) = user_templates(&[("raw.json.hbs", raw)]);
         assert_eq!(
-            t.unwrap_err().to_string(),
+            t.map(|_| ()).unwrap_err().to_string(),
             format!(
-                "{}: unescaped output ({{{{{{...}}}}}} or {{{{&...}}}}) is not allowed: use {{{{json value}}}} \
-                 or \"{{{{value}}}}\", which escape values as JSON",
+                "{}: line {line}, col {col}: unescaped output ({{{{{{value}}}}}} or \
+                 {{{{&value}}}}, in any spelling) is not allowed: use {{{{json value}}}} or \
+                 \"{{{{value}}}}\", which escape values as JSON",
                 dir.path().join("raw.json.hbs").display()
-            )
+            ),
+            "{raw:?}"
+        );
+        // The first one is named.
+        let (_dir, t) = user_templates(&[("raw.json.hbs", &format!("{raw}\n{{{{{{kind}}}}}}"))]);
+        assert!(
+            t.map(|_| ())
+                .unwrap_err()
+                .to_string()
+                .contains(&format!(": line {line}, col {col}: ")),
+            "{raw:?}"
         );
     }
+}
+
+#[test]
+fn unescaped_outputs_finds_every_one_in_order() {
+    let t = handlebars::Template::compile(
+        "{{{a}}}{{#each b}}{{&c}}{{else}}{{{d}}}{{/each}}\n{{#*inline \"p\"}}{{{e}}}{{/inline}}",
+    )
+    .unwrap();
+    let at = |line, column| Position { line, column };
+    assert_eq!(
+        unescaped_outputs(&t),
+        [at(1, 1), at(1, 19), at(1, 33), at(2, 17)]
+    );
+}
+
+#[test]
+fn literal_braces_and_escaped_output_load() {
+    // Raw blocks, an escaped `\{{{`, comments and subexpressions write no
+    // unescaped value: raw blocks and `\{{{` are literal template text.
+    for ok in [
+        "{{{{raw}}}}{{{kind}}}{{{{/raw}}}}",
+        "{{{{raw}}}}{{&kind}}{{{{/raw}}}}",
+        "{{{{each devices}}}}{{{name}}}{{{{/each}}}}",
+        "\\{{{kind}}}",
+        "\\{{&kind}}",
+        "{{!-- {{{kind}}} {{&kind}} --}}",
+        "{{! {{&kind}} }}",
+        "{{json (lookup this \"kind\")}}",
+        "{{kind}} {{~kind~}} {{ kind }} {{json kind}}",
+        "{{#if kind}}{{else}}{{kind}}{{/if}}",
+    ] {
+        let (_dir, t) = user_templates(&[("ok.json.hbs", ok)]);
+        assert!(t.is_ok(), "{ok:?}: {:?}", t.err());
+    }
+    // What a raw block and an escaped triple-stash compile to: text.
+    let (_dir, t) = user_templates(&[(
+        "lit.json.hbs",
+        "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [{\"name\": \"a\", \
+         \"containerEdits\": {\"env\": [\"A={{{{raw}}}}{{{kind}}}{{&kind}}{{{{/raw}}}}\", \
+         \"B=\\{{{kind}}}\"]}}]}",
+    )]);
+    let spec = t
+        .unwrap()
+        .render(
+            &with_names("lit", &[NameStrategy::Pci]),
+            &[gpu("0000:03:00.0", 1)],
+        )
+        .unwrap();
+    assert_eq!(
+        spec.devices[0].container_edits.env,
+        ["A={{{kind}}}{{&kind}}", "B={{{kind}}}"]
+    );
 }
 
 #[test]
@@ -1438,4 +1547,20 @@ fn one_entry_for_several_devices_is_no_name_clash() {
             .collect::<Vec<_>>(),
         [("32", 2)]
     );
+}
+
+#[test]
+fn name_templates_may_use_triple_stash_their_result_is_checked_as_a_name() {
+    // Names are rendered unescaped in every spelling, then must be valid
+    // CDI device names: a hostile value only leaves the device unnamed.
+    assert_eq!(check_name_template("{{{attrs.serial}}}"), Ok(()));
+    let mut d = hostile("x");
+    d.attrs.insert("serial".into(), "a\", \"b".into());
+    assert_eq!(
+        render_name("{{{attrs.serial}}}", &d),
+        render_name("{{attrs.serial}}", &d)
+    );
+    assert!(render_name("{{~&attrs.serial~}}", &d).is_err());
+    d.attrs.insert("serial".into(), "ok-1".into());
+    assert_eq!(render_name("{{ {attrs.serial} }}", &d), Ok("ok-1".into()));
 }
