@@ -622,3 +622,83 @@ fn unescaped_template_output_is_refused_so_a_usb_product_cannot_inject_env() {
         serde_json::json!(["PRODUCT=Uno\", \"LD_PRELOAD=/tmp/evil.so"])
     );
 }
+
+#[test]
+fn two_generators_writing_one_spec_are_refused_at_load() {
+    // The README's recipe done halfway: sriov.yaml copied and renamed, its
+    // kind kept. Both would write cdigen.io-vf.yaml, each run undoing the
+    // other's.
+    let (tmp, _root) = machine("example");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    let sriov =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/sriov.yaml"))
+            .unwrap();
+    fs::write(
+        gens.join("pool.yaml"),
+        sriov.replace("name: sriov", "name: my-pool"),
+    )
+    .unwrap();
+    let common = [
+        "--root",
+        "root",
+        "--generators",
+        "gens",
+        "--output-dir",
+        "cdi",
+    ];
+    for (cmd, extra) in [
+        ("generate", &[][..]),
+        ("check", &[][..]),
+        // Naming one of them does not help: the other one writes the file
+        // on the next plain run.
+        ("generate", &["--generator", "my-pool"][..]),
+    ] {
+        let args: Vec<&str> = [cmd].iter().chain(&common).chain(extra).copied().collect();
+        let (code, out, err) = cdigen(tmp.path(), &args);
+        assert_eq!(out, "", "{args:?}");
+        assert_eq!(
+            err,
+            "cdigen: generators \"sriov\" (builtin:generators/sriov.yaml) and \"my-pool\" \
+             (gens/pool.yaml) both write cdigen.io-vf.yaml: give one a different kind or \
+             output.file\n",
+            "{args:?}"
+        );
+        assert_eq!(code, 2, "{args:?}");
+        assert!(!tmp.path().join("cdi").exists(), "nothing may be written");
+        assert!(
+            !tmp.path().join("devinfo").exists(),
+            "nothing may be written"
+        );
+    }
+    // With a kind of its own, both are written.
+    fs::write(
+        gens.join("pool.yaml"),
+        sriov
+            .replace("name: sriov", "name: my-pool")
+            .replace("kind: cdigen.io/vf", "kind: example.com/pool"),
+    )
+    .unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let names = names_in(&tmp.path().join("cdi"));
+    assert!(
+        names.contains(&"cdigen.io-vf.yaml".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"example.com-pool.yaml".to_string()),
+        "{names:?}"
+    );
+}
