@@ -347,10 +347,29 @@ impl Templates {
 
     /// Renders the spec for `generator` from its selected `devices` and
     /// parses it strictly. `cdiVersion` is left as the template wrote it.
+    /// The context's warnings (devices left unnamed) are logged.
     ///
     /// # Errors
     /// [`Error`] naming the template.
     pub fn render(&self, generator: &Generator, devices: &[Device]) -> Result<Spec, Error> {
+        let rendered = self.render_devices(generator, devices)?;
+        for w in &rendered.warnings {
+            tracing::warn!("generator {}: {w}", generator.name);
+        }
+        Ok(rendered.spec)
+    }
+
+    /// [`Templates::render`], with the warnings returned instead of logged
+    /// and the devices the spec names: a caller trying devices one by one
+    /// logs only what it keeps.
+    ///
+    /// # Errors
+    /// [`Error`] naming the template.
+    pub fn render_devices(
+        &self,
+        generator: &Generator,
+        devices: &[Device],
+    ) -> Result<Rendered, Error> {
         let Some(path) = self.sources.get(&generator.template) else {
             return Err(Error::Missing {
                 generator: generator.name.clone(),
@@ -359,9 +378,6 @@ impl Templates {
             });
         };
         let ctx = context(generator, devices);
-        for w in &ctx.warnings {
-            tracing::warn!("generator {}: {w}", generator.name);
-        }
         let text = self
             .registry
             .render(&generator.template, &ctx)
@@ -383,8 +399,29 @@ impl Templates {
                 ),
             });
         }
-        Ok(spec)
+        let named = ctx
+            .devices
+            .iter()
+            .flat_map(|e| e.members.iter().map(|m| m.id.clone()))
+            .collect();
+        Ok(Rendered {
+            spec,
+            warnings: ctx.warnings,
+            named,
+        })
     }
+}
+
+/// A rendered spec ([`Templates::render_devices`]).
+#[derive(Debug)]
+pub struct Rendered {
+    /// The spec, parsed back.
+    pub spec: Spec,
+    /// Devices left unnamed by a strategy, and names given to no device.
+    pub warnings: Vec<String>,
+    /// Identities of the devices in at least one CDI device of the
+    /// context (`all` included).
+    pub named: std::collections::BTreeSet<String>,
 }
 
 /// What a template sees.
@@ -579,6 +616,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for strategy in &generator.names {
+        let before = out.len();
         match strategy {
             NameStrategy::All => {}
             NameStrategy::Group => {
@@ -657,6 +695,23 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
                         }
                     }
                 }
+            }
+        }
+        // Every strategy's names are checked, not only those made of
+        // values: an identity, a kernel name, a group or a UUID is what
+        // the host says, and one odd name must not sink the whole spec.
+        let fresh = out.split_off(before);
+        for e in fresh {
+            match cdi::name::validate_device_name(&e.name) {
+                Ok(()) => out.push(e),
+                Err(why) => warnings.push(format!(
+                    "{}: {why}, so no name from `{strategy}`",
+                    e.members
+                        .iter()
+                        .map(|m| m.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
             }
         }
     }
