@@ -277,7 +277,7 @@ pub fn plan_one(
         if !bad.is_empty() && bad.len() < selected.len() {
             for (id, why) in &bad {
                 tracing::warn!(
-                    "generator {}: leaving out {id}: its CDI device is invalid: {why}",
+                    "generator {}: leaving out {id:?}: its CDI device is invalid: {why}",
                     g.name
                 );
             }
@@ -478,7 +478,7 @@ fn device_infos(
     let mut out: Vec<(DevInfoFile, String, bool)> = Vec::new();
     let leave_out = |id: &str, why: String, bad: &mut BTreeSet<String>| {
         tracing::warn!(
-            "generator {}: leaving out {id}: its device-info file {why}",
+            "generator {}: leaving out {id:?}: its device-info file {why}",
             g.name
         );
         bad.insert(id.to_string());

@@ -1565,3 +1565,55 @@ fn name_templates_may_use_triple_stash_their_result_is_checked_as_a_name() {
     d.attrs.insert("serial".into(), "ok-1".into());
     assert_eq!(render_name("{{ {attrs.serial} }}", &d), Ok("ok-1".into()));
 }
+
+#[test]
+fn plan_leaves_out_a_device_whose_cdi_device_alone_is_invalid() {
+    // A value that makes a device's own edits invalid (an env entry that
+    // is not NAME=value) leaves out that device, with the others written;
+    // `all` is rendered again without it.
+    let (_dir, t) = user_templates(&[(
+        "envs.json.hbs",
+        "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [\
+         {{#each devices}}{{#unless @first}},{{/unless}}{\"name\": {{json name}}, \
+         \"containerEdits\": {\"env\": [{{#each members}}{{#unless @first}},{{/unless}}\
+         {{json attrs.var}}{{/each}}]}}{{/each}}]}",
+    )]);
+    let t = t.unwrap();
+    let g = with_names("envs", &[NameStrategy::Pci, NameStrategy::All]);
+    let with_var = |addr: &str, var: &str| {
+        let mut d = gpu(addr, 1);
+        d.attrs.insert("var".into(), var.into());
+        d
+    };
+    let devices = vec![
+        with_var("0000:03:00.0", "A=1"),
+        with_var("0000:04:00.0", "not an assignment"),
+        with_var("0000:05:00.0", "C=3"),
+    ];
+    let planned = plan_one(&loaded(g.clone()), &t, &discovery(devices.clone()), None).unwrap();
+    let spec = planned.spec.unwrap();
+    assert_eq!(
+        spec.devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.container_edits.env.clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("0000:03:00.0", vec!["A=1".to_string()]),
+            ("0000:05:00.0", vec!["C=3".to_string()]),
+            ("all", vec!["A=1".to_string(), "C=3".to_string()]),
+        ]
+    );
+    // Every device bad: the template is the likelier culprit, and that is
+    // the generator's error, as before.
+    let all_bad = vec![with_var("0000:03:00.0", "x"), with_var("0000:04:00.0", "y")];
+    assert_eq!(
+        plan_one(&loaded(g), &t, &discovery(all_bad), None)
+            .unwrap_err()
+            .to_string(),
+        "generator \"test\": the spec for example.com-gpu.yaml is invalid, not writing it: \
+         device \"0000:03:00.0\": containerEdits.env[0]: \"x\" is not NAME=value; device \
+         \"0000:04:00.0\": containerEdits.env[0]: \"y\" is not NAME=value; device \"all\": \
+         containerEdits.env[0]: \"x\" is not NAME=value; device \"all\": containerEdits.env[1]: \
+         \"y\" is not NAME=value"
+    );
+}
