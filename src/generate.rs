@@ -45,16 +45,6 @@ pub enum Error {
         /// Every problem.
         problems: Vec<String>,
     },
-    /// A device-info file would be invalid or cannot be named.
-    #[error("generator {generator:?}: device-info for {device}: {message}")]
-    DeviceInfo {
-        /// The generator.
-        generator: String,
-        /// The device.
-        device: String,
-        /// What is wrong.
-        message: String,
-    },
     /// Serializing failed.
     #[error("generator {generator:?}")]
     Serialize {
@@ -218,6 +208,16 @@ pub fn join_tag(generator: &str, i: usize) -> String {
 
 /// Builds the spec of one generator from the discovered devices.
 ///
+/// One bad device never sinks its generator: a device whose device-info
+/// entry would be invalid (its file name or a field), or whose CDI device
+/// is invalid once rendered on its own, is left out of the spec and the
+/// device-info files with a warning naming it and why, and the others are
+/// written. When every selected device fails so, the template is the more
+/// likely culprit: that is the generator's error, as any other invalid
+/// spec. A device a naming strategy cannot name (an invalid CDI name) gets
+/// no name from it ([`crate::render::context`]); a device in no CDI
+/// device gets no device-info file either.
+///
 /// # Errors
 /// [`Error`] when the template fails or the result is not a valid spec.
 pub fn plan_one(
@@ -229,9 +229,11 @@ pub fn plan_one(
     let g: &Generator = &loaded.generator;
     let format = format.unwrap_or(g.output.format);
     let file = g.file_name(format);
-    let selected = select_devices(g, discovery);
-    let devinfo = if g.device_info {
-        device_infos(g, &selected)?
+    let mut selected = select_devices(g, discovery);
+    let mut devinfo = if g.device_info {
+        let (files, bad) = device_infos(g, &selected);
+        selected.retain(|d| !bad.contains(&d.id));
+        files
     } else {
         Vec::new()
     };
@@ -245,15 +247,52 @@ pub fn plan_one(
         device_info: g.device_info,
     };
     if selected.is_empty() {
-        return Ok(no_spec(file, devinfo));
+        let files = devinfo.into_iter().map(|(f, _, _)| f).collect();
+        return Ok(no_spec(file, files));
     }
-    let mut spec = templates
-        .render(g, &selected)
-        .map_err(|source| Error::Render {
-            generator: g.name.clone(),
-            source_file: loaded.source.clone(),
-            source,
-        })?;
+    let render = |devices: &[Device]| {
+        let mut r = templates
+            .render_devices(g, devices)
+            .map_err(|source| Error::Render {
+                generator: g.name.clone(),
+                source_file: loaded.source.clone(),
+                source,
+            })?;
+        let min = cdi::version::minimum_required(&r.spec).version;
+        r.spec.cdi_version = match g.cdi_version.as_deref().and_then(Version::parse) {
+            Some(pinned) => pinned.to_string(),
+            None => min.to_string(),
+        };
+        cdi::codec::canonicalize(&mut r.spec);
+        Ok::<_, Error>(r)
+    };
+    let mut rendered = render(&selected)?;
+    let mut problems = if rendered.spec.devices.is_empty() {
+        Vec::new()
+    } else {
+        cdi::validate(&rendered.spec)
+    };
+    if !problems.is_empty() && selected.len() > 1 {
+        let bad = invalid_alone(&selected, &render);
+        if !bad.is_empty() && bad.len() < selected.len() {
+            for (id, why) in &bad {
+                tracing::warn!(
+                    "generator {}: leaving out {id:?}: its CDI device is invalid: {why}",
+                    g.name
+                );
+            }
+            selected.retain(|d| !bad.iter().any(|(id, _)| *id == d.id));
+            rendered = render(&selected)?;
+            problems = cdi::validate(&rendered.spec);
+        }
+    }
+    for w in &rendered.warnings {
+        tracing::warn!("generator {}: {w}", g.name);
+    }
+    // Device-info files go with the devices the spec has.
+    devinfo.retain(|(_, id, is_static)| *is_static || rendered.named.contains(id));
+    let devinfo: Vec<DevInfoFile> = devinfo.into_iter().map(|(f, _, _)| f).collect();
+    let spec = rendered.spec;
     if spec.devices.is_empty() {
         // Every selected device went unnamed (no serial number, names two
         // devices share): as when nothing is selected, no spec.
@@ -264,13 +303,6 @@ pub fn plan_one(
         );
         return Ok(no_spec(file, devinfo));
     }
-    let min = cdi::version::minimum_required(&spec).version;
-    spec.cdi_version = match g.cdi_version.as_deref().and_then(Version::parse) {
-        Some(pinned) => pinned.to_string(),
-        None => min.to_string(),
-    };
-    cdi::codec::canonicalize(&mut spec);
-    let problems = cdi::validate(&spec);
     if !problems.is_empty() {
         return Err(Error::Invalid {
             generator: g.name.clone(),
@@ -290,6 +322,35 @@ pub fn plan_one(
         devinfo,
         device_info: g.device_info,
     })
+}
+
+/// The devices of `selected` whose CDI devices are invalid when rendered
+/// alone, with why: (identity, problems). A device whose spec alone names
+/// no device, or fails to render, is not judged here.
+fn invalid_alone(
+    selected: &[Device],
+    render: &dyn Fn(&[Device]) -> Result<crate::render::Rendered, Error>,
+) -> Vec<(String, String)> {
+    selected
+        .iter()
+        .filter_map(|d| {
+            let alone = render(std::slice::from_ref(d)).ok()?;
+            if alone.spec.devices.is_empty() {
+                return None;
+            }
+            let problems = cdi::validate(&alone.spec);
+            (!problems.is_empty()).then(|| {
+                (
+                    d.id.clone(),
+                    problems
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                )
+            })
+        })
+        .collect()
 }
 
 /// A generator whose spec could not be planned.
@@ -390,44 +451,67 @@ pub fn device_info(d: &crate::model::Device) -> Option<devinfo::DeviceInfo> {
     })
 }
 
+/// A device-info file: (file name, bytes).
+type DevInfoFile = (String, Vec<u8>);
+
 /// Device-info files of a generator: its selected devices, then its static
 /// entries (vhost-user, memif), each validated and named
-/// `<kind>-<id>-device.json`.
+/// `<kind>-<id>-device.json`, as (file, device identity, whether static);
+/// and the identities of the selected devices left out, each with a
+/// warning: an invalid entry or file name, or a file name another device
+/// would have too (neither gets it). Static entries were checked when the
+/// definition was loaded.
 fn device_infos(
     g: &Generator,
     selected: &[crate::model::Device],
-) -> Result<Vec<(String, Vec<u8>)>, Error> {
-    let mut entries: Vec<(String, devinfo::DeviceInfo)> = selected
+) -> (Vec<(DevInfoFile, String, bool)>, BTreeSet<String>) {
+    let mut entries: Vec<(String, devinfo::DeviceInfo, bool)> = selected
         .iter()
-        .filter_map(|d| device_info(d).map(|i| (d.id.clone(), i)))
+        .filter_map(|d| device_info(d).map(|i| (d.id.clone(), i, false)))
         .collect();
     entries.extend(
         g.static_devices
             .iter()
-            .map(|s| (s.id.clone(), s.device_info.clone())),
+            .map(|s| (s.id.clone(), s.device_info.clone(), true)),
     );
-    let mut out = Vec::new();
-    for (id, info) in entries {
-        let fail = |message: String| Error::DeviceInfo {
-            generator: g.name.clone(),
-            device: id.clone(),
-            message,
-        };
+    let mut bad = BTreeSet::new();
+    let mut out: Vec<(DevInfoFile, String, bool)> = Vec::new();
+    let leave_out = |id: &str, why: String, bad: &mut BTreeSet<String>| {
+        tracing::warn!(
+            "generator {}: leaving out {id:?}: its device-info file {why}",
+            g.name
+        );
+        bad.insert(id.to_string());
+    };
+    for (id, info, is_static) in entries {
         let problems = devinfo::validate(&info);
         if !problems.is_empty() {
-            return Err(fail(
-                problems
-                    .iter()
-                    .map(ToString::to_string)
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ));
+            let why = problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; ");
+            leave_out(&id, format!("would be invalid: {why}"), &mut bad);
+            continue;
         }
-        let name = devinfo::checked_file_name(&g.kind, &id).map_err(|e| fail(e.to_string()))?;
-        out.push((name, devinfo::to_bytes(&info)));
+        let name = match devinfo::checked_file_name(&g.kind, &id) {
+            Ok(name) => name,
+            Err(e) => {
+                leave_out(&id, format!("cannot be named: {e}"), &mut bad);
+                continue;
+            }
+        };
+        if let Some((_, other, _)) = out.iter().find(|((n, _), _, _)| *n == name) {
+            let other = other.clone();
+            leave_out(&id, format!("{name} would also be {other}'s"), &mut bad);
+            leave_out(&other, format!("{name} would also be {id}'s"), &mut bad);
+            continue;
+        }
+        out.push(((name, devinfo::to_bytes(&info)), id, is_static));
     }
+    out.retain(|(_, id, _)| !bad.contains(id));
     out.sort();
-    Ok(out)
+    (out, bad)
 }
 
 /// Writes the planned device-info files into `dir` (the device plugin

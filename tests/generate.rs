@@ -548,3 +548,158 @@ fn the_nvidia_backend_claims_nvidia_gpus_from_drm() {
         serde_json::json!({"path": "/dev/dri/card0", "type": "c", "major": 226, "fileMode": 0o660, "gid": 44, "uid": 0})
     );
 }
+
+/// The Arduino Uno of `serial-host` (a ttyACM named by its serial number).
+const ARDUINO: &str = "sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb1/1-3";
+
+#[test]
+fn unescaped_template_output_is_refused_so_a_usb_product_cannot_inject_env() {
+    let (tmp, root) = machine("serial-host");
+    fs::write(
+        root.join(ARDUINO).join("product"),
+        "Uno\", \"LD_PRELOAD=/tmp/evil.so\n",
+    )
+    .unwrap();
+    let tpl = tmp.path().join("tpl");
+    fs::create_dir(&tpl).unwrap();
+    let template = "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [\
+        {{#each devices}}{{#unless @first}},{{/unless}}{\"name\": {{json name}}, \
+        \"containerEdits\": {\"env\": [\"PRODUCT=VALUE\"]}}{{/each}}]}\n";
+    let col = template.find("VALUE").unwrap() + 1;
+    let generate = || {
+        cdigen(
+            tmp.path(),
+            &[
+                "generate",
+                "--root",
+                "root",
+                "--generator",
+                "usb-serial",
+                "--templates",
+                "tpl",
+                "--output-dir",
+                "cdi",
+                "--format",
+                "json",
+            ],
+        )
+    };
+    for raw in [
+        "{{~{members.0.attrs.product}~}}",
+        "{{ {members.0.attrs.product} }}",
+        "{{~&members.0.attrs.product}}",
+        "{{{members.0.attrs.product}}}",
+        "{{& members.0.attrs.product}}",
+    ] {
+        fs::write(tpl.join("generic.json.hbs"), template.replace("VALUE", raw)).unwrap();
+        let (code, out, err) = generate();
+        assert_eq!(out, "", "{raw}");
+        assert_eq!(
+            err,
+            format!(
+                "cdigen: tpl/generic.json.hbs: line 1, col {col}: unescaped output ({{{{{{value}}}}}} \
+                 or {{{{&value}}}}, in any spelling) is not allowed: use {{{{json value}}}} or \
+                 \"{{{{value}}}}\", which escape values as JSON\n"
+            ),
+            "{raw}"
+        );
+        assert_eq!(code, 2, "{raw}");
+        assert!(!tmp.path().join("cdi").exists(), "nothing may be written");
+    }
+    // Escaped, the product string is one env entry, as data.
+    fs::write(
+        tpl.join("generic.json.hbs"),
+        template.replace("VALUE", "{{members.0.attrs.product}}"),
+    )
+    .unwrap();
+    let (code, _, err) = generate();
+    assert_eq!(code, 0, "{err}");
+    let spec: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("cdi/cdigen.io-serial.json")).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        spec["devices"][0]["containerEdits"]["env"],
+        serde_json::json!(["PRODUCT=Uno\", \"LD_PRELOAD=/tmp/evil.so"])
+    );
+}
+
+#[test]
+fn two_generators_writing_one_spec_are_refused_at_load() {
+    // The README's recipe done halfway: sriov.yaml copied and renamed, its
+    // kind kept. Both would write cdigen.io-vf.yaml, each run undoing the
+    // other's.
+    let (tmp, _root) = machine("example");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    let sriov =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/sriov.yaml"))
+            .unwrap();
+    fs::write(
+        gens.join("pool.yaml"),
+        sriov.replace("name: sriov", "name: my-pool"),
+    )
+    .unwrap();
+    let common = [
+        "--root",
+        "root",
+        "--generators",
+        "gens",
+        "--output-dir",
+        "cdi",
+    ];
+    for (cmd, extra) in [
+        ("generate", &[][..]),
+        ("check", &[][..]),
+        // Naming one of them does not help: the other one writes the file
+        // on the next plain run.
+        ("generate", &["--generator", "my-pool"][..]),
+    ] {
+        let args: Vec<&str> = [cmd].iter().chain(&common).chain(extra).copied().collect();
+        let (code, out, err) = cdigen(tmp.path(), &args);
+        assert_eq!(out, "", "{args:?}");
+        assert_eq!(
+            err,
+            "cdigen: generators \"sriov\" (builtin:generators/sriov.yaml) and \"my-pool\" \
+             (gens/pool.yaml) both write cdigen.io-vf.yaml: give one a different kind or \
+             output.file\n",
+            "{args:?}"
+        );
+        assert_eq!(code, 2, "{args:?}");
+        assert!(!tmp.path().join("cdi").exists(), "nothing may be written");
+        assert!(
+            !tmp.path().join("devinfo").exists(),
+            "nothing may be written"
+        );
+    }
+    // With a kind of its own, both are written.
+    fs::write(
+        gens.join("pool.yaml"),
+        sriov
+            .replace("name: sriov", "name: my-pool")
+            .replace("kind: cdigen.io/vf", "kind: example.com/pool"),
+    )
+    .unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let names = names_in(&tmp.path().join("cdi"));
+    assert!(
+        names.contains(&"cdigen.io-vf.yaml".to_string()),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&"example.com-pool.yaml".to_string()),
+        "{names:?}"
+    );
+}

@@ -383,3 +383,93 @@ fn invalid_configured_entry_names_the_field() {
     );
     assert!(err.contains("relative.sock"), "{err}");
 }
+
+/// `virtio-vdpa`'s vDPA simulator device, bound to vhost_vdpa.
+const SIM: &str = "sys/devices/vdpasim_net";
+
+/// Renames `virtio-vdpa`'s `vdpa2` to `name` (a name the kernel allows:
+/// any but `/` and NUL).
+fn rename_vdpa2(root: &Path, name: &str) {
+    fs::rename(root.join(SIM).join("vdpa2"), root.join(SIM).join(name)).unwrap();
+    for link in ["bus/vdpa/devices", "bus/vdpa/drivers/vhost_vdpa"] {
+        let dir = root.join("sys").join(link);
+        fs::remove_file(dir.join("vdpa2")).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../../devices/vdpasim_net/{name}"),
+            dir.join(name),
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn one_odd_vdpa_name_leaves_out_that_device_only() {
+    for (bad, warning) in [
+        (
+            "-vdpa2",
+            "generator vdpa: -vdpa2: invalid device name \"-vdpa2\": must start with an ASCII \
+             letter or digit, so no name from `\"pci\"`",
+        ),
+        (
+            "vdpa\"2",
+            "generator vdpa: leaving out \"vdpa\\\"2\": its device-info file cannot be named: \
+             device ID \"vdpa\\\"2\": contains '\"' (expected only A-Z a-z 0-9 . _ : - and /, \
+             which becomes -)\n",
+        ),
+        (
+            "vdpa=2",
+            "generator vdpa: leaving out \"vdpa=2\": its device-info file cannot be named: \
+             device ID \"vdpa=2\": contains '=' (expected only A-Z a-z 0-9 . _ : - and /, which \
+             becomes -)\n",
+        ),
+        (
+            "vdpa{{2",
+            "generator vdpa: leaving out \"vdpa{{2\": its device-info file cannot be named: \
+             device ID \"vdpa{{2\": contains '{' (expected only A-Z a-z 0-9 . _ : - and /, which \
+             becomes -)\n",
+        ),
+        (
+            "vdpa\n2",
+            "generator vdpa: leaving out \"vdpa\\n2\": its device-info file would be invalid: \
+             vdpa.parent-device: \"vdpa\\n2\" contains '\\n' (expected a name under \
+             /sys/bus/vdpa/devices, such as \"vdpa0\")\n",
+        ),
+        (
+            "vdpa 2",
+            "generator vdpa: leaving out \"vdpa 2\": its device-info file would be invalid: \
+             vdpa.parent-device: \"vdpa 2\" contains ' ' (expected a name under \
+             /sys/bus/vdpa/devices, such as \"vdpa0\")\n",
+        ),
+    ] {
+        let (tmp, root) = machine("virtio-vdpa");
+        rename_vdpa2(&root, bad);
+        let (code, out, err) = cdigen(
+            tmp.path(),
+            &[
+                "generate",
+                "--root",
+                "root",
+                "--backend",
+                "vdpa",
+                "--output-dir",
+                "cdi",
+            ],
+        );
+        assert_eq!(code, 0, "{bad:?}: {err}");
+        assert_eq!(
+            out,
+            "created: cdi/cdigen.io-vdpa.yaml (1 device)\n\
+             created: devinfo/cdigen.io-vdpa-vdpa:0000:3b:00.2-device.json\n",
+            "{bad:?}"
+        );
+        assert!(err.contains(warning), "{bad:?}: {err}");
+        let (code, list, err) = cdigen(tmp.path(), &["list", "--spec-dir", "cdi"]);
+        assert_eq!(code, 0, "{err}");
+        assert_eq!(list, "cdigen.io/vdpa=vdpa:0000:3b:00.2\n", "{bad:?}");
+        assert_eq!(
+            support::visible_names(&tmp.path().join("devinfo")),
+            ["cdigen.io-vdpa-vdpa:0000:3b:00.2-device.json"],
+            "{bad:?}"
+        );
+    }
+}

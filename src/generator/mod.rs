@@ -5,6 +5,8 @@
 //! embedded in the binary; a user directory adds definitions or replaces a
 //! shipped one of the same `name`. Parsing is strict: an unknown key or a
 //! bad value is an error naming the file, the line, and what was expected.
+//! Two definitions that would write one file are refused together
+//! ([`check_shared_outputs`]).
 
 pub mod select;
 pub mod source;
@@ -333,6 +335,10 @@ pub enum Error {
         /// What is wrong and what was expected.
         message: String,
     },
+    /// Two definitions would write one file: they would overwrite each
+    /// other's on every run.
+    #[error(transparent)]
+    SharedOutput(Box<SharedOutput>),
     /// Two files define the same name in one directory.
     #[error("{}: generator {name:?} is also defined in {}", path.display(), other.display())]
     Duplicate {
@@ -343,6 +349,28 @@ pub enum Error {
         /// The name.
         name: String,
     },
+}
+
+/// Two definitions that would write one file ([`check_shared_outputs`]).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "generators {first:?} ({}) and {second:?} ({}) both write {what}: give one a different {fix}",
+    first_source.display(),
+    second_source.display()
+)]
+pub struct SharedOutput {
+    /// The generator defined first (built-in ones before user ones).
+    pub first: String,
+    /// Its definition file.
+    pub first_source: PathBuf,
+    /// The other generator.
+    pub second: String,
+    /// Its definition file.
+    pub second_source: PathBuf,
+    /// The file or files both write.
+    pub what: String,
+    /// What to change (`kind or output.file`, `kind`).
+    pub fix: &'static str,
 }
 
 /// A definition with the file it came from.
@@ -530,13 +558,18 @@ fn is_plain_name(s: &str) -> bool {
 impl Generator {
     /// The output file name with extension, for `format`.
     pub fn file_name(&self, format: Format) -> String {
-        let stem = match &self.output.file {
+        format!("{}.{}", self.file_stem(), format.extension())
+    }
+
+    /// The output file name without extension: `output.file`, else
+    /// `<vendor>-<class>` of the kind.
+    pub fn file_stem(&self) -> String {
+        match &self.output.file {
             Some(f) => f.clone(),
             None => Kind::parse(&self.kind)
                 .map(|k| k.spec_file_stem())
                 .unwrap_or_else(|_| self.name.clone()),
-        };
-        format!("{stem}.{}", format.extension())
+        }
     }
 }
 
@@ -601,7 +634,68 @@ pub fn load(user_dirs: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
             );
         }
     }
-    Ok(by_name.into_values().collect())
+    let all: Vec<Loaded> = by_name.into_values().collect();
+    check_shared_outputs(&all)?;
+    Ok(all)
+}
+
+/// Refuses two definitions that write one file: the same spec file (the
+/// same kind without `output.file`, or the same `output.file`; the format
+/// does not count, as `--format` can make it the same), or, when both write
+/// device-info files, the same kind (device-info files are named by kind
+/// and device). Every definition counts, enabled or not: a disabled one
+/// still runs with `--generator` (and in `plugin`), and would take the file
+/// over from the other one, which takes it back on its next run.
+///
+/// # Errors
+/// [`Error::SharedOutput`] for the first such pair, built-in definitions
+/// named first.
+pub fn check_shared_outputs(all: &[Loaded]) -> Result<(), Error> {
+    let mut ordered: Vec<&Loaded> = all.iter().collect();
+    ordered.sort_by_key(|l| !l.source.to_string_lossy().starts_with("builtin:"));
+    for (i, a) in ordered.iter().enumerate() {
+        for b in ordered.iter().skip(i + 1) {
+            let (ga, gb) = (&a.generator, &b.generator);
+            let shared = if ga.file_stem() == gb.file_stem() {
+                let (fa, fb) = (
+                    ga.file_name(ga.output.format),
+                    gb.file_name(gb.output.format),
+                );
+                Some((
+                    if fa == fb {
+                        fa
+                    } else {
+                        format!("{fa} and {fb} (one file with --format)")
+                    },
+                    "kind or output.file",
+                ))
+            } else if ga.device_info
+                && gb.device_info
+                && ga.kind.replace('/', "-") == gb.kind.replace('/', "-")
+            {
+                Some((
+                    format!(
+                        "the device-info files {}",
+                        crate::devinfo::file_name(&ga.kind, "*")
+                    ),
+                    "kind",
+                ))
+            } else {
+                None
+            };
+            if let Some((what, fix)) = shared {
+                return Err(Error::SharedOutput(Box::new(SharedOutput {
+                    first: ga.name.clone(),
+                    first_source: a.source.clone(),
+                    second: gb.name.clone(),
+                    second_source: b.source.clone(),
+                    what,
+                    fix,
+                })));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -726,6 +726,129 @@ fn load_user_replaces_adds_and_keeps_disabled() {
     assert!(by("extra").enabled);
 }
 
+/// The shipped `sriov.yaml`.
+fn builtin_text(file: &str) -> &'static str {
+    BUILTIN.iter().find(|(f, _)| *f == file).unwrap().1
+}
+
+/// The error loading `files` (name, text) as one user directory, or "ok".
+fn load_err(files: &[(&str, &str)]) -> (tempfile::TempDir, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        write(tmp.path(), name, text);
+    }
+    let msg = match load(&[tmp.path().to_path_buf()]) {
+        Ok(_) => "ok".to_string(),
+        Err(e) => e.to_string(),
+    };
+    let msg = msg.replace(&tmp.path().display().to_string(), "DIR");
+    (tmp, msg)
+}
+
+#[test]
+fn load_refuses_a_copy_of_a_builtin_that_keeps_its_kind() {
+    // The README's "copy sriov.yaml" recipe done halfway: a new name, the
+    // same kind, so the same spec file (and device-info files).
+    let pool = builtin_text("sriov.yaml").replace("name: sriov", "name: my-pool");
+    assert_eq!(
+        load_err(&[("pool.yaml", &pool)]).1,
+        "generators \"sriov\" (builtin:generators/sriov.yaml) and \"my-pool\" (DIR/pool.yaml) \
+         both write cdigen.io-vf.yaml: give one a different kind or output.file"
+    );
+    // Disabled, it is refused all the same: `--generator my-pool` would
+    // still run it, and the two would take the file from each other.
+    let off = pool.replace("name: my-pool", "name: my-pool\nenabled: false");
+    assert_eq!(
+        load_err(&[("pool.yaml", &off)]).1,
+        "generators \"sriov\" (builtin:generators/sriov.yaml) and \"my-pool\" (DIR/pool.yaml) \
+         both write cdigen.io-vf.yaml: give one a different kind or output.file"
+    );
+    // Another output.file, the same kind: the device-info files are still
+    // shared.
+    let other_file = pool.replace("  format: yaml", "  format: yaml\n  file: my-pool");
+    assert_eq!(
+        load_err(&[("pool.yaml", &other_file)]).1,
+        "generators \"sriov\" (builtin:generators/sriov.yaml) and \"my-pool\" (DIR/pool.yaml) \
+         both write the device-info files cdigen.io-vf-*-device.json: give one a different kind"
+    );
+    // Done in full: a kind of its own.
+    let done = pool.replace("kind: cdigen.io/vf", "kind: example.com/pool");
+    assert_eq!(load_err(&[("pool.yaml", &done)]).1, "ok");
+    // Replacing the built-in (the same name) is no second writer.
+    let replaced =
+        builtin_text("sriov.yaml").replace("select:\n", "select:\n  drivers: [mlx5_core]\n");
+    assert_eq!(load_err(&[("sriov.yaml", &replaced)]).1, "ok");
+    // Nor is a built-in the user replaced with another kind.
+    let moved = builtin_text("sriov.yaml").replace("kind: cdigen.io/vf", "kind: example.com/vf");
+    assert_eq!(
+        load_err(&[("sriov.yaml", &moved), ("pool.yaml", &pool)]).1,
+        "ok"
+    );
+}
+
+#[test]
+fn load_refuses_two_user_generators_writing_one_file() {
+    let def = |name: &str, kind: &str, extra: &str| {
+        format!("name: {name}\nbackend: drm\nkind: {kind}\ntemplate: drm\n{extra}")
+    };
+    // The same output.file, different kinds.
+    let a = def("a", "example.com/aa", "output:\n  file: shared\n");
+    let b = def("b", "example.com/bb", "output:\n  file: shared\n");
+    assert_eq!(
+        load_err(&[("a.yaml", &a), ("b.yaml", &b)]).1,
+        "generators \"a\" (DIR/a.yaml) and \"b\" (DIR/b.yaml) both write shared.yaml: give \
+         one a different kind or output.file"
+    );
+    // Formats differ: --format makes it one file.
+    let b_json = def(
+        "b",
+        "example.com/bb",
+        "output:\n  file: shared\n  format: json\n",
+    );
+    assert_eq!(
+        load_err(&[("a.yaml", &a), ("b.yaml", &b_json)]).1,
+        "generators \"a\" (DIR/a.yaml) and \"b\" (DIR/b.yaml) both write shared.yaml and \
+         shared.json (one file with --format): give one a different kind or output.file"
+    );
+    // A kind whose file name is another's output.file.
+    let c = def("c", "example.com/cc", "output:\n  file: amd.com-gpu\n");
+    assert_eq!(
+        load_err(&[("c.yaml", &c)]).1,
+        "generators \"amd-gpu\" (builtin:generators/amd-gpu.yaml) and \"c\" (DIR/c.yaml) both \
+         write amd.com-gpu.yaml: give one a different kind or output.file"
+    );
+    // Two kinds with one file name (`/` becomes `-`).
+    let d = def("d", "example.com/aa-bb", "");
+    let e = def("e", "example.com-aa/bb", "");
+    assert_eq!(
+        load_err(&[("d.yaml", &d), ("e.yaml", &e)]).1,
+        "generators \"d\" (DIR/d.yaml) and \"e\" (DIR/e.yaml) both write example.com-aa-bb.yaml: \
+         give one a different kind or output.file"
+    );
+    // The same kind in different files, without device-info files: two
+    // spec files, which a conflicting device name stops at write time.
+    let f = def("f", "example.com/gpu", "output:\n  file: f\n");
+    let g = def("g", "example.com/gpu", "output:\n  file: g\n");
+    assert_eq!(load_err(&[("f.yaml", &f), ("g.yaml", &g)]).1, "ok");
+    // Device-info files from one of them only: fine too.
+    let g_info = format!("{g}device_info: true\n");
+    assert_eq!(load_err(&[("f.yaml", &f), ("g.yaml", &g_info)]).1, "ok");
+    let f_info = format!("{f}device_info: true\n");
+    assert_eq!(
+        load_err(&[("f.yaml", &f_info), ("g.yaml", &g_info)]).1,
+        "generators \"f\" (DIR/f.yaml) and \"g\" (DIR/g.yaml) both write the device-info files \
+         example.com-gpu-*-device.json: give one a different kind"
+    );
+}
+
+#[test]
+fn builtins_write_files_of_their_own() {
+    let all = load(&[]).unwrap();
+    assert!(check_shared_outputs(&all).is_ok());
+    let files: BTreeSet<String> = all.iter().map(|l| l.generator.file_stem()).collect();
+    assert_eq!(files.len(), all.len());
+}
+
 #[test]
 fn load_later_dir_replaces_earlier() {
     let tmp = tempfile::tempdir().unwrap();

@@ -5,6 +5,9 @@
 //! HTML escaping is replaced: `{{value}}` is escaped as the inside of a JSON
 //! string, and the `json` helper writes a whole JSON value. A quote,
 //! newline, backslash or `{{` in a sysfs value therefore comes out as data.
+//! A template that opts out of escaping (`{{{x}}}`, `{{&x}}`, in any
+//! spelling and at any depth: see [`unescaped_outputs`]) is refused when it
+//! is loaded; the parsed template is checked, not its text.
 //! Parsing the result with unknown fields rejected means a template or a
 //! value can never add a field the model does not know.
 
@@ -116,11 +119,109 @@ pub fn json_escape(s: &str) -> String {
         .to_string()
 }
 
+/// Why a template with unescaped output is refused.
+pub const UNESCAPED: &str = "unescaped output ({{{value}}} or {{&value}}, in any spelling) is not \
+     allowed: use {{json value}} or \"{{value}}\", which escape values as JSON";
+
+/// Where an element of a parsed template starts, as handlebars numbers
+/// them (from 1); unknown when the template has no mapping for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Position {
+    /// Line.
+    pub line: usize,
+    /// Column.
+    pub column: usize,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "line {}, col {}", self.line, self.column)
+    }
+}
+
+/// Every place where `template` writes a value without escaping it, in
+/// template order: the expressions handlebars parses as HTML (unescaped)
+/// expressions, whatever the spelling (`{{{x}}}`, `{{~{x}~}}`,
+/// `{{ {x} }}`, `{{&x}}`, `{{~& x}}`), at any depth: in the blocks and
+/// `else` branches of helpers (`{{#each}}`, `{{#if}}`), inline partials
+/// (`{{#*inline}}`) and partial blocks. The text of a raw block
+/// (`{{{{raw}}}}...{{{{/raw}}}}`) is literal template text, so it is fine.
+/// An element kind this version does not know counts as unescaped.
+pub fn unescaped_outputs(template: &handlebars::Template) -> Vec<Position> {
+    let mut found = Vec::new();
+    walk(template, &mut found);
+    found
+}
+
+fn walk(template: &handlebars::Template, found: &mut Vec<Position>) {
+    use handlebars::template::TemplateElement as E;
+    for (i, element) in template.elements.iter().enumerate() {
+        let at = template
+            .mapping
+            .get(i)
+            .map_or(Position { line: 0, column: 0 }, |m| Position {
+                line: m.0,
+                column: m.1,
+            });
+        match element {
+            E::RawString(_) | E::Comment(_) => {}
+            // Escaped (`{{x}}`, `{{helper x}}`): the escape function runs.
+            E::Expression(h) => walk_params(&h.params, h.hash.values(), at, found),
+            E::HelperBlock(h) => {
+                walk_params(&h.params, h.hash.values(), at, found);
+                for t in [&h.template, &h.inverse].into_iter().flatten() {
+                    walk(t, found);
+                }
+            }
+            E::DecoratorExpression(d) | E::PartialExpression(d) => {
+                walk_params(&d.params, d.hash.values(), at, found);
+            }
+            E::DecoratorBlock(d) | E::PartialBlock(d) => {
+                walk_params(&d.params, d.hash.values(), at, found);
+                if let Some(t) = &d.template {
+                    walk(t, found);
+                }
+            }
+            // `{{{x}}}`, `{{&x}}` and every spelling of them.
+            E::HtmlExpression(_) => found.push(at),
+            // A kind of element added in a later handlebars: refused until
+            // it is known to escape.
+            _ => found.push(at),
+        }
+    }
+}
+
+/// Subexpressions (`{{json (lookup a b)}}`) are values handed to a helper,
+/// never written themselves: handlebars parses each as an escaped
+/// expression whose own parameters may hold more. Anything else there
+/// (which the grammar does not produce today) counts as unescaped, at the
+/// position of the element that holds it.
+fn walk_params<'a>(
+    params: &'a [handlebars::template::Parameter],
+    hash: impl Iterator<Item = &'a handlebars::template::Parameter>,
+    at: Position,
+    found: &mut Vec<Position>,
+) {
+    use handlebars::template::{Parameter, TemplateElement as E};
+    for p in params.iter().chain(hash) {
+        if let Parameter::Subexpression(s) = p {
+            match s.element.as_ref() {
+                E::Expression(h) => walk_params(&h.params, h.hash.values(), at, found),
+                _ => found.push(at),
+            }
+        }
+    }
+}
+
 /// Longest name template accepted.
 pub const MAX_NAME_TEMPLATE_LEN: usize = 512;
 
 /// Checks a `template` name strategy: it must compile (strict handlebars,
 /// over the device as `cdigen discover -o json` shows it).
+///
+/// Unescaped output (`{{{x}}}`) is allowed here: a name is rendered with no
+/// escaping in any spelling, and what it gives must be a valid CDI device
+/// name ([`render_name`]), so a value can only make it invalid.
 ///
 /// # Errors
 /// What is wrong, for the definition's error message.
@@ -228,22 +329,22 @@ impl Templates {
     }
 
     fn add(&mut self, name: &str, path: PathBuf, text: &str) -> Result<(), Error> {
+        let template =
+            handlebars::Template::compile_with_name(text, name.to_string()).map_err(|e| {
+                Error::Compile {
+                    path: path.clone(),
+                    message: e.to_string(),
+                }
+            })?;
         // Unescaped output would let a sysfs value write JSON structure.
-        if text.contains("{{{") || text.contains("{{&") {
+        // What is registered is what was checked: the parsed template.
+        if let Some(at) = unescaped_outputs(&template).first() {
             return Err(Error::Compile {
                 path,
-                message:
-                    "unescaped output ({{{...}}} or {{&...}}) is not allowed: use {{json value}} \
-                          or \"{{value}}\", which escape values as JSON"
-                        .into(),
+                message: format!("{at}: {UNESCAPED}"),
             });
         }
-        self.registry
-            .register_template_string(name, text)
-            .map_err(|e| Error::Compile {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+        self.registry.register_template(name, template);
         self.sources.insert(name.to_string(), path);
         Ok(())
     }
@@ -255,10 +356,29 @@ impl Templates {
 
     /// Renders the spec for `generator` from its selected `devices` and
     /// parses it strictly. `cdiVersion` is left as the template wrote it.
+    /// The context's warnings (devices left unnamed) are logged.
     ///
     /// # Errors
     /// [`Error`] naming the template.
     pub fn render(&self, generator: &Generator, devices: &[Device]) -> Result<Spec, Error> {
+        let rendered = self.render_devices(generator, devices)?;
+        for w in &rendered.warnings {
+            tracing::warn!("generator {}: {w}", generator.name);
+        }
+        Ok(rendered.spec)
+    }
+
+    /// [`Templates::render`], with the warnings returned instead of logged
+    /// and the devices the spec names: a caller trying devices one by one
+    /// logs only what it keeps.
+    ///
+    /// # Errors
+    /// [`Error`] naming the template.
+    pub fn render_devices(
+        &self,
+        generator: &Generator,
+        devices: &[Device],
+    ) -> Result<Rendered, Error> {
         let Some(path) = self.sources.get(&generator.template) else {
             return Err(Error::Missing {
                 generator: generator.name.clone(),
@@ -267,9 +387,6 @@ impl Templates {
             });
         };
         let ctx = context(generator, devices);
-        for w in &ctx.warnings {
-            tracing::warn!("generator {}: {w}", generator.name);
-        }
         let text = self
             .registry
             .render(&generator.template, &ctx)
@@ -291,8 +408,29 @@ impl Templates {
                 ),
             });
         }
-        Ok(spec)
+        let named = ctx
+            .devices
+            .iter()
+            .flat_map(|e| e.members.iter().map(|m| m.id.clone()))
+            .collect();
+        Ok(Rendered {
+            spec,
+            warnings: ctx.warnings,
+            named,
+        })
     }
+}
+
+/// A rendered spec ([`Templates::render_devices`]).
+#[derive(Debug)]
+pub struct Rendered {
+    /// The spec, parsed back.
+    pub spec: Spec,
+    /// Devices left unnamed by a strategy, and names given to no device.
+    pub warnings: Vec<String>,
+    /// Identities of the devices in at least one CDI device of the
+    /// context (`all` included).
+    pub named: std::collections::BTreeSet<String>,
 }
 
 /// What a template sees.
@@ -487,6 +625,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
     let mut out = Vec::new();
     let mut warnings = Vec::new();
     for strategy in &generator.names {
+        let before = out.len();
         match strategy {
             NameStrategy::All => {}
             NameStrategy::Group => {
@@ -565,6 +704,23 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
                         }
                     }
                 }
+            }
+        }
+        // Every strategy's names are checked, not only those made of
+        // values: an identity, a kernel name, a group or a UUID is what
+        // the host says, and one odd name must not sink the whole spec.
+        let fresh = out.split_off(before);
+        for e in fresh {
+            match cdi::name::validate_device_name(&e.name) {
+                Ok(()) => out.push(e),
+                Err(why) => warnings.push(format!(
+                    "{}: {why}, so no name from `{strategy}`",
+                    e.members
+                        .iter()
+                        .map(|m| m.id.as_str())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                )),
             }
         }
     }

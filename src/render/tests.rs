@@ -708,30 +708,31 @@ fn hostile_values_are_data_in_the_drm_template() {
     let (n, m) = edits();
     let (n2, m2) = edits();
     // Rendered and parsed back with exactly the expected structure: the
-    // value is data everywhere, including as a device name.
+    // value is data everywhere. As a device name it is refused before it
+    // reaches the template: the device gets no name from `pci`, with a
+    // warning, and is still in `all`.
     assert_eq!(
         t.render(&g, &[hostile(HOSTILE)]).unwrap(),
-        spec(
-            "0.3.0",
-            vec![cdi_device(HOSTILE, n, m), cdi_device("all", n2, m2)]
-        )
+        spec("0.3.0", vec![cdi_device("all", n, m)])
     );
-    // A device name like that is refused before anything is written.
-    let err = plan_one(&loaded(g), &t, &discovery(vec![hostile(HOSTILE)]), None).unwrap_err();
     assert_eq!(
-        err.to_string(),
-        format!(
-            "generator \"test\": the spec for example.com-gpu.yaml is invalid, not writing it: \
-             device {HOSTILE:?}: name: invalid device name {HOSTILE:?}: must end with an ASCII \
-             letter or digit"
-        )
+        context(&g, &[hostile(HOSTILE)]).warnings,
+        [format!(
+            "{HOSTILE}: invalid device name {HOSTILE:?}: must end with an ASCII letter or \
+             digit, so no name from `\"pci\"`"
+        )]
+    );
+    let planned = plan_one(&loaded(g), &t, &discovery(vec![hostile(HOSTILE)]), None).unwrap();
+    assert_eq!(
+        planned.spec.unwrap().devices,
+        spec("0.5.0", vec![cdi_device("all", n2, m2)]).devices
     );
 }
 
 #[test]
 fn hostile_values_one_at_a_time() {
     let t = builtin();
-    let g = with_names("drm", &[NameStrategy::Node]);
+    let g = with_names("drm", &[NameStrategy::Index]);
     for bad in [
         "\"",
         "\\",
@@ -759,7 +760,7 @@ fn hostile_values_one_at_a_time() {
             spec(
                 "0.3.0",
                 vec![cdi_device(
-                    bad,
+                    "0",
                     vec![dn(&format!("/dev/dri/{bad}"), 226, 3)],
                     vec![bind(&format!("/dev/dri/by-path/{bad}"))]
                 )]
@@ -780,14 +781,14 @@ fn hostile_values_in_a_plain_mustache_template() {
   "deviceNodes": [{{#each nodes}}{"path": "{{path}}"}{{/each}}]}}{{/each}}]}"#,
     )]);
     let t = t.unwrap();
-    let g = with_names("plain", &[NameStrategy::Pci]);
+    let g = with_names("plain", &[NameStrategy::Index]);
     assert_eq!(
         t.render(&g, &[hostile(HOSTILE)]).unwrap(),
         Spec {
             cdi_version: "0.3.0".into(),
             kind: "example.com/gpu".into(),
             devices: vec![cdi::Device {
-                name: HOSTILE.into(),
+                name: "0".into(),
                 container_edits: ContainerEdits {
                     env: vec![format!("ID={HOSTILE}")],
                     device_nodes: vec![DeviceNode {
@@ -803,26 +804,135 @@ fn hostile_values_in_a_plain_mustache_template() {
     );
 }
 
+/// Every spelling of unescaped output the handlebars grammar allows, at
+/// every depth, with where handlebars places it (line, column).
+const UNESCAPED_SPELLINGS: &[(&str, usize, usize)] = &[
+    // triple-stash, with every whitespace-control and space variant
+    ("{{{name}}}", 1, 1),
+    ("{{{~name}}}", 1, 1),
+    ("{{{name~}}}", 1, 1),
+    ("{{{~name~}}}", 1, 1),
+    ("{{{ name }}}", 1, 1),
+    ("{{{\nname\n}}}", 1, 1),
+    ("{{~{name}~}}", 1, 1),
+    ("{{~{name}}}", 1, 1),
+    ("{{{name}~}}", 1, 1),
+    ("{{ {name} }}", 1, 1),
+    ("{{~ { name } ~}}", 1, 1),
+    ("{{{json name}}}", 1, 1),
+    ("{{ { json name } }}", 1, 1),
+    ("{{{lookup this \"name\"}}}", 1, 1),
+    ("{{{name}}}}", 1, 1),
+    // an escaped backslash before it: the expression is live
+    ("\\\\{{{name}}}", 1, 3),
+    // `&`
+    ("{{&name}}", 1, 1),
+    ("{{& name}}", 1, 1),
+    ("{{~&name}}", 1, 1),
+    ("{{&name~}}", 1, 1),
+    ("{{~& name ~}}", 1, 1),
+    // inside blocks, their `else` branches and else chains
+    ("{{#each devices}}{{{name}}}{{/each}}", 1, 18),
+    ("{{#each devices as |d|}}\n  {{&d.name}}{{/each}}", 2, 3),
+    ("{{#if kind}}x{{else}}{{{kind}}}{{/if}}", 1, 22),
+    ("{{#if kind}}x{{^}}{{{kind}}}{{/if}}", 1, 19),
+    ("{{#if kind}}x{{else if generator}}{{~&kind}}{{/if}}", 1, 35),
+    ("{{#unless kind}}{{else}}{{{kind}}}{{/unless}}", 1, 25),
+    (
+        "{{#with devices}}{{#each this}}{{{name}}}{{/each}}{{/with}}",
+        1,
+        32,
+    ),
+    // inline partials and partial blocks
+    ("{{#*inline \"p\"}}{{{kind}}}{{/inline}}{{> p}}", 1, 17),
+    (
+        "{{#*inline \"p\"}}{{#if kind}}{{else}}{{~& kind}}{{/if}}{{/inline}}",
+        1,
+        37,
+    ),
+    ("{{#> drm}}{{{kind}}}{{/drm}}", 1, 11),
+    // after a raw block, outside it
+    ("{{{{raw}}}}{{x}}{{{{/raw}}}}{{{kind}}}", 1, 29),
+];
+
 #[test]
-fn unescaped_output_is_refused_at_load() {
-    // `{{{name}}}` and `{{&name}}` opt out of escaping: a sysfs value could
-    // then write JSON structure, so such templates are refused.
-    for raw in ["{{{name}}}", "{{&name}}"] {
-        let (dir, t) = user_templates(&[(
-            "raw.json.hbs",
-            &format!(
-                "{{\"cdiVersion\": \"0.3.0\", \"kind\": {{{{json kind}}}}, \"devices\": [{raw}]}}"
-            ),
-        )]);
+fn every_unescaped_spelling_is_refused_at_load() {
+    // Unescaped output would let a sysfs value write JSON structure. The
+    // parsed template is checked, so no spelling gets past.
+    for (raw, line, col) in UNESCAPED_SPELLINGS {
+        let (dir, t) = user_templates(&[("raw.json.hbs", raw)]);
         assert_eq!(
-            t.unwrap_err().to_string(),
+            t.map(|_| ()).unwrap_err().to_string(),
             format!(
-                "{}: unescaped output ({{{{{{...}}}}}} or {{{{&...}}}}) is not allowed: use {{{{json value}}}} \
-                 or \"{{{{value}}}}\", which escape values as JSON",
+                "{}: line {line}, col {col}: unescaped output ({{{{{{value}}}}}} or \
+                 {{{{&value}}}}, in any spelling) is not allowed: use {{{{json value}}}} or \
+                 \"{{{{value}}}}\", which escape values as JSON",
                 dir.path().join("raw.json.hbs").display()
-            )
+            ),
+            "{raw:?}"
+        );
+        // The first one is named.
+        let (_dir, t) = user_templates(&[("raw.json.hbs", &format!("{raw}\n{{{{{{kind}}}}}}"))]);
+        assert!(
+            t.map(|_| ())
+                .unwrap_err()
+                .to_string()
+                .contains(&format!(": line {line}, col {col}: ")),
+            "{raw:?}"
         );
     }
+}
+
+#[test]
+fn unescaped_outputs_finds_every_one_in_order() {
+    let t = handlebars::Template::compile(
+        "{{{a}}}{{#each b}}{{&c}}{{else}}{{{d}}}{{/each}}\n{{#*inline \"p\"}}{{{e}}}{{/inline}}",
+    )
+    .unwrap();
+    let at = |line, column| Position { line, column };
+    assert_eq!(
+        unescaped_outputs(&t),
+        [at(1, 1), at(1, 19), at(1, 33), at(2, 17)]
+    );
+}
+
+#[test]
+fn literal_braces_and_escaped_output_load() {
+    // Raw blocks, an escaped `\{{{`, comments and subexpressions write no
+    // unescaped value: raw blocks and `\{{{` are literal template text.
+    for ok in [
+        "{{{{raw}}}}{{{kind}}}{{{{/raw}}}}",
+        "{{{{raw}}}}{{&kind}}{{{{/raw}}}}",
+        "{{{{each devices}}}}{{{name}}}{{{{/each}}}}",
+        "\\{{{kind}}}",
+        "\\{{&kind}}",
+        "{{!-- {{{kind}}} {{&kind}} --}}",
+        "{{! {{&kind}} }}",
+        "{{json (lookup this \"kind\")}}",
+        "{{kind}} {{~kind~}} {{ kind }} {{json kind}}",
+        "{{#if kind}}{{else}}{{kind}}{{/if}}",
+    ] {
+        let (_dir, t) = user_templates(&[("ok.json.hbs", ok)]);
+        assert!(t.is_ok(), "{ok:?}: {:?}", t.err());
+    }
+    // What a raw block and an escaped triple-stash compile to: text.
+    let (_dir, t) = user_templates(&[(
+        "lit.json.hbs",
+        "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [{\"name\": \"a\", \
+         \"containerEdits\": {\"env\": [\"A={{{{raw}}}}{{{kind}}}{{&kind}}{{{{/raw}}}}\", \
+         \"B=\\{{{kind}}}\"]}}]}",
+    )]);
+    let spec = t
+        .unwrap()
+        .render(
+            &with_names("lit", &[NameStrategy::Pci]),
+            &[gpu("0000:03:00.0", 1)],
+        )
+        .unwrap();
+    assert_eq!(
+        spec.devices[0].container_edits.env,
+        ["A={{{kind}}}{{&kind}}", "B={{{kind}}}"]
+    );
 }
 
 #[test]
@@ -1437,5 +1547,73 @@ fn one_entry_for_several_devices_is_no_name_clash() {
             .map(|d| (d.name.as_str(), d.members.len()))
             .collect::<Vec<_>>(),
         [("32", 2)]
+    );
+}
+
+#[test]
+fn name_templates_may_use_triple_stash_their_result_is_checked_as_a_name() {
+    // Names are rendered unescaped in every spelling, then must be valid
+    // CDI device names: a hostile value only leaves the device unnamed.
+    assert_eq!(check_name_template("{{{attrs.serial}}}"), Ok(()));
+    let mut d = hostile("x");
+    d.attrs.insert("serial".into(), "a\", \"b".into());
+    assert_eq!(
+        render_name("{{{attrs.serial}}}", &d),
+        render_name("{{attrs.serial}}", &d)
+    );
+    assert!(render_name("{{~&attrs.serial~}}", &d).is_err());
+    d.attrs.insert("serial".into(), "ok-1".into());
+    assert_eq!(render_name("{{ {attrs.serial} }}", &d), Ok("ok-1".into()));
+}
+
+#[test]
+fn plan_leaves_out_a_device_whose_cdi_device_alone_is_invalid() {
+    // A value that makes a device's own edits invalid (an env entry that
+    // is not NAME=value) leaves out that device, with the others written;
+    // `all` is rendered again without it.
+    let (_dir, t) = user_templates(&[(
+        "envs.json.hbs",
+        "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [\
+         {{#each devices}}{{#unless @first}},{{/unless}}{\"name\": {{json name}}, \
+         \"containerEdits\": {\"env\": [{{#each members}}{{#unless @first}},{{/unless}}\
+         {{json attrs.var}}{{/each}}]}}{{/each}}]}",
+    )]);
+    let t = t.unwrap();
+    let g = with_names("envs", &[NameStrategy::Pci, NameStrategy::All]);
+    let with_var = |addr: &str, var: &str| {
+        let mut d = gpu(addr, 1);
+        d.attrs.insert("var".into(), var.into());
+        d
+    };
+    let devices = vec![
+        with_var("0000:03:00.0", "A=1"),
+        with_var("0000:04:00.0", "not an assignment"),
+        with_var("0000:05:00.0", "C=3"),
+    ];
+    let planned = plan_one(&loaded(g.clone()), &t, &discovery(devices.clone()), None).unwrap();
+    let spec = planned.spec.unwrap();
+    assert_eq!(
+        spec.devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.container_edits.env.clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("0000:03:00.0", vec!["A=1".to_string()]),
+            ("0000:05:00.0", vec!["C=3".to_string()]),
+            ("all", vec!["A=1".to_string(), "C=3".to_string()]),
+        ]
+    );
+    // Every device bad: the template is the likelier culprit, and that is
+    // the generator's error, as before.
+    let all_bad = vec![with_var("0000:03:00.0", "x"), with_var("0000:04:00.0", "y")];
+    assert_eq!(
+        plan_one(&loaded(g), &t, &discovery(all_bad), None)
+            .unwrap_err()
+            .to_string(),
+        "generator \"test\": the spec for example.com-gpu.yaml is invalid, not writing it: \
+         device \"0000:03:00.0\": containerEdits.env[0]: \"x\" is not NAME=value; device \
+         \"0000:04:00.0\": containerEdits.env[0]: \"y\" is not NAME=value; device \"all\": \
+         containerEdits.env[0]: \"x\" is not NAME=value; device \"all\": containerEdits.env[1]: \
+         \"y\" is not NAME=value"
     );
 }
