@@ -9,6 +9,7 @@
 //! and `cdigen list` are built on this.
 
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -43,7 +44,8 @@ pub struct Finding {
 /// What was found in one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
-    /// The file.
+    /// The file (written lossily where it is not UTF-8).
+    #[serde(serialize_with = "lossy_path")]
     pub path: PathBuf,
     /// Its kind, when it parsed.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,6 +60,10 @@ pub struct FileReport {
     pub loaded: bool,
 }
 
+fn lossy_path<S: serde::Serializer>(path: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&path.to_string_lossy())
+}
+
 impl FileReport {
     /// True when the file has an error.
     pub fn has_errors(&self) -> bool {
@@ -70,7 +76,8 @@ impl FileReport {
 pub struct ResolvedDevice {
     /// `vendor/class=name`.
     pub name: String,
-    /// The spec file defining it.
+    /// The spec file defining it (written lossily where it is not UTF-8).
+    #[serde(serialize_with = "lossy_path")]
     pub path: PathBuf,
 }
 
@@ -133,8 +140,8 @@ pub fn scan(inputs: &[Input]) -> Scan {
             }
         };
         let mut loaded: Vec<Loaded> = Vec::new();
-        for path in files {
-            if let Some(l) = load_one(&mut out, path) {
+        for (path, unreadable) in files {
+            if let Some(l) = load_one(&mut out, path, unreadable) {
                 loaded.push(l);
             }
         }
@@ -207,8 +214,9 @@ pub fn scan(inputs: &[Input]) -> Scan {
 }
 
 /// Loads and validates one file, recording its report. Returns what it
-/// defines when it is valid (runtimes use only valid files).
-fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
+/// defines when it is valid (runtimes use only valid files). A file whose
+/// type forbids reading it (`unreadable`) is reported and not opened.
+fn load_one(out: &mut Scan, path: PathBuf, unreadable: Option<&'static str>) -> Option<Loaded> {
     let mut report = FileReport {
         path: path.clone(),
         kind: None,
@@ -221,6 +229,15 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
             severity: Severity::Warning,
             location: String::new(),
             message: "ignored by runtimes: only *.json and *.yaml files are loaded".into(),
+        });
+        out.files.push(report);
+        return None;
+    }
+    if let Some(why) = unreadable {
+        report.findings.push(Finding {
+            severity: Severity::Error,
+            location: String::new(),
+            message: why.to_string(),
         });
         out.files.push(report);
         return None;
@@ -268,25 +285,68 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
     result
 }
 
-/// The files of an input that matter: a directory's regular files (and
-/// symlinks to them) that are spec files or look like misnamed ones
-/// (`*.yml`), sorted by name; or a single file.
-fn list_spec_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+/// Why a file must not be read, or `None` for a regular file or a symlink
+/// to one. Decided without opening it.
+pub fn unreadable_type(path: &Path) -> Option<&'static str> {
+    let Ok(link) = std::fs::symlink_metadata(path) else {
+        return Some("cannot be examined: not read");
+    };
+    if !link.file_type().is_symlink() {
+        return if link.is_file() {
+            None
+        } else if link.is_dir() {
+            Some("a directory, not a spec file: not read")
+        } else {
+            Some("not a regular file (a FIFO, socket or device): not read")
+        };
+    }
+    match std::fs::metadata(path) {
+        Ok(m) if m.is_file() => None,
+        Ok(m) if m.is_dir() => Some(
+            "a symlink to a directory: not read (runtimes follow spec symlinks only to \
+             regular files; they fail to load this one)",
+        ),
+        Ok(_) => Some(
+            "a symlink to a FIFO, socket or device: not read (runtimes follow spec symlinks \
+             only to regular files)",
+        ),
+        Err(_) => {
+            Some("a symlink whose target is missing or a loop: not read (runtimes fail to load it)")
+        }
+    }
+}
+
+/// Whether a file name, by its bytes, is a spec name or looks like a
+/// misnamed one (`*.yml`).
+fn wanted_name(name: &std::ffi::OsStr) -> bool {
+    let name = name.as_bytes();
+    [&b".json"[..], b".yaml", b".yml"]
+        .iter()
+        .any(|s| name.ends_with(s))
+}
+
+/// The files of an input that matter, each with the reason it must not be
+/// read, if any: a directory's entries whose names are spec names or look
+/// like misnamed ones (`*.yml`), subdirectories left out, sorted by name;
+/// or a single file.
+fn list_spec_files(path: &Path) -> std::io::Result<Vec<(PathBuf, Option<&'static str>)>> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_dir() {
-        return Ok(vec![path.to_path_buf()]);
+        return Ok(vec![(path.to_path_buf(), unreadable_type(path))]);
     }
     let mut files = Vec::new();
     for entry in std::fs::read_dir(path)? {
         let entry = entry?;
-        let p = entry.path();
-        let is_file = std::fs::metadata(&p).map(|m| m.is_file()).unwrap_or(false);
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let wanted = [".json", ".yaml", ".yml"].iter().any(|s| name.ends_with(s));
-        if is_file && wanted {
-            files.push(p);
+        if !wanted_name(&entry.file_name()) {
+            continue;
         }
+        // A real subdirectory is skipped, as runtimes skip it.
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let p = entry.path();
+        let why = unreadable_type(&p);
+        files.push((p, why));
     }
     files.sort();
     Ok(files)
