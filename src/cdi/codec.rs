@@ -229,6 +229,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 mod tests {
     use super::*;
     use crate::cdi::spec::{ContainerEdits, Device, DeviceNode};
+    use proptest::prelude::*;
 
     fn sample() -> Spec {
         let dev = |name: &str| Device {
@@ -498,6 +499,131 @@ mod tests {
         let quoted = dev("name: !!str on\n  - name: 'off'");
         let spec = parse(quoted.as_bytes(), Format::Yaml);
         assert!(spec.is_ok(), "{spec:?}");
+    }
+
+    /// A secret, as a hostile file would hold it; never in a message. `$`
+    /// makes it no field name, so not even an unknown key may quote it.
+    const MARKER: &str = "$6$SeCrEt";
+
+    fn hostile_text() -> impl Strategy<Value = (String, Format)> {
+        let secret = "[a-z0-9:/ ]{0,8}".prop_map(|s| format!("{MARKER}{s}"));
+        let json_slot = prop_oneof![
+            Just(r#"{"cdiVersion":@}"#),
+            Just(
+                r#"{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[{"name":"x","containerEdits":{"deviceNodes":[{"path":"p","major":@}]}}]}"#
+            ),
+            Just(
+                r#"{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[{"name":"x","containerEdits":{"env":[{"k":@}]}}]}"#
+            ),
+            Just(r#"{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[@]}"#),
+            Just(r#"{"annotations":{"a":[@]}}"#),
+            Just(r#"{"devices":[{"containerEdits":{"mounts":[{"options":{"x":@}}]}}]}"#),
+            Just(r#"[@]"#),
+            Just(r#"@"#),
+        ];
+        let yaml_slot = prop_oneof![
+            Just("cdiVersion: @\ndevices: [@]\n"),
+            Just(
+                "devices:\n  - name: x\n    containerEdits:\n      deviceNodes:\n        - major: @\n"
+            ),
+            Just("devices:\n  - containerEdits: {env: [{k: @}]}\n"),
+            Just("annotations: {a: [@]}\n"),
+            Just("kind: @\nkind: @\n"),
+            Just("@: 1\n"),
+            Just("? @\n: 1\n"),
+            Just("devices: &a [@]\nkind: *a\n"),
+            Just("@\n"),
+            Just("- @\n"),
+            Just("devices: !!str @\n"),
+        ];
+        let json = (json_slot, secret.clone(), any::<bool>()).prop_map(|(t, s, quoted)| {
+            let v = if quoted {
+                serde_json::to_string(&s).unwrap_or_default()
+            } else {
+                s
+            };
+            (t.replace('@', &v), Format::Json)
+        });
+        let yaml = (yaml_slot, secret.clone(), 0..4usize).prop_map(|(t, s, style)| {
+            let v = match style {
+                0 => s,
+                1 => format!("'{s}'"),
+                2 => format!("\"{s}\""),
+                _ => format!("|\n  {s}\n"),
+            };
+            (t.replace('@', &v), Format::Yaml)
+        });
+        let raw = (".{0,40}", secret, ".{0,40}", any::<bool>()).prop_map(|(a, s, b, j)| {
+            (
+                format!("{a}{s}{b}"),
+                if j { Format::Json } else { Format::Yaml },
+            )
+        });
+        prop_oneof![json, yaml, raw]
+    }
+
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "on", "off", "yes", "no", "y", "n", "~", "null", "true", "0777", "0x10", "1e3",
+                "1.0", ".inf", "<<", "", "- x", "a: b", "#c", "'q'", "\"d\"", "&a", "*a", "!!str",
+            ])
+            .prop_map(str::to_string),
+            "[ -~]{0,12}",
+            ".{0,8}",
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn errors_never_echo_hostile_content((text, format) in hostile_text()) {
+            if let Err(e) = parse(text.as_bytes(), format) {
+                let message = e.to_string();
+                prop_assert!(!message.contains("SeCrEt"), "{message}\n{text}");
+            }
+        }
+
+        #[test]
+        fn parsing_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..300), json in any::<bool>()) {
+            let format = if json { Format::Json } else { Format::Yaml };
+            let _ = parse(&bytes, format);
+        }
+
+        #[test]
+        fn written_yaml_reads_back_identically(
+            names in prop::collection::vec(word(), 1..4),
+            env in prop::collection::vec(word(), 0..3),
+            annotations in prop::collection::btree_map(word(), word(), 0..3),
+            mode in prop::option::of(0u32..0o7777),
+        ) {
+            let spec = Spec {
+                cdi_version: "0.6.0".into(),
+                kind: "example.com/gpu".into(),
+                annotations,
+                devices: names
+                    .iter()
+                    .map(|n| Device {
+                        name: n.clone(),
+                        container_edits: ContainerEdits {
+                            env: env.clone(),
+                            device_nodes: vec![DeviceNode {
+                                path: n.clone(),
+                                file_mode: mode,
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            for format in [Format::Yaml, Format::Json] {
+                let bytes = to_bytes(&spec, format).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let back = parse(&bytes, format);
+                prop_assert_eq!(back.as_ref(), Ok(&spec), "{}", String::from_utf8_lossy(&bytes));
+            }
+        }
     }
 
     #[test]
