@@ -10,7 +10,8 @@
 //! runtime sees where a string was meant.
 //!
 //! Hostile input is bounded: aliases may expand to at most [`MAX_NODES`]
-//! nodes in all (the "billion laughs"), nesting is at most [`MAX_DEPTH`],
+//! nodes and [`MAX_ALIAS_BYTES`] of copied text in all (the "billion
+//! laughs"; an anchor's copy counts too), nesting is at most [`MAX_DEPTH`],
 //! only one document is read, merge keys (`<<`) are refused (write the
 //! entries out), and only the core tags (`!!str`, `!!int`, …) are known.
 //! Errors give a line, a column and a fixed description, never the text.
@@ -26,16 +27,28 @@ use super::tree::{Node, SyntaxError};
 pub(crate) const MAX_NODES: usize = 1_000_000;
 /// The deepest nesting of sequences and maps, aliases expanded.
 pub(crate) const MAX_DEPTH: usize = 128;
+/// The most scalar bytes aliases may copy in all (one long string
+/// repeated by aliases is a "billion laughs" too).
+pub(crate) const MAX_ALIAS_BYTES: usize = 16 << 20;
 
 enum Frame {
     Seq(Vec<Node>, usize),
     Map(Vec<(Node, Node)>, Option<Node>, usize),
 }
 
+/// An anchored node with its size in nodes, depth and scalar bytes.
+struct Anchored {
+    node: Node,
+    size: usize,
+    depth: usize,
+    bytes: usize,
+}
+
 struct Builder {
     stack: Vec<Frame>,
-    anchors: HashMap<usize, (Node, usize, usize)>,
+    anchors: HashMap<usize, Anchored>,
     nodes: usize,
+    alias_bytes: usize,
     root: Option<Node>,
 }
 
@@ -60,6 +73,20 @@ fn scan_error(e: &ScanError) -> SyntaxError {
         line: e.marker().line(),
         column: e.marker().col() + 1,
         description,
+    }
+}
+
+fn scalar_bytes(node: &Node) -> usize {
+    match node {
+        Node::Str(s) => s.len(),
+        Node::Null(p) | Node::Bool(_, p) | Node::Int(_, p) | Node::Float(_, p) => {
+            p.as_deref().map_or(0, str::len)
+        }
+        Node::Seq(items) => items.iter().map(scalar_bytes).sum(),
+        Node::Map(entries) => entries
+            .iter()
+            .map(|(k, v)| scalar_bytes(k) + scalar_bytes(v))
+            .sum(),
     }
 }
 
@@ -89,6 +116,14 @@ impl Builder {
         Ok(())
     }
 
+    fn copy_bytes(&mut self, n: usize, span: &Span) -> Result<(), SyntaxError> {
+        self.alias_bytes = self.alias_bytes.saturating_add(n);
+        if self.alias_bytes > MAX_ALIAS_BYTES {
+            return Err(error(span, "aliases copy more than 16 MiB of text"));
+        }
+        Ok(())
+    }
+
     fn open(&mut self, frame: Frame, span: &Span) -> Result<(), SyntaxError> {
         self.count(1, span)?;
         if self.stack.len() >= MAX_DEPTH {
@@ -104,8 +139,17 @@ impl Builder {
 
     fn push(&mut self, node: Node, anchor: usize, span: &Span) -> Result<(), SyntaxError> {
         if anchor != 0 {
-            let (size, d) = (node.size(), depth(&node));
-            self.anchors.insert(anchor, (node.clone(), size, d));
+            let (size, bytes) = (node.size(), scalar_bytes(&node));
+            // The anchor's own copy counts against the limits too.
+            self.count(size, span)?;
+            self.copy_bytes(bytes, span)?;
+            let anchored = Anchored {
+                node: node.clone(),
+                size,
+                depth: depth(&node),
+                bytes,
+            };
+            self.anchors.insert(anchor, anchored);
         }
         match self.stack.last_mut() {
             None => {
@@ -135,14 +179,20 @@ impl Builder {
     }
 
     fn alias(&mut self, id: usize, span: &Span) -> Result<(), SyntaxError> {
-        let Some((node, size, d)) = self.anchors.get(&id) else {
+        let Some(a) = self.anchors.get(&id) else {
             return Err(error(span, "alias to an anchor that is not complete"));
         };
-        let (node, size, d) = (node.clone(), *size, *d);
+        let (size, d, bytes) = (a.size, a.depth, a.bytes);
         if self.stack.len() + d > MAX_DEPTH {
             return Err(error(span, "nested deeper than 128 levels"));
         }
+        // Counted before the copy is made.
         self.count(size, span)?;
+        self.copy_bytes(bytes, span)?;
+        let node = self
+            .anchors
+            .get(&id)
+            .map_or(Node::Null(None), |a| a.node.clone());
         self.push(node, 0, span)
     }
 }
@@ -158,6 +208,7 @@ pub(crate) fn parse(text: &str) -> Result<Node, SyntaxError> {
         stack: Vec::new(),
         anchors: HashMap::new(),
         nodes: 0,
+        alias_bytes: 0,
         root: None,
     };
     let mut documents = 0usize;
@@ -568,6 +619,11 @@ mod tests {
         assert_eq!(e.description, "nested deeper than 128 levels");
         let deep = format!("{}{}", "[".repeat(300), "]".repeat(300));
         assert!(parse(&deep).is_err());
+        // One long string, repeated.
+        let long = "x".repeat(1 << 20);
+        let doc = format!("a: &a \"{long}\"\nb: [{}]\n", ["*a"; 20].join(", "));
+        let e = parse(&doc).expect_err("too much text");
+        assert_eq!(e.description, "aliases copy more than 16 MiB of text");
         // A small alias is fine.
         assert!(parse("a: &x [1, 2]\nb: *x\n").is_ok());
     }
