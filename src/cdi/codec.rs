@@ -2,7 +2,7 @@
 //!
 //! Reading is strict (unknown fields and duplicate keys are errors), as
 //! runtimes read, and reads YAML as runtimes do: as YAML 1.1 (see
-//! [`yaml`](self::yaml)), where an unquoted `on` is a boolean. An unquoted
+//! `codec/yaml.rs`), where an unquoted `on` is a boolean. An unquoted
 //! YAML 1.1 boolean, number or null where the spec wants a string is an
 //! error that says what a runtime sees. Errors never quote the file's
 //! content: spec directories are shared, and a spec file may be a symlink
@@ -10,7 +10,7 @@
 //! a column and a fixed description), then the typed [`Spec`] is read from
 //! the tree by a deserializer whose errors keep only a location such as
 //! `devices[0].containerEdits.env[1]` and the kind of problem (see
-//! [`tree`](self::tree)).
+//! `codec/tree.rs`).
 //!
 //! Writing is canonical: devices in natural name order,
 //! maps sorted, fields in the reference library's order, so the same spec
