@@ -51,12 +51,14 @@ pub enum Error {
         source: io::Error,
     },
     /// Not a regular file: never opened.
-    #[error("{}: {what}, not a regular file: not opening it", path.display())]
+    #[error("{}: {}", path.display(), not_regular(what, *via_link))]
     NotRegular {
         /// The path.
         path: PathBuf,
         /// What is there (`a FIFO`, `a symbolic link`, ...).
         what: &'static str,
+        /// Whether `path` is a symlink to it (with [`Links::Follow`]).
+        via_link: bool,
     },
     /// Larger than the limit for that file.
     #[error("{}: larger than {limit} bytes: not reading it", path.display())]
@@ -86,7 +88,7 @@ impl Error {
     pub fn reason(&self) -> String {
         match self {
             Error::Io { source, .. } => source.to_string(),
-            Error::NotRegular { what, .. } => format!("{what}, not a regular file: not opening it"),
+            Error::NotRegular { what, via_link, .. } => not_regular(what, *via_link),
             Error::TooLarge { limit, .. } => format!("larger than {limit} bytes: not reading it"),
             Error::NotUtf8 { .. } => "not UTF-8 text".into(),
         }
@@ -124,6 +126,16 @@ pub fn describe(ft: std::fs::FileType) -> &'static str {
     }
 }
 
+/// `a FIFO, not a regular file: not opening it`, or `a symbolic link to a
+/// FIFO, ...` when followed.
+fn not_regular(what: &str, via_link: bool) -> String {
+    if via_link {
+        format!("a symbolic link to {what}, not a regular file: not opening it")
+    } else {
+        format!("{what}, not a regular file: not opening it")
+    }
+}
+
 fn io_error(path: &Path) -> impl FnOnce(io::Error) -> Error + '_ {
     move |source| Error::Io {
         path: path.to_path_buf(),
@@ -145,15 +157,28 @@ fn open_flags(links: Links) -> i32 {
 /// The metadata of `path` as `links` sees it, refusing anything but a
 /// regular file.
 fn regular_meta(path: &Path, links: Links) -> Result<Metadata, Error> {
-    let meta = match links {
-        Links::Refuse => std::fs::symlink_metadata(path),
-        Links::Follow => std::fs::metadata(path),
-    }
-    .map_err(io_error(path))?;
+    let own = std::fs::symlink_metadata(path).map_err(io_error(path))?;
+    let via_link = links == Links::Follow && own.file_type().is_symlink();
+    let meta = if via_link {
+        std::fs::metadata(path).map_err(|e| {
+            let why = if e.kind() == io::ErrorKind::NotFound {
+                "a symbolic link whose target does not exist".to_string()
+            } else {
+                format!("a symbolic link that cannot be followed: {e}")
+            };
+            Error::Io {
+                path: path.to_path_buf(),
+                source: io::Error::new(e.kind(), why),
+            }
+        })?
+    } else {
+        own
+    };
     if !meta.file_type().is_file() {
         return Err(Error::NotRegular {
             path: path.to_path_buf(),
             what: describe(meta.file_type()),
+            via_link,
         });
     }
     Ok(meta)
@@ -167,6 +192,7 @@ fn same_regular(path: &Path, file: &File, before: &Metadata) -> Result<Metadata,
         return Err(Error::NotRegular {
             path: path.to_path_buf(),
             what: describe(now.file_type()),
+            via_link: false,
         });
     }
     if now.dev() != before.dev() || now.ino() != before.ino() {
@@ -200,6 +226,7 @@ fn refused_link(path: &Path, e: io::Error) -> Error {
         Error::NotRegular {
             path: path.to_path_buf(),
             what: "a symbolic link",
+            via_link: false,
         }
     } else {
         Error::Io {
@@ -303,6 +330,7 @@ fn open_owned_once(path: &Path, create: bool) -> Result<File, Error> {
                 return Err(Error::NotRegular {
                     path: path.to_path_buf(),
                     what: describe(meta.file_type()),
+                    via_link: false,
                 });
             }
         }

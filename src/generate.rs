@@ -632,13 +632,14 @@ pub fn conflicts(
     }]);
     let mut found = Vec::new();
     for f in &view.files {
-        let file_name = f
-            .path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default()
-            .to_string();
-        if file_name == planned.file || owned.contains(&file_name) {
+        // By the name's bytes: a name that is not UTF-8 is another file,
+        // never one of ours (runtimes load it all the same).
+        let Some(file_name) = f.path.file_name() else {
+            continue;
+        };
+        let ours = file_name == std::ffi::OsStr::new(&planned.file)
+            || file_name.to_str().is_some_and(|n| owned.contains(n));
+        if ours {
             continue;
         }
         let Some(kind) = &f.kind else { continue };

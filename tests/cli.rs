@@ -647,3 +647,216 @@ fn missing_templates_and_generators_dirs_are_skipped_given_or_not() {
     );
     assert!(!dir.path().join("file").exists());
 }
+
+// --- untrusted spec files: symlinks, file types, names, YAML 1.1 -------------
+
+/// Runs the binary with a time limit (a FIFO read would hang it); returns
+/// (exit code, stdout, stderr), decoded lossily.
+fn run_bounded(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = cdigen(dir)
+        .args(args)
+        .timeout(std::time::Duration::from_secs(30))
+        .output()
+        .unwrap();
+    (
+        out.status.code().expect("exited in time, not killed"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A shadow file's line: a YAML map whose one key holds the hash.
+const SHADOW: &str = "root:$6$SeCrEtHaSh$Zq/9:19000:0:99999:7:::\nbin:*:19000:0:99999:7:::\n";
+
+#[test]
+fn symlinked_spec_to_a_secret_is_read_but_its_content_never_echoed() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "secret/shadow", SHADOW);
+    write(dir.path(), "secret/token", "\"SeCrEtHaSh\"\n");
+    std::fs::create_dir(dir.path().join("cdi")).unwrap();
+    for (link, target) in [
+        ("cdi/a.yaml", "../secret/shadow"),
+        ("cdi/b.json", "../secret/shadow"),
+        ("cdi/c.json", "../secret/token"),
+        ("cdi/d.yaml", "../secret/token"),
+    ] {
+        std::os::unix::fs::symlink(target, dir.path().join(link)).unwrap();
+    }
+    let (code, out, err) = run_bounded(dir.path(), &["validate", "cdi"]);
+    assert_eq!(
+        out,
+        "cdi/a.yaml: error: invalid YAML: unknown field (not shown: not a name), expected one \
+         of cdiVersion, kind, annotations, devices, containerEdits\n\
+         cdi/b.json: error: invalid JSON: expected value at line 1 column 1\n\
+         cdi/c.json: error: invalid JSON: expected a map, found a string\n\
+         cdi/d.yaml: error: invalid YAML: expected a map, found a string\n\
+         4 files checked: 4 errors, 0 warnings\n"
+    );
+    assert_eq!((code, err.as_str()), (1, ""));
+    let (code, out, err) = run_bounded(dir.path(), &["validate", "-o", "json", "cdi"]);
+    assert!(!out.contains("SeCrEt"), "{out}");
+    assert_eq!((code, err.as_str()), (1, ""));
+    let (code, out, err) = run_bounded(dir.path(), &["list", "--spec-dir", "cdi"]);
+    assert_eq!(out, "");
+    assert!(!err.contains("SeCrEt"), "{err}");
+    assert_eq!(
+        err.lines().next(),
+        Some(
+            "cdigen: cdi/a.yaml: invalid YAML: unknown field (not shown: not a name), expected \
+             one of cdiVersion, kind, annotations, devices, containerEdits"
+        )
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn symlinked_spec_is_followed_only_to_a_regular_file() {
+    let dir = TempDir::new().unwrap();
+    write(dir.path(), "real/gpu.json", GPU_JSON);
+    std::fs::create_dir_all(dir.path().join("cdi")).unwrap();
+    std::fs::create_dir_all(dir.path().join("real/dir")).unwrap();
+    let fifo = dir.path().join("real/fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for (link, target) in [
+        ("cdi/a-ok.json", "../real/gpu.json"),
+        ("cdi/b-fifo.json", "../real/fifo"),
+        ("cdi/c-dir.yaml", "../real/dir"),
+        ("cdi/d-gone.json", "../real/missing.json"),
+        ("cdi/e-dev.yaml", "/dev/zero"),
+    ] {
+        std::os::unix::fs::symlink(target, dir.path().join(link)).unwrap();
+    }
+    // A FIFO with a spec name, not through a symlink; a real subdirectory
+    // with one is skipped, as runtimes skip it.
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.path().join("cdi/f-fifo.yaml"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+    std::fs::create_dir(dir.path().join("cdi/g-sub.json")).unwrap();
+    let (code, out, err) = run_bounded(dir.path(), &["validate", "cdi"]);
+    assert_eq!(
+        out,
+        "cdi/a-ok.json: ok (2 devices)\n\
+         cdi/b-fifo.json: error: a symbolic link to a FIFO, not a regular file: not opening it\n\
+         cdi/c-dir.yaml: error: a symbolic link to a directory, not a regular file: not \
+         opening it\n\
+         cdi/d-gone.json: error: cannot read: a symbolic link whose target does not exist\n\
+         cdi/e-dev.yaml: error: a symbolic link to a character device, not a regular file: \
+         not opening it\n\
+         cdi/f-fifo.yaml: error: a FIFO, not a regular file: not opening it\n\
+         6 files checked: 5 errors, 0 warnings\n"
+    );
+    assert_eq!((code, err.as_str()), (1, ""));
+    let (code, out, err) = run_bounded(dir.path(), &["list", "--spec-dir", "cdi"]);
+    assert_eq!(out, "example.com/gpu=gpu2\nexample.com/gpu=gpu10\n");
+    assert_eq!(
+        err,
+        "cdigen: cdi/b-fifo.json: a symbolic link to a FIFO, not a regular file: not opening it\n\
+         cdigen: cdi/c-dir.yaml: a symbolic link to a directory, not a regular file: not \
+         opening it\n\
+         cdigen: cdi/d-gone.json: cannot read: a symbolic link whose target does not exist\n\
+         cdigen: cdi/e-dev.yaml: a symbolic link to a character device, not a regular file: \
+         not opening it\n\
+         cdigen: cdi/f-fifo.yaml: a FIFO, not a regular file: not opening it\n"
+    );
+    assert_eq!(code, 0);
+    // Named on its own, a FIFO is not opened either.
+    let (code, out, _) = run_bounded(dir.path(), &["validate", "cdi/f-fifo.yaml"]);
+    assert_eq!(
+        out,
+        "cdi/f-fifo.yaml: error: a FIFO, not a regular file: not opening it\n\
+         1 file checked: 1 error, 0 warnings\n"
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn spec_with_a_non_utf8_name_is_loaded_and_printed_lossily() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = TempDir::new().unwrap();
+    std::fs::create_dir(dir.path().join("cdi")).unwrap();
+    let name = std::ffi::OsStr::from_bytes(b"gpu\xff.json");
+    std::fs::write(dir.path().join("cdi").join(name), GPU_JSON).unwrap();
+    // The same device in a second file: runtimes drop both.
+    write(
+        dir.path(),
+        "cdi/other.yaml",
+        "cdiVersion: \"0.3.0\"\nkind: example.com/gpu\ndevices:\n  - name: gpu2\n    \
+         containerEdits:\n      env: [\"A=1\"]\n",
+    );
+    let (code, out, err) = run_bounded(dir.path(), &["validate", "cdi"]);
+    assert_eq!(
+        out,
+        "cdi/gpu\\xff.json: error: device \"example.com/gpu=gpu2\": also defined in \
+         cdi/other.yaml in the same directory: runtimes drop every definition of a \
+         conflicting device\n\
+         cdi/other.yaml: error: device \"example.com/gpu=gpu2\": also defined in \
+         cdi/gpu\\xff.json in the same directory: runtimes drop every definition of a \
+         conflicting device\n\
+         2 files checked: 2 errors, 0 warnings\n"
+    );
+    assert_eq!((code, err.as_str()), (1, ""));
+    let (code, out, _) = run_bounded(dir.path(), &["validate", "-o", "json", "cdi"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(doc["files"][0]["path"], "cdi/gpu\u{fffd}.json");
+    assert_eq!(code, 1);
+    let (code, out, _) = run_bounded(dir.path(), &["list", "--spec-dir", "cdi", "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        doc,
+        serde_json::json!([{"name": "example.com/gpu=gpu10", "path": "cdi/gpu\u{fffd}.json"}])
+    );
+    assert_eq!(code, 0);
+}
+
+#[test]
+fn yaml_is_read_as_runtimes_read_it_yaml_1_1() {
+    let dir = TempDir::new().unwrap();
+    write(
+        dir.path(),
+        "cdi/on.yaml",
+        "cdiVersion: \"0.6.0\"\nkind: example.com/sw\ndevices:\n  - name: on\n    \
+         containerEdits:\n      env: [\"A=1\"]\n",
+    );
+    write(
+        dir.path(),
+        "cdi/yes.yaml",
+        "cdiVersion: \"0.6.0\"\nkind: example.com/ann\nannotations: {x: yes}\ndevices:\n  \
+         - name: \"a\"\n    containerEdits:\n      env: [\"A=1\"]\n",
+    );
+    // Quoted, the same words are strings; a plain octal number where a
+    // number belongs is what runtimes read (0644 = 420).
+    write(
+        dir.path(),
+        "cdi/quoted.yaml",
+        "cdiVersion: \"0.6.0\"\nkind: example.com/ok\nannotations: {x: \"yes\"}\ndevices:\n  \
+         - name: 'on'\n    containerEdits:\n      deviceNodes:\n        - path: /dev/x\n          \
+         fileMode: 0644\n",
+    );
+    let (code, out, err) = run_bounded(dir.path(), &["validate", "cdi"]);
+    assert_eq!(
+        out,
+        "cdi/on.yaml: error: invalid YAML: devices[0].name: unquoted on is a boolean in YAML \
+         1.1, which runtimes read: they see \"true\"; quote it\n\
+         cdi/quoted.yaml: ok (1 device)\n\
+         cdi/yes.yaml: error: invalid YAML: annotations.x: unquoted yes is a boolean in YAML \
+         1.1, which runtimes read: they see \"true\"; quote it\n\
+         3 files checked: 2 errors, 0 warnings\n"
+    );
+    assert_eq!((code, err.as_str()), (1, ""));
+    let (code, out, err) = run_bounded(dir.path(), &["list", "--spec-dir", "cdi"]);
+    assert_eq!(out, "example.com/ok=on\n");
+    assert_eq!(
+        err,
+        "cdigen: cdi/on.yaml: invalid YAML: devices[0].name: unquoted on is a boolean in YAML \
+         1.1, which runtimes read: they see \"true\"; quote it\n\
+         cdigen: cdi/yes.yaml: invalid YAML: annotations.x: unquoted yes is a boolean in YAML \
+         1.1, which runtimes read: they see \"true\"; quote it\n"
+    );
+    assert_eq!(code, 0);
+}

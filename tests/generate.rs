@@ -294,6 +294,37 @@ fn foreign_file_defining_the_same_device_is_refused() {
 }
 
 #[test]
+fn foreign_file_with_a_non_utf8_name_defining_the_same_device_is_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    // Runtimes load a *.json by its name's bytes, UTF-8 or not.
+    let (tmp, _root) = machine("example");
+    let cdi = tmp.path().join("cdi");
+    fs::create_dir(&cdi).unwrap();
+    let foreign = "{\"cdiVersion\":\"0.5.0\",\"kind\":\"amd.com/gpu\",\"devices\":[{\"name\":\"0\",\"containerEdits\":{\"env\":[\"A=1\"]}}]}";
+    let name = std::ffi::OsStr::from_bytes(b"amd\xff.json");
+    fs::write(cdi.join(name), foreign).unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--backend",
+            "drm",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd\u{fffd}.json (not written by cdigen); runtimes would drop both definitions\n"
+    );
+    assert_eq!(code, 1);
+    assert!(!cdi.join("amd.com-gpu.yaml").exists());
+}
+
+#[test]
 fn foreign_file_with_our_name_is_never_overwritten() {
     let (tmp, _root) = machine("example");
     let cdi = tmp.path().join("cdi");

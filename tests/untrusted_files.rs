@@ -374,7 +374,7 @@ fn definitions_templates_and_specs_are_read_only_from_regular_files() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("gens/zero.yaml: a character device, not a regular file: not opening it"),
+        err.contains("gens/zero.yaml: a symbolic link to a character device, not a regular file: not opening it"),
         "{err}"
     );
 
@@ -394,7 +394,7 @@ fn definitions_templates_and_specs_are_read_only_from_regular_files() {
     );
     assert_eq!(code, 2, "{err}");
     assert!(
-        err.contains("tpl/drm.json.hbs: a character device, not a regular file: not opening it"),
+        err.contains("tpl/drm.json.hbs: a symbolic link to a character device, not a regular file: not opening it"),
         "{err}"
     );
 

@@ -1,13 +1,29 @@
 //! Reading and writing spec files as JSON or YAML.
 //!
 //! Reading is strict (unknown fields and duplicate keys are errors), as
-//! runtimes read. Writing is canonical: devices in natural name order,
+//! runtimes read, and reads YAML as runtimes do: as YAML 1.1 (see
+//! `codec/yaml.rs`), where an unquoted `on` is a boolean. An unquoted
+//! YAML 1.1 boolean, number or null where the spec wants a string is an
+//! error that says what a runtime sees. Errors never quote the file's
+//! content: spec directories are shared, and a spec file may be a symlink
+//! to any file. Text is first parsed into a tree (syntax errors give a line,
+//! a column and a fixed description), then the typed [`Spec`] is read from
+//! the tree by a deserializer whose errors keep only a location such as
+//! `devices[0].containerEdits.env[1]` and the kind of problem (see
+//! `codec/tree.rs`).
+//!
+//! Writing is canonical: devices in natural name order,
 //! maps sorted, fields in the reference library's order, so the same spec
 //! always gives the same bytes. YAML output quotes every string scalar,
 //! because runtimes read YAML 1.1, where an unquoted `on`, `yes` or `0777`
 //! silently becomes a boolean or a number.
 
+mod json;
+mod tree;
+mod yaml;
+
 use std::cmp::Ordering;
+use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
 use super::spec::Spec;
@@ -25,15 +41,26 @@ pub enum Format {
 impl Format {
     /// The format of a spec file, or `None` when runtimes would not load it
     /// (only `.json` and `.yaml` are loaded; `.yml` is not).
+    ///
+    /// Decided by the name's bytes, as runtimes decide: a name that is not
+    /// UTF-8 still loads.
     pub fn from_path(path: &Path) -> Option<Format> {
         // By name suffix, as runtimes match: a file named just `.json` counts.
-        let name = path.file_name()?.to_str()?;
-        if name.ends_with(".json") {
+        let name = path.file_name()?.as_bytes();
+        if name.ends_with(b".json") {
             Some(Format::Json)
-        } else if name.ends_with(".yaml") {
+        } else if name.ends_with(b".yaml") {
             Some(Format::Yaml)
         } else {
             None
+        }
+    }
+
+    /// The name in messages (`JSON`, `YAML`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Json => "JSON",
+            Format::Yaml => "YAML",
         }
     }
 
@@ -46,21 +73,47 @@ impl Format {
     }
 }
 
-/// Why bytes could not be read as a spec.
-#[derive(Debug, thiserror::Error)]
+/// Why bytes could not be read as a spec. No message quotes the content,
+/// beyond a bounded, escaped field name or YAML 1.1 word.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ParseError {
     /// Nothing but whitespace.
     #[error("file is empty (expected a CDI spec)")]
     Empty,
-    /// JSON syntax or a field the model does not know.
-    #[error("invalid JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    /// YAML syntax or a field the model does not know.
-    #[error("invalid YAML: {0}")]
-    Yaml(String),
     /// Not UTF-8.
     #[error("not UTF-8 text")]
     NotUtf8,
+    /// Bad syntax.
+    #[error("invalid {}: {description} at line {line} column {column}", format.name())]
+    Syntax {
+        /// JSON or YAML.
+        format: Format,
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// A fixed description of the problem.
+        description: String,
+    },
+    /// Well-formed, but not a spec: a wrong type, an unknown field, a
+    /// duplicate key, or a YAML 1.1 surprise.
+    #[error("invalid {}: {}{problem}", format.name(), location_prefix(location))]
+    Content {
+        /// JSON or YAML.
+        format: Format,
+        /// Where, such as `devices[0].name` (empty for the document).
+        location: String,
+        /// What is wrong.
+        problem: String,
+    },
+}
+
+fn location_prefix(location: &str) -> String {
+    if location.is_empty() {
+        String::new()
+    } else {
+        format!("{location}: ")
+    }
 }
 
 /// Why a spec could not be serialized.
@@ -74,30 +127,32 @@ pub enum SerializeError {
     Yaml(#[from] serde_saphyr::ser::Error),
 }
 
-/// Parses a spec strictly.
+/// Parses a spec strictly, YAML as YAML 1.1.
 ///
 /// # Errors
-/// [`ParseError`] for empty input, bad syntax, unknown fields or duplicate
-/// keys.
+/// [`ParseError`] for empty input, bad syntax, wrong types, unknown fields,
+/// duplicate keys, or an unquoted YAML 1.1 boolean, number or null where a
+/// string belongs. The message never quotes the content.
 pub fn parse(bytes: &[u8], format: Format) -> Result<Spec, ParseError> {
     let text = std::str::from_utf8(bytes).map_err(|_| ParseError::NotUtf8)?;
     if text.trim().is_empty() {
         return Err(ParseError::Empty);
     }
-    match format {
-        Format::Json => Ok(serde_json::from_str(text)?),
-        Format::Yaml => {
-            let options = serde_saphyr::options! {
-                duplicate_keys: serde_saphyr::options::DuplicateKeyPolicy::Error,
-                with_snippet: false,
-            };
-            serde_saphyr::from_str_with_options(text, options)
-                // The user-facing wording (the default has developer hints).
-                .map_err(|e| {
-                    ParseError::Yaml(e.render_with_formatter(&serde_saphyr::UserMessageFormatter))
-                })
-        }
+    let node = match format {
+        Format::Json => json::parse(text),
+        Format::Yaml => yaml::parse(text),
     }
+    .map_err(|e| ParseError::Syntax {
+        format,
+        line: e.line,
+        column: e.column,
+        description: e.description,
+    })?;
+    tree::from_node(&node).map_err(|e| ParseError::Content {
+        format,
+        location: e.location.unwrap_or_default(),
+        problem: e.problem,
+    })
 }
 
 /// Serializes a spec as written by cdigen: pretty JSON or fully quoted YAML,
@@ -174,6 +229,7 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 mod tests {
     use super::*;
     use crate::cdi::spec::{ContainerEdits, Device, DeviceNode};
+    use proptest::prelude::*;
 
     fn sample() -> Spec {
         let dev = |name: &str| Device {
@@ -253,35 +309,47 @@ mod tests {
         assert_eq!(back, s);
     }
 
-    #[test]
-    fn strict_reading() {
-        let err = |text: &str, f: Format| match parse(text.as_bytes(), f) {
+    fn err(text: &str, f: Format) -> String {
+        match parse(text.as_bytes(), f) {
             Ok(s) => format!("parsed {s:?}"),
             Err(e) => e.to_string(),
-        };
+        }
+    }
+
+    #[test]
+    fn strict_reading() {
         assert_eq!(err("", Format::Json), "file is empty (expected a CDI spec)");
         assert_eq!(
             err("  \n", Format::Yaml),
             "file is empty (expected a CDI spec)"
         );
         let unknown = r#"{"cdiVersion":"0.3.0","kind":"a.com/b","devices":[],"xyzzy":1}"#;
-        assert!(err(unknown, Format::Json).contains("unknown field `xyzzy`"));
+        assert_eq!(
+            err(unknown, Format::Json),
+            "invalid JSON: unknown field \"xyzzy\", expected one of cdiVersion, kind, \
+             annotations, devices, containerEdits"
+        );
         let dup = r#"{"cdiVersion":"0.3.0","cdiVersion":"0.5.0","kind":"a.com/b","devices":[]}"#;
-        assert!(err(dup, Format::Json).contains("duplicate field `cdiVersion`"));
+        assert_eq!(
+            err(dup, Format::Json),
+            "invalid JSON: duplicate key \"cdiVersion\""
+        );
         let dup_ann = r#"{"cdiVersion":"0.6.0","kind":"a.com/b","annotations":{"a":"1","a":"2"},"devices":[]}"#;
-        assert!(
-            err(dup_ann, Format::Json).contains("duplicate key \"a\""),
-            "{}",
-            err(dup_ann, Format::Json)
+        assert_eq!(
+            err(dup_ann, Format::Json),
+            "invalid JSON: annotations: duplicate key \"a\""
         );
         let yaml_dup = "cdiVersion: 0.3.0\nkind: a.com/b\nkind: a.com/c\ndevices: []\n";
-        assert!(
-            err(yaml_dup, Format::Yaml)
-                .to_lowercase()
-                .contains("duplicate")
+        assert_eq!(
+            err(yaml_dup, Format::Yaml),
+            "invalid YAML: duplicate key \"kind\""
         );
         let yaml_unknown = "cdiVersion: 0.3.0\nkind: a.com/b\ndevices: []\nxyzzy: 1\n";
-        assert!(err(yaml_unknown, Format::Yaml).contains("xyzzy"));
+        assert_eq!(
+            err(yaml_unknown, Format::Yaml),
+            "invalid YAML: unknown field \"xyzzy\", expected one of cdiVersion, kind, \
+             annotations, devices, containerEdits"
+        );
         assert_eq!(
             match parse(&[0xff, 0xfe], Format::Json) {
                 Err(e) => e.to_string(),
@@ -289,6 +357,273 @@ mod tests {
             },
             "not UTF-8 text"
         );
+    }
+
+    #[test]
+    fn errors_say_where_and_what_never_the_value() {
+        let spec = |edits: &str| {
+            format!(
+                r#"{{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[{{"name":"x","containerEdits":{edits}}}]}}"#
+            )
+        };
+        assert_eq!(
+            err(&spec(r#"{"env":["A=1",{"k":"secret"}]}"#), Format::Json),
+            "invalid JSON: devices[0].containerEdits.env[1]: expected a string, found a map"
+        );
+        assert_eq!(
+            err(
+                &spec(r#"{"deviceNodes":[{"path":"p","major":"secret"}]}"#),
+                Format::Json
+            ),
+            "invalid JSON: devices[0].containerEdits.deviceNodes[0].major: expected a 64-bit \
+             integer, found a string"
+        );
+        assert_eq!(
+            err(
+                &spec(r#"{"deviceNodes":[{"path":"p","fileMode":-1}]}"#),
+                Format::Json
+            ),
+            "invalid JSON: devices[0].containerEdits.deviceNodes[0].fileMode: expected an \
+             integer from 0 to 4294967295, found an integer out of that range"
+        );
+        assert_eq!(
+            err(r#""root:$6$secret:19000:0:99999:7:::""#, Format::Json),
+            "invalid JSON: expected a map, found a string"
+        );
+        assert_eq!(
+            err("root:x:0:0:root:/root:/bin/bash\n", Format::Yaml),
+            "invalid YAML: expected a map, found a string"
+        );
+        assert_eq!(
+            err("{\"cdiVersion\": \"secret", Format::Json),
+            "invalid JSON: EOF while parsing a string at line 1 column 22"
+        );
+        assert_eq!(
+            err("kind: [secret\n", Format::Yaml),
+            "invalid YAML: unclosed bracket '[' at line 1 column 7"
+        );
+        assert_eq!(
+            err("kind: \"secret\" x\n", Format::Yaml),
+            "invalid YAML: invalid trailing content after double-quoted scalar at line 1 column 16"
+        );
+        // A shadow file's line is a YAML map whose key is the hash.
+        assert_eq!(
+            err("root:$6$secret:19000:0:99999:7:::\n", Format::Yaml),
+            "invalid YAML: unknown field (not shown: not a name), expected one of cdiVersion, \
+             kind, annotations, devices, containerEdits"
+        );
+        // A key is named on the path only when it is a name.
+        let text = "{\"cdiVersion\":\"0.6.0\",\"kind\":\"a.com/b\",\"annotations\":\
+                    {\"example.com/a\":\"x\",\"secret\\u001b]0;\":1}}";
+        assert_eq!(
+            err(text, Format::Json),
+            "invalid JSON: annotations[key 2]: expected a string, found an integer"
+        );
+        let text = "{\"cdiVersion\":\"0.6.0\",\"kind\":\"a.com/b\",\"annotations\":\
+                    {\"example.com/a\":[]}}";
+        assert_eq!(
+            err(text, Format::Json),
+            "invalid JSON: annotations[\"example.com/a\"]: expected a string, found a sequence"
+        );
+    }
+
+    #[test]
+    fn yaml_1_1_scalars_in_string_positions_say_what_runtimes_see() {
+        let dev = |field: &str| {
+            format!(
+                "cdiVersion: \"0.6.0\"\nkind: \"a.com/b\"\ndevices:\n  - {field}\n    containerEdits:\n      env: [\"A=1\"]\n"
+            )
+        };
+        let cases = [
+            (
+                dev("name: on"),
+                "devices[0].name: unquoted on is a boolean in YAML 1.1, which runtimes read: \
+                 they see \"true\"; quote it",
+            ),
+            (
+                dev("name: 0777"),
+                "devices[0].name: unquoted 0777 is a number in YAML 1.1, which runtimes read: \
+                 they see \"511\"; quote it",
+            ),
+            (
+                dev("name: 0x10"),
+                "devices[0].name: unquoted 0x10 is a number in YAML 1.1, which runtimes read: \
+                 they see \"16\"; quote it",
+            ),
+            (
+                dev("name: 1e3"),
+                "devices[0].name: unquoted 1e3 is a number in YAML 1.1, which runtimes read: \
+                 they see \"1000\"; quote it",
+            ),
+            (
+                dev("name: 1.0"),
+                "devices[0].name: unquoted 1.0 is a number in YAML 1.1, which runtimes read: \
+                 they see \"1\"; quote it",
+            ),
+            (
+                dev("name: ~"),
+                "devices[0].name: unquoted ~ is null in YAML 1.1, which runtimes read: \
+                 they see no value (an empty string); quote it",
+            ),
+            (
+                dev("name:"),
+                "devices[0].name: an empty value is null in YAML 1.1, which runtimes read: \
+                 they see no value (an empty string); quote it",
+            ),
+            (
+                dev("name: x\n    annotations: {x: yes}"),
+                "devices[0].annotations.x: unquoted yes is a boolean in YAML 1.1, which \
+                 runtimes read: they see \"true\"; quote it",
+            ),
+            (
+                dev("name: x\n    annotations: {no: \"x\"}"),
+                "devices[0].annotations: unquoted key no is a boolean in YAML 1.1, which \
+                 runtimes read: they see \"false\"; quote it",
+            ),
+        ];
+        for (text, want) in cases {
+            assert_eq!(
+                err(&text, Format::Yaml),
+                format!("invalid YAML: {want}"),
+                "{text}"
+            );
+        }
+        // Number positions take the YAML 1.1 value: 0644 is octal.
+        let node = "cdiVersion: \"0.5.0\"\nkind: \"a.com/b\"\ndevices:\n  - name: \"x\"\n    \
+                    containerEdits:\n      deviceNodes:\n        - path: \"/dev/x\"\n          \
+                    fileMode: 0644\n          major: 0x10\n";
+        let spec = parse(node.as_bytes(), Format::Yaml).expect("parses");
+        let n = &spec.devices[0].container_edits.device_nodes[0];
+        assert_eq!((n.file_mode, n.major), (Some(420), 16));
+        // Quoted, or tagged !!str, it is a string.
+        let quoted = dev("name: !!str on\n  - name: 'off'");
+        let spec = parse(quoted.as_bytes(), Format::Yaml);
+        assert!(spec.is_ok(), "{spec:?}");
+    }
+
+    /// A secret, as a hostile file would hold it; never in a message. `$`
+    /// makes it no field name, so not even an unknown key may quote it.
+    const MARKER: &str = "$6$SeCrEt";
+
+    fn hostile_text() -> impl Strategy<Value = (String, Format)> {
+        let secret = "[a-z0-9:/ ]{0,8}".prop_map(|s| format!("{MARKER}{s}"));
+        let json_slot = prop_oneof![
+            Just(r#"{"cdiVersion":@}"#),
+            Just(
+                r#"{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[{"name":"x","containerEdits":{"deviceNodes":[{"path":"p","major":@}]}}]}"#
+            ),
+            Just(
+                r#"{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[{"name":"x","containerEdits":{"env":[{"k":@}]}}]}"#
+            ),
+            Just(r#"{"cdiVersion":"0.5.0","kind":"a.com/b","devices":[@]}"#),
+            Just(r#"{"annotations":{"a":[@]}}"#),
+            Just(r#"{"devices":[{"containerEdits":{"mounts":[{"options":{"x":@}}]}}]}"#),
+            Just(r#"[@]"#),
+            Just(r#"@"#),
+        ];
+        let yaml_slot = prop_oneof![
+            Just("cdiVersion: @\ndevices: [@]\n"),
+            Just(
+                "devices:\n  - name: x\n    containerEdits:\n      deviceNodes:\n        - major: @\n"
+            ),
+            Just("devices:\n  - containerEdits: {env: [{k: @}]}\n"),
+            Just("annotations: {a: [@]}\n"),
+            Just("kind: @\nkind: @\n"),
+            Just("@: 1\n"),
+            Just("? @\n: 1\n"),
+            Just("devices: &a [@]\nkind: *a\n"),
+            Just("@\n"),
+            Just("- @\n"),
+            Just("devices: !!str @\n"),
+        ];
+        let json = (json_slot, secret.clone(), any::<bool>()).prop_map(|(t, s, quoted)| {
+            let v = if quoted {
+                serde_json::to_string(&s).unwrap_or_default()
+            } else {
+                s
+            };
+            (t.replace('@', &v), Format::Json)
+        });
+        let yaml = (yaml_slot, secret.clone(), 0..4usize).prop_map(|(t, s, style)| {
+            let v = match style {
+                0 => s,
+                1 => format!("'{s}'"),
+                2 => format!("\"{s}\""),
+                _ => format!("|\n  {s}\n"),
+            };
+            (t.replace('@', &v), Format::Yaml)
+        });
+        let raw = (".{0,40}", secret, ".{0,40}", any::<bool>()).prop_map(|(a, s, b, j)| {
+            (
+                format!("{a}{s}{b}"),
+                if j { Format::Json } else { Format::Yaml },
+            )
+        });
+        prop_oneof![json, yaml, raw]
+    }
+
+    fn word() -> impl Strategy<Value = String> {
+        prop_oneof![
+            prop::sample::select(vec![
+                "on", "off", "yes", "no", "y", "n", "~", "null", "true", "0777", "0x10", "1e3",
+                "1.0", ".inf", "<<", "", "- x", "a: b", "#c", "'q'", "\"d\"", "&a", "*a", "!!str",
+            ])
+            .prop_map(str::to_string),
+            "[ -~]{0,12}",
+            ".{0,8}",
+        ]
+    }
+
+    proptest! {
+        #[test]
+        fn errors_never_echo_hostile_content((text, format) in hostile_text()) {
+            if let Err(e) = parse(text.as_bytes(), format) {
+                let message = e.to_string();
+                prop_assert!(!message.contains("SeCrEt"), "{message}\n{text}");
+            }
+        }
+
+        #[test]
+        fn parsing_never_panics(bytes in prop::collection::vec(any::<u8>(), 0..300), json in any::<bool>()) {
+            let format = if json { Format::Json } else { Format::Yaml };
+            let _ = parse(&bytes, format);
+        }
+
+        #[test]
+        fn written_yaml_reads_back_identically(
+            names in prop::collection::vec(word(), 1..4),
+            env in prop::collection::vec(word(), 0..3),
+            annotations in prop::collection::btree_map(word(), word(), 0..3),
+            mode in prop::option::of(0u32..0o7777),
+        ) {
+            let spec = Spec {
+                cdi_version: "0.6.0".into(),
+                kind: "example.com/gpu".into(),
+                annotations,
+                devices: names
+                    .iter()
+                    .map(|n| Device {
+                        name: n.clone(),
+                        container_edits: ContainerEdits {
+                            env: env.clone(),
+                            device_nodes: vec![DeviceNode {
+                                path: n.clone(),
+                                file_mode: mode,
+                                ..Default::default()
+                            }],
+                            ..Default::default()
+                        },
+                        ..Default::default()
+                    })
+                    .collect(),
+                ..Default::default()
+            };
+            for format in [Format::Yaml, Format::Json] {
+                let bytes = to_bytes(&spec, format).map_err(|e| TestCaseError::fail(e.to_string()))?;
+                let back = parse(&bytes, format);
+                prop_assert_eq!(back.as_ref(), Ok(&spec), "{}", String::from_utf8_lossy(&bytes));
+            }
+        }
     }
 
     #[test]

@@ -9,6 +9,7 @@
 //! and `cdigen list` are built on this.
 
 use std::collections::BTreeMap;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -43,7 +44,7 @@ pub struct Finding {
 /// What was found in one file.
 #[derive(Debug, Clone, Serialize)]
 pub struct FileReport {
-    /// The file.
+    /// The file (written lossily where it is not UTF-8).
     #[serde(serialize_with = "crate::text::lossy_path")]
     pub path: PathBuf,
     /// Its kind, when it parsed.
@@ -71,7 +72,7 @@ impl FileReport {
 pub struct ResolvedDevice {
     /// `vendor/class=name`.
     pub name: String,
-    /// The spec file defining it.
+    /// The spec file defining it (written lossily where it is not UTF-8).
     #[serde(serialize_with = "crate::text::lossy_path")]
     pub path: PathBuf,
 }
@@ -160,7 +161,7 @@ pub fn scan(inputs: &[Input]) -> Scan {
                         .iter()
                         .filter(|&&j| j != i)
                         .filter_map(|&j| out.files.get(j))
-                        .map(|f| f.path.display().to_string())
+                        .map(|f| crate::text::path(&f.path).to_string())
                         .collect();
                     if let Some(f) = out.files.get_mut(i) {
                         f.findings.push(Finding {
@@ -189,7 +190,7 @@ pub fn scan(inputs: &[Input]) -> Scan {
                     location: format!("device {name:?}"),
                     message: format!(
                         "shadowed by {} (a later spec directory wins)",
-                        path.display()
+                        crate::text::path(&path)
                     ),
                 });
             }
@@ -211,7 +212,9 @@ pub fn scan(inputs: &[Input]) -> Scan {
 }
 
 /// Loads and validates one file, recording its report. Returns what it
-/// defines when it is valid (runtimes use only valid files).
+/// defines when it is valid (runtimes use only valid files). A file that
+/// is not a regular file (a symlink is followed to one, as runtimes do)
+/// is reported and never opened ([`crate::fsio`]).
 fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
     let mut report = FileReport {
         path: path.clone(),
@@ -234,7 +237,10 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
         Err(e) => {
             let message = match &e {
                 super::LoadError::Parse { cause, .. } => cause.to_string(),
-                super::LoadError::File(e) => format!("cannot read: {}", e.reason()),
+                super::LoadError::File(e @ crate::fsio::Error::Io { .. }) => {
+                    format!("cannot read: {}", e.reason())
+                }
+                super::LoadError::File(e) => e.reason(),
                 other => std::error::Error::source(other)
                     .map_or_else(|| other.to_string(), |s| format!("cannot read: {s}")),
             };
@@ -273,9 +279,19 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
     result
 }
 
-/// The files of an input that matter: a directory's regular files (and
-/// symlinks to them) that are spec files or look like misnamed ones
-/// (`*.yml`), sorted by name; or a single file.
+/// Whether a file name, by its bytes, is a spec name or looks like a
+/// misnamed one (`*.yml`).
+fn wanted_name(name: &std::ffi::OsStr) -> bool {
+    let name = name.as_bytes();
+    [&b".json"[..], b".yaml", b".yml"]
+        .iter()
+        .any(|s| name.ends_with(s))
+}
+
+/// The files of an input that matter: a directory's entries whose names
+/// are spec names or look like misnamed ones (`*.yml`), subdirectories
+/// left out, sorted by name; or a single file. Whether each may be read
+/// is decided when it is read.
 fn list_spec_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     let meta = std::fs::metadata(path)?;
     if !meta.is_dir() {
@@ -284,14 +300,15 @@ fn list_spec_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
     let mut files = Vec::new();
     for entry in std::fs::read_dir(path)? {
         let entry = entry?;
-        let p = entry.path();
-        let is_file = std::fs::metadata(&p).map(|m| m.is_file()).unwrap_or(false);
-        let name = entry.file_name();
-        let name = name.to_string_lossy();
-        let wanted = [".json", ".yaml", ".yml"].iter().any(|s| name.ends_with(s));
-        if is_file && wanted {
-            files.push(p);
+        if !wanted_name(&entry.file_name()) {
+            continue;
         }
+        // A real subdirectory is skipped, as runtimes skip it.
+        if entry.file_type().is_ok_and(|t| t.is_dir()) {
+            continue;
+        }
+        let p = entry.path();
+        files.push(p);
     }
     files.sort();
     Ok(files)

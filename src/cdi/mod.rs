@@ -5,6 +5,11 @@
 //! In the pipeline this is the output format: rendered specs are parsed
 //! into [`Spec`], checked with [`validate()`], and serialized with
 //! [`codec::to_bytes`] before the writer puts them on disk.
+//!
+//! Spec files on disk are untrusted (spec directories are shared, and a
+//! spec may be a symlink to any file): [`codec::parse`] never quotes their
+//! content in an error, and [`dirs`] opens a spec only when it is, or a
+//! symlink leads to, a regular file.
 
 pub mod codec;
 pub mod dirs;
@@ -64,6 +69,8 @@ pub enum LoadError {
 }
 
 /// Reads and strictly parses one spec file (format from its extension).
+/// A symlink is followed, as runtimes follow it, but only to a regular
+/// file; nothing else is opened ([`crate::fsio`]).
 ///
 /// # Errors
 /// [`LoadError`] naming the file.

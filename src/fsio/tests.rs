@@ -87,7 +87,7 @@ fn symlinks_are_refused_or_followed_only_to_regular_files() {
     assert_eq!(
         e.to_string(),
         format!(
-            "{}: a character device, not a regular file: not opening it",
+            "{}: a symbolic link to a character device, not a regular file: not opening it",
             zero.display()
         )
     );
