@@ -15,6 +15,7 @@
     clippy::panic
 )]
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -153,7 +154,12 @@ fn shell(program: &str, args: &[&str]) -> Option<String> {
             Some(stdout)
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound && !flag(REQUIRE_VAR) => {
-            eprintln!("skipped: {program} is not installed ({REQUIRE_VAR}=1 makes this a failure)");
+            // Straight to stderr: the test harness captures `eprintln!`, and
+            // this line must show in a passing run.
+            let _ = writeln!(
+                std::io::stderr(),
+                "skipped: {program} is not installed ({REQUIRE_VAR}=1 makes this a failure)"
+            );
             None
         }
         Err(e) => panic!("cannot run {program}: {e}"),

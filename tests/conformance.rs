@@ -1,8 +1,13 @@
 //! Conformance of cdigen's CDI model, validator, directory view and writer
-//! against the reference material in `../shared/cdi-schema`: the upstream
+//! against the reference material in `tests/data/cdi-schema` (the upstream
 //! example specs with their expected verdicts, the spec-directory cache
-//! scenarios, the official JSON schema, and sample specs written for the
-//! external `cdi-check` tool.
+//! scenarios, the official JSON schema: see its README for their origin),
+//! and sample specs written for the external `cdi-check` tool.
+//!
+//! That data is a copy of `../shared/cdi-schema`, which CI keeps beside the
+//! crate. Where `../shared` is present, one test checks that the copy has not
+//! drifted; a clone without it skips that test, saying so
+//! (`CDIGEN_REQUIRE_SHARED=1`, as CI sets it, makes that a failure).
 #![allow(
     clippy::unwrap_used,
     clippy::expect_used,
@@ -11,6 +16,7 @@
 )]
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 use cdigen::cdi::dirs::{Finding, Input, Severity, scan};
@@ -22,24 +28,16 @@ use cdigen::cdi::{
 use cdigen::write::{ManagedDir, Outcome};
 use serde_json::Value;
 
-// ---------------------------------------------------------------- shared data
+// ---------------------------------------------------------------- schema data
 
-/// `../shared/cdi-schema`, relative to the crate. CI always has it; a
-/// checkout without it fails here with a message saying what is missing.
-fn shared_dir() -> PathBuf {
-    let dir = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/cdi-schema"));
-    assert!(
-        dir.join("schema.json").is_file() && dir.join("testdata").is_dir(),
-        "CDI conformance data not found at {}: expected the shared/cdi-schema directory \
-         (schema.json, defs.json, testdata/) next to the crate directory. CI always provides it; \
-         in a local checkout, put shared/ beside the crate.",
-        dir.display()
-    );
-    dir
+/// `tests/data/cdi-schema`: the official schema and the upstream example
+/// specs, in the repository.
+fn schema_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/cdi-schema")
 }
 
 fn testdata() -> PathBuf {
-    shared_dir().join("testdata")
+    schema_dir().join("testdata")
 }
 
 fn read_json(path: &Path) -> Value {
@@ -516,7 +514,7 @@ fn cache_conflict_drops_the_device_and_blames_both_files() {
 /// The official schema, with `defs.json` registered next to `schema.json`
 /// so that its relative `$ref`s resolve, and no retrieval from anywhere else.
 fn schema_validator() -> jsonschema::Validator {
-    let dir = shared_dir();
+    let dir = schema_dir();
     let schema = read_json(&dir.join("schema.json"));
     let defs = read_json(&dir.join("defs.json"));
     let base = "file:///cdi-schema/";
@@ -1012,5 +1010,68 @@ fn write_specs_for_cdi_check() {
         ours.len(),
         expected_devices.len(),
         dir.display()
+    );
+}
+
+// ---------------------------------------------------------------- the copy and ../shared
+
+/// Set (to anything but empty or `0`) to make a missing `../shared` a
+/// failure instead of a skip, as CI does.
+const REQUIRE_SHARED_VAR: &str = "CDIGEN_REQUIRE_SHARED";
+
+/// `../shared/cdi-schema` beside the crate, where CI keeps the reference
+/// data; None (a skip, printed) when it is not there, a failure instead when
+/// `CDIGEN_REQUIRE_SHARED` is set.
+fn shared_schema_dir(test: &str) -> Option<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/cdi-schema");
+    if dir.is_dir() {
+        return Some(dir);
+    }
+    let required = std::env::var_os(REQUIRE_SHARED_VAR).is_some_and(|v| !v.is_empty() && v != "0");
+    assert!(
+        !required,
+        "{test}: {} is missing, and {REQUIRE_SHARED_VAR} requires it: put shared/ beside the \
+         crate directory",
+        dir.display()
+    );
+    // Straight to stderr: the test harness captures `eprintln!`, and this
+    // line must show in a passing run.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {test}: no ../shared/cdi-schema beside the crate (CI has it; \
+         {REQUIRE_SHARED_VAR}=1 makes this a failure)"
+    );
+    None
+}
+
+#[test]
+fn in_repo_schema_data_matches_shared() {
+    let Some(shared) = shared_schema_dir("in_repo_schema_data_matches_shared") else {
+        return;
+    };
+    let ours = schema_dir();
+    // The README is the one file the copy changes (it says where the data
+    // comes from and how it is kept in step).
+    let mut want = files_under(&shared);
+    let mut got = files_under(&ours);
+    assert!(want.remove("README.md") && got.remove("README.md"));
+    assert_eq!(
+        got,
+        want,
+        "{} and {} hold different files: copy shared/cdi-schema again",
+        ours.display(),
+        shared.display()
+    );
+    for rel in &want {
+        assert!(
+            std::fs::read(ours.join(rel)).unwrap() == std::fs::read(shared.join(rel)).unwrap(),
+            "{rel} differs between {} and {}: copy shared/cdi-schema again",
+            ours.display(),
+            shared.display()
+        );
+    }
+    assert!(
+        want.contains("schema.json") && want.contains("LICENSE"),
+        "{want:?}"
     );
 }
