@@ -4,7 +4,7 @@
 # any target crashes (a panic, a failed assertion), hangs on one input or
 # runs out of memory.
 #
-#   .ci/fuzz.sh                                    # every target, 20 s each
+#   .ci/fuzz.sh                                    # every target, 15 s each
 #   FUZZ_SECONDS=300 .ci/fuzz.sh spec dev_manifest # some, for longer
 #
 # The committed corpus, fuzz/corpus/<target>/, seeds each run and is never
@@ -13,13 +13,13 @@
 # oom-*); replay it with
 # `cargo +nightly fuzz run -s none --codegen-units 16 <target> FILE`.
 #
-# Environment: FUZZ_SECONDS (per target, default 20), FUZZ_JOBS (targets
+# Environment: FUZZ_SECONDS (per target, default 15), FUZZ_JOBS (targets
 # run at once, default: the number of CPUs), FUZZ_TOOLCHAIN (default
 # nightly; installed with rustup when missing).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-seconds=${FUZZ_SECONDS:-20}
+seconds=${FUZZ_SECONDS:-15}
 jobs=${FUZZ_JOBS:-$(nproc)}
 toolchain=${FUZZ_TOOLCHAIN:-nightly}
 cargo_fuzz_version=0.13.2
@@ -52,7 +52,7 @@ build=(cargo "+$toolchain" fuzz build --sanitizer none --codegen-units 16)
 echo "fuzz: building ${#targets[@]} targets: ${build[*]}"
 "${build[@]}"
 host=$(rustup run "$toolchain" rustc -vV | sed -n 's/^host: //p')
-bin_dir="fuzz/target/$host/release"
+bin_dir="${CARGO_TARGET_DIR:-fuzz/target}/$host/release"
 echo "fuzz: built in $((SECONDS - start)) s"
 
 work=$(mktemp -d)
