@@ -722,6 +722,16 @@ fn components(p: &Path) -> Vec<OsString> {
         .collect()
 }
 
+/// Parses the text of a devfs manifest (`dev.manifest`, as
+/// [`format_manifest`] writes it) exactly as [`HostRoot`] reads one; errors
+/// name the file as `dev.manifest`. The entry point for tests and fuzzing.
+///
+/// # Errors
+/// [`Error::Manifest`] for the first malformed or repeated line.
+pub fn parse_manifest_text(text: &str) -> Result<BTreeMap<PathBuf, DevEntry>, Error> {
+    parse_manifest(Path::new("dev.manifest"), text)
+}
+
 /// Parses a devfs manifest: `PATH c|b MAJ:MIN MODE UID GID`, `PATH l
 /// TARGET`, or `PATH d`, one per line; `#` comments. `PATH` and `TARGET`
 /// are unescaped by [`unescape_manifest_field`].
