@@ -340,3 +340,32 @@ fn open_owned_once(path: &Path, create: bool) -> Result<File, Error> {
 
 #[cfg(test)]
 mod tests;
+
+/// Helpers for tests of code that must not block on a FIFO.
+#[cfg(test)]
+pub(crate) mod test_support {
+    #![allow(clippy::unwrap_used)]
+
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    /// Makes a FIFO at `path`.
+    pub(crate) fn mkfifo(path: &Path) {
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            path,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o644),
+            0,
+        )
+        .unwrap();
+    }
+
+    /// Runs `f`, failing the test when it blocks (a FIFO opened).
+    pub(crate) fn quick<T>(f: impl FnOnce() -> T) -> T {
+        let start = Instant::now();
+        let out = f();
+        assert!(start.elapsed() < Duration::from_secs(5), "blocked");
+        out
+    }
+}

@@ -737,6 +737,45 @@ fn prune(
     }
 }
 
+/// The directories a run writes in, decided once for [`apply_all`] and
+/// [`preview_all`].
+struct Touched<'a> {
+    /// The spec directory: it exists, or a spec is planned.
+    specs: bool,
+    /// The device-info directory, with the generators that write there:
+    /// a file is planned there, or stale ones may be.
+    devinfo: Option<Vec<&'a str>>,
+}
+
+fn touched<'a>(
+    output_dir: &Path,
+    devinfo_dir: &Path,
+    generators: &'a [Loaded],
+    plans: &[Planned],
+) -> Touched<'a> {
+    let devinfo_generators: Vec<&str> = generators
+        .iter()
+        .filter(|g| g.generator.device_info)
+        .map(|g| g.generator.name.as_str())
+        .collect();
+    let has_devinfo = plans
+        .iter()
+        .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
+    Touched {
+        specs: output_dir.exists() || plans.iter().any(|p| p.spec.is_some()),
+        devinfo: (has_devinfo || (!devinfo_generators.is_empty() && devinfo_dir.exists()))
+            .then_some(devinfo_generators),
+    }
+}
+
+/// A [`DirError`] for `dir`.
+fn dir_error(dir: &Path) -> impl FnOnce(write::Error) -> DirError + '_ {
+    move |source| DirError {
+        dir: dir.to_path_buf(),
+        source,
+    }
+}
+
 /// What [`preview_all`] foresees, as [`Applied`] reports what happened.
 #[derive(Debug, Default)]
 pub struct Previewed {
@@ -775,13 +814,10 @@ pub fn preview_all(
     generators: &[Loaded],
     plans: &[Planned],
 ) -> Result<Previewed, DirError> {
-    let dir_err = |dir: &Path| {
-        let dir = dir.to_path_buf();
-        move |source| DirError { dir, source }
-    };
+    let touched = touched(output_dir, devinfo_dir, generators, plans);
     let mut out = Previewed::default();
-    if output_dir.exists() || plans.iter().any(|p| p.spec.is_some()) {
-        let own = write::Ownership::read(output_dir).map_err(dir_err(output_dir))?;
+    if touched.specs {
+        let own = write::Ownership::read(output_dir).map_err(dir_error(output_dir))?;
         for p in plans {
             let mut keep = BTreeSet::new();
             if p.spec.is_some() {
@@ -812,16 +848,8 @@ pub fn preview_all(
             );
         }
     }
-    let devinfo_generators: Vec<&str> = generators
-        .iter()
-        .filter(|g| g.generator.device_info)
-        .map(|g| g.generator.name.as_str())
-        .collect();
-    let has_devinfo = plans
-        .iter()
-        .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
-    if has_devinfo || (!devinfo_generators.is_empty() && devinfo_dir.exists()) {
-        let own = write::Ownership::read(devinfo_dir).map_err(dir_err(devinfo_dir))?;
+    if let Some(devinfo_generators) = touched.devinfo {
+        let own = write::Ownership::read(devinfo_dir).map_err(dir_error(devinfo_dir))?;
         for p in plans
             .iter()
             .filter(|p| devinfo_generators.contains(&p.generator.as_str()))
@@ -986,27 +1014,16 @@ fn apply_all_with(
     plans: &[Planned],
     open: &dyn Fn(&Path) -> Result<ManagedDir, write::Error>,
 ) -> Result<Applied, DirError> {
-    let dir_err = |dir: &Path| {
-        let dir = dir.to_path_buf();
-        move |source| DirError { dir, source }
-    };
+    let touched = touched(output_dir, devinfo_dir, generators, plans);
     let mut applied = Applied::default();
-    if output_dir.exists() || plans.iter().any(|p| p.spec.is_some()) {
-        let managed = open(output_dir).map_err(dir_err(output_dir))?;
+    if touched.specs {
+        let managed = open(output_dir).map_err(dir_error(output_dir))?;
         let (changes, errors) = apply_to(managed, plans);
         applied.specs = changes;
         applied.errors.extend(errors);
     }
-    let devinfo_generators: Vec<&str> = generators
-        .iter()
-        .filter(|g| g.generator.device_info)
-        .map(|g| g.generator.name.as_str())
-        .collect();
-    let has_devinfo = plans
-        .iter()
-        .any(|p| devinfo_generators.contains(&p.generator.as_str()) && !p.devinfo.is_empty());
-    if has_devinfo || (!devinfo_generators.is_empty() && devinfo_dir.exists()) {
-        let managed = open(devinfo_dir).map_err(dir_err(devinfo_dir))?;
+    if let Some(devinfo_generators) = touched.devinfo {
+        let managed = open(devinfo_dir).map_err(dir_error(devinfo_dir))?;
         let (changes, errors) = apply_devinfo_to(managed, plans, &devinfo_generators);
         applied.devinfo = changes;
         applied.errors.extend(errors);

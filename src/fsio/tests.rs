@@ -1,28 +1,9 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
 use std::os::unix::fs::symlink;
-use std::time::{Duration, Instant};
 
 use super::*;
-
-fn fifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
-}
-
-/// Runs `f` and fails the test if it takes long (a blocked open).
-fn quick<T>(f: impl FnOnce() -> T) -> T {
-    let start = Instant::now();
-    let out = f();
-    assert!(start.elapsed() < Duration::from_secs(5), "blocked");
-    out
-}
+use crate::fsio::test_support::{mkfifo as fifo, quick};
 
 #[test]
 fn reads_a_regular_file_within_the_limit() {

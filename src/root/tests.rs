@@ -1843,27 +1843,7 @@ proptest! {
     }
 }
 
-fn mkfifo(path: &Path) {
-    rustix::fs::mknodat(
-        rustix::fs::CWD,
-        path,
-        rustix::fs::FileType::Fifo,
-        rustix::fs::Mode::from_raw_mode(0o644),
-        0,
-    )
-    .unwrap();
-}
-
-/// Fails the test when `f` blocks (a FIFO opened for reading).
-fn quick<T>(f: impl FnOnce() -> T) -> T {
-    let start = std::time::Instant::now();
-    let out = f();
-    assert!(
-        start.elapsed() < std::time::Duration::from_secs(5),
-        "blocked"
-    );
-    out
-}
+use crate::fsio::test_support::{mkfifo, quick};
 
 #[test]
 fn a_fifo_anywhere_under_the_root_is_refused_not_opened() {
