@@ -887,12 +887,8 @@ fn foresee(
     bytes: &[u8],
     generator: &str,
 ) -> Result<Preview, Error> {
-    let outcome = own.would_write(dir, name, bytes)?;
+    let (outcome, old) = own.would_write(dir, name, bytes)?;
     let path = dir.join(name);
-    let old = match write::on_disk(&path)? {
-        write::OnDisk::Bytes(b) => Some(b),
-        _ => None,
-    };
     Ok(Preview {
         change: Change {
             path,

@@ -200,13 +200,11 @@ impl ManagedDir {
     /// Whether cdigen wrote `name` and it is still a regular file with
     /// the content written.
     pub fn owns(&self, name: &str) -> bool {
-        match self.state.files.get(name) {
-            Some(rec) => matches!(
+        self.state.files.contains_key(name)
+            && matches!(
                 on_disk(&self.dir.join(name)),
-                Ok(OnDisk::Bytes(b)) if rec.sha256.contains(&sha256_hex(&b))
-            ),
-            None => false,
-        }
+                Ok(OnDisk::Bytes(b)) if owns(&self.state, name, &b)
+            )
     }
 
     /// Files recorded for `owner`, sorted.
@@ -297,46 +295,23 @@ impl ManagedDir {
     /// Decides what writing `bytes` to `name` means, refusing files cdigen
     /// does not own, and records the intent in memory.
     fn prepare(&mut self, name: &str, bytes: &[u8], owner: &str) -> Result<Prepared, Error> {
-        check_name(name)?;
-        let target = self.dir.join(name);
+        let (outcome, existing) = decide(&self.state, &self.dir, name, bytes)?;
         let new_hash = sha256_hex(bytes);
-        let existing = match on_disk(&target)? {
-            OnDisk::Absent => None,
-            OnDisk::NotRegular(what) => return Err(Error::NotRegular { path: target, what }),
-            OnDisk::Bytes(b) => Some(b),
-        };
-        let outcome = match &existing {
-            Some(old) if old.as_slice() == bytes => {
-                // Same bytes: do not touch. Keep the record current if ours
-                // (the bytes on disk are ones cdigen wrote; a file edited
-                // since is not adopted back, like a foreign one).
-                let mut record_changed = false;
-                if let Some(rec) = self.state.files.get_mut(name)
-                    && rec.sha256.contains(&new_hash)
-                    && (rec.sha256 != [new_hash.clone()] || rec.owner != owner)
-                {
-                    rec.sha256 = vec![new_hash];
-                    rec.owner = owner.to_string();
-                    record_changed = true;
-                }
-                return Ok(Prepared::Unchanged { record_changed });
+        if outcome == Outcome::Unchanged {
+            // Same bytes: do not touch. Keep the record current if ours
+            // (the bytes on disk are ones cdigen wrote; a file edited
+            // since is not adopted back, like a foreign one).
+            let mut record_changed = false;
+            if let Some(rec) = self.state.files.get_mut(name)
+                && rec.sha256.contains(&new_hash)
+                && (rec.sha256 != [new_hash.clone()] || rec.owner != owner)
+            {
+                rec.sha256 = vec![new_hash];
+                rec.owner = owner.to_string();
+                record_changed = true;
             }
-            Some(old) => {
-                let ours = self
-                    .state
-                    .files
-                    .get(name)
-                    .is_some_and(|r| r.sha256.contains(&sha256_hex(old)));
-                if !ours {
-                    return Err(Error::NotOwned {
-                        action: "overwrite",
-                        path: target,
-                    });
-                }
-                Outcome::Updated
-            }
-            None => Outcome::Created,
-        };
+            return Ok(Prepared::Unchanged { record_changed });
+        }
         let mut hashes: Vec<String> = existing.iter().map(|b| sha256_hex(b)).collect();
         hashes.push(new_hash.clone());
         self.state.files.insert(
@@ -424,22 +399,50 @@ fn stale_files(
         let decision = match on_disk(&dir.join(&name))? {
             OnDisk::Absent => Stale::Gone,
             OnDisk::NotRegular(what) => Stale::LeftAlone(LeftAlone::NotRegular(what)),
-            OnDisk::Bytes(b) => {
-                let hash = sha256_hex(&b);
-                if state
-                    .files
-                    .get(&name)
-                    .is_some_and(|r| r.sha256.contains(&hash))
-                {
-                    Stale::Remove
-                } else {
-                    Stale::LeftAlone(LeftAlone::Changed)
-                }
-            }
+            OnDisk::Bytes(b) if owns(state, &name, &b) => Stale::Remove,
+            OnDisk::Bytes(_) => Stale::LeftAlone(LeftAlone::Changed),
         };
         out.push((name, decision));
     }
     Ok(out)
+}
+
+/// Whether `bytes` are content cdigen recorded writing to `name`.
+fn owns(state: &State, name: &str, bytes: &[u8]) -> bool {
+    state
+        .files
+        .get(name)
+        .is_some_and(|r| r.sha256.contains(&sha256_hex(bytes)))
+}
+
+/// What writing `bytes` to `name` in `dir` does, given what is there: the
+/// one decision of [`ManagedDir::write`] and [`Ownership::would_write`].
+/// Returns the outcome and the bytes on disk.
+fn decide(
+    state: &State,
+    dir: &Path,
+    name: &str,
+    bytes: &[u8],
+) -> Result<(Outcome, Option<Vec<u8>>), Error> {
+    check_name(name)?;
+    let target = dir.join(name);
+    match on_disk(&target)? {
+        OnDisk::Absent => Ok((Outcome::Created, None)),
+        OnDisk::NotRegular(what) => Err(Error::NotRegular { path: target, what }),
+        OnDisk::Bytes(old) => {
+            let outcome = if old == bytes {
+                Outcome::Unchanged
+            } else if owns(state, name, &old) {
+                Outcome::Updated
+            } else {
+                return Err(Error::NotOwned {
+                    action: "overwrite",
+                    path: target,
+                });
+            };
+            Ok((outcome, Some(old)))
+        }
+    }
 }
 
 /// What is at a path in a managed directory, examined without following
@@ -562,10 +565,7 @@ impl Ownership {
     /// Whether `bytes` are content cdigen wrote to `name`: only then would
     /// `generate` overwrite or remove it.
     pub fn owns(&self, name: &str, bytes: &[u8]) -> bool {
-        self.state
-            .files
-            .get(name)
-            .is_some_and(|r| r.sha256.contains(&sha256_hex(bytes)))
+        owns(&self.state, name, bytes)
     }
 
     /// Files recorded for `owner`, sorted.
@@ -589,24 +589,19 @@ impl Ownership {
     }
 
     /// What writing `bytes` to `name` in `dir` would do, as
-    /// [`ManagedDir::write`] decides, without writing.
+    /// [`ManagedDir::write`] decides, without writing: the outcome, and
+    /// the bytes on disk now.
     ///
     /// # Errors
     /// As [`ManagedDir::write`] would refuse: [`Error::NotOwned`],
     /// [`Error::NotRegular`], [`Error::BadName`], [`Error::Read`].
-    pub fn would_write(&self, dir: &Path, name: &str, bytes: &[u8]) -> Result<Outcome, Error> {
-        check_name(name)?;
-        let target = dir.join(name);
-        match on_disk(&target)? {
-            OnDisk::Absent => Ok(Outcome::Created),
-            OnDisk::NotRegular(what) => Err(Error::NotRegular { path: target, what }),
-            OnDisk::Bytes(old) if old == bytes => Ok(Outcome::Unchanged),
-            OnDisk::Bytes(old) if self.owns(name, &old) => Ok(Outcome::Updated),
-            OnDisk::Bytes(_) => Err(Error::NotOwned {
-                action: "overwrite",
-                path: target,
-            }),
-        }
+    pub fn would_write(
+        &self,
+        dir: &Path,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<(Outcome, Option<Vec<u8>>), Error> {
+        decide(&self.state, dir, name, bytes)
     }
 }
 
