@@ -93,6 +93,21 @@ pub fn escape(s: &str) -> Cow<'_, str> {
     }
 }
 
+/// A value read from an untrusted file, for a message: quoted, escaped
+/// as Rust escapes a string, and cut at `max` characters (`"…"…`).
+pub fn quoted(s: &str, max: usize) -> String {
+    let mut out = String::from("\"");
+    for (i, c) in s.chars().enumerate() {
+        if i == max {
+            out.push_str("\"…");
+            return out;
+        }
+        out.extend(c.escape_debug());
+    }
+    out.push('"');
+    out
+}
+
 /// A path shown escaped, the bytes of a non-UTF-8 name as `\xNN`: what
 /// human output and errors print instead of [`Path::display`].
 #[derive(Debug, Clone, Copy)]

@@ -526,7 +526,7 @@ fn load_state(dir: &Path) -> Result<State, Error> {
             path,
             reason: format!(
                 "entry {} is not a plain file name cdigen writes; not touching any file it names",
-                quoted(bad)
+                crate::text::quoted(bad, 64)
             ),
         });
     }
@@ -639,14 +639,6 @@ fn sync_dir(dir: &Path) -> Result<(), Error> {
     File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(io_err("cannot sync directory", dir))
-}
-
-/// A name read from a file, for a message: quoted, escaped, at most 64
-/// characters.
-fn quoted(name: &str) -> String {
-    let short: String = name.chars().take(64).collect();
-    let more = if short.len() < name.len() { "..." } else { "" };
-    format!("{short:?}{more}")
 }
 
 fn check_name(name: &str) -> Result<(), Error> {

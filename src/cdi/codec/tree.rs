@@ -115,16 +115,7 @@ fn quote_name(s: &str) -> String {
 
 /// `s` quoted and escaped, cut at [`MAX_QUOTED`] characters.
 pub(crate) fn quote_bounded(s: &str) -> String {
-    let mut out = String::from("\"");
-    for (i, c) in s.chars().enumerate() {
-        if i == MAX_QUOTED {
-            out.push_str("\"…");
-            return out;
-        }
-        out.extend(c.escape_debug());
-    }
-    out.push('"');
-    out
+    crate::text::quoted(s, MAX_QUOTED)
 }
 
 /// Bad syntax: where (1-based line and column), and a fixed description.
