@@ -88,6 +88,10 @@ pub struct Planned {
     /// Whether the generator writes device-info files (its stale ones are
     /// removed even when it selected nothing).
     pub device_info: bool,
+    /// The devices the spec describes, in identity order.
+    pub devices: Vec<Device>,
+    /// The spec's CDI devices and the devices each stands for.
+    pub named: Vec<crate::render::Named>,
 }
 
 impl Planned {
@@ -245,6 +249,8 @@ pub fn plan_one(
         bytes: Vec::new(),
         devinfo,
         device_info: g.device_info,
+        devices: Vec::new(),
+        named: Vec::new(),
     };
     if selected.is_empty() {
         let files = devinfo.into_iter().map(|(f, _, _)| f).collect();
@@ -314,6 +320,12 @@ pub fn plan_one(
         generator: g.name.clone(),
         source,
     })?;
+    let named: Vec<crate::render::Named> = rendered
+        .members
+        .into_iter()
+        .filter(|n| spec.devices.iter().any(|d| d.name == n.name))
+        .collect();
+    selected.retain(|d| named.iter().any(|n| n.ids.contains(&d.id)));
     Ok(Planned {
         generator: g.name.clone(),
         file,
@@ -321,6 +333,8 @@ pub fn plan_one(
         bytes,
         devinfo,
         device_info: g.device_info,
+        devices: selected,
+        named,
     })
 }
 

@@ -71,6 +71,8 @@ fn plan(g: &str, devinfo: &[(&str, &str)]) -> Planned {
             .map(|(n, b)| (n.to_string(), b.as_bytes().to_vec()))
             .collect(),
         device_info: true,
+        devices: Vec::new(),
+        named: Vec::new(),
     }
 }
 

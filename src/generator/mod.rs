@@ -114,6 +114,32 @@ pub struct Generator {
     /// sockets): written as given when `device_info` is on.
     #[serde(default)]
     pub static_devices: Vec<StaticDevice>,
+    /// How `cdigen device-plugin` offers the devices to the kubelet.
+    #[serde(default)]
+    pub device_plugin: DevicePlugin,
+}
+
+/// A generator's device plugin settings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevicePlugin {
+    /// Whether `cdigen device-plugin` advertises the devices (turn off
+    /// where another plugin already serves the resource, such as NVIDIA's
+    /// own for `nvidia.com/gpu`).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The extended resource name pods request (default: the kind).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<String>,
+}
+
+impl Default for DevicePlugin {
+    fn default() -> Self {
+        DevicePlugin {
+            enabled: true,
+            resource: None,
+        }
+    }
 }
 
 /// A device-info entry from configuration.
@@ -573,15 +599,15 @@ impl Generator {
     }
 }
 
+/// Largest generator definition file read.
+pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
+
 /// Loads the shipped definitions, then each user directory in order (a
 /// later definition of the same name replaces an earlier one). Missing
 /// user directories are skipped.
 ///
 /// # Errors
 /// The first [`Error`] met: a broken definition stops the run, so that a
-/// Largest generator definition file read.
-pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
-
 /// typo never silently drops a spec.
 pub fn load(user_dirs: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
     let mut by_name: BTreeMap<String, Loaded> = BTreeMap::new();

@@ -239,6 +239,7 @@ fn builtin_amd_gpu_is_exactly_as_written() {
             vfio_mode: VfioMode::Auto,
             device_info: false,
             static_devices: vec![],
+            device_plugin: Default::default(),
         }
     );
     assert_eq!(g.file_name(g.output.format), "amd.com-gpu.yaml");
@@ -267,6 +268,7 @@ fn defaults_of_a_minimal_definition() {
             vfio_mode: VfioMode::Auto,
             device_info: false,
             static_devices: vec![],
+            device_plugin: Default::default(),
         }
     );
 }
@@ -324,6 +326,7 @@ fn full_definition() {
             vfio_mode: VfioMode::Auto,
             device_info: false,
             static_devices: vec![],
+            device_plugin: Default::default(),
         }
     );
 }
@@ -908,7 +911,7 @@ fn load_broken_file_is_its_error() {
         format!(
             "{}: unknown field `vendorids`, expected one of name, description, enabled, backend, \
              kind, match, join, select, reserve, names, template, output, device_nodes, links, \
-             cdi_version, vfio_mode, device_info, static_devices at line 5, column 1",
+             cdi_version, vfio_mode, device_info, static_devices, device_plugin at line 5, column 1",
             bad.display()
         )
     );

@@ -413,10 +413,20 @@ impl Templates {
             .iter()
             .flat_map(|e| e.members.iter().map(|m| m.id.clone()))
             .collect();
+        let members = ctx
+            .devices
+            .iter()
+            .map(|e| Named {
+                name: e.name.clone(),
+                ids: e.members.iter().map(|m| m.id.clone()).collect(),
+                stability: e.stability,
+            })
+            .collect();
         Ok(Rendered {
             spec,
             warnings: ctx.warnings,
             named,
+            members,
         })
     }
 }
@@ -431,6 +441,8 @@ pub struct Rendered {
     /// Identities of the devices in at least one CDI device of the
     /// context (`all` included).
     pub named: std::collections::BTreeSet<String>,
+    /// Every CDI device of the context with its members, in spec order.
+    pub members: Vec<Named>,
 }
 
 /// What a template sees.
@@ -477,6 +489,39 @@ pub struct CdiDevice<'a> {
     /// IOMMU groups of the members that hold more than one device: the
     /// group node gives access to all of them.
     pub shared_groups: Vec<SharedGroup>,
+    /// How stable the name is ([`NameStrategy`] rank: lower is steadier).
+    #[serde(skip)]
+    pub stability: u8,
+}
+
+/// A CDI device of a rendered spec and the devices it stands for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Named {
+    /// The CDI device name (`0000:3b:00.2`, `all`).
+    pub name: String,
+    /// Identities of its members.
+    pub ids: Vec<String>,
+    /// How stable the name is across reboots and re-plugs: lower is
+    /// steadier ([`stability`]).
+    pub stability: u8,
+}
+
+/// How stable the names of `strategy` are across reboots and re-plugs,
+/// lower being steadier: UUIDs and PCI addresses, then `/dev` links and
+/// attributes (serial numbers), then templates, kernel names, indexes
+/// (which shift when a device goes), groups and `all`.
+pub fn stability(strategy: &NameStrategy) -> u8 {
+    match strategy {
+        NameStrategy::Uuid => 0,
+        NameStrategy::Pci => 1,
+        NameStrategy::Link(_) => 2,
+        NameStrategy::Attr(_) => 3,
+        NameStrategy::Template(_) => 4,
+        NameStrategy::Node => 5,
+        NameStrategy::Index => 6,
+        NameStrategy::Group => 7,
+        NameStrategy::All => 8,
+    }
 }
 
 /// An IOMMU group with several devices.
@@ -620,6 +665,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             ids,
             pci_addresses,
             shared_groups,
+            stability: stability(&NameStrategy::All),
         }
     };
     let mut out = Vec::new();
@@ -710,7 +756,8 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
         // values: an identity, a kernel name, a group or a UUID is what
         // the host says, and one odd name must not sink the whole spec.
         let fresh = out.split_off(before);
-        for e in fresh {
+        for mut e in fresh {
+            e.stability = stability(strategy);
             match cdi::name::validate_device_name(&e.name) {
                 Ok(()) => out.push(e),
                 Err(why) => warnings.push(format!(
