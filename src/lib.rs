@@ -36,6 +36,7 @@ pub mod cdi;
 pub mod check;
 pub mod cli;
 pub mod devinfo;
+pub mod deviceplugin;
 pub mod discover;
 pub mod fsio;
 pub mod generate;
