@@ -8,6 +8,7 @@
 
 mod check;
 mod completions;
+mod device_plugin;
 mod discover;
 mod generate;
 mod list;
@@ -177,6 +178,27 @@ pub enum Command {
     /// Logs go to stderr, without timestamps; under journald each line carries its priority. The
     /// default log level is info.
     Watch(WatchArgs),
+    /// Serve the devices to the kubelet: a device plugin per resource (API v1beta1, with CDI devices).
+    ///
+    /// Runs until SIGTERM or SIGINT (exit status 0), keeping the specs current as `cdigen watch`
+    /// does (same event sources, debounce, re-check and SIGHUP), and serves one kubelet device
+    /// plugin per resource: a generator's kind, or its `device_plugin.resource`; generators with
+    /// `device_plugin.enabled: false` are written but not advertised, and the `all` device never
+    /// is. Each plugin listens on cdigen-<resource>.sock in --plugin-dir, registers on its
+    /// kubelet.sock, and registers again when the kubelet restarts (its socket re-created, or ours
+    /// deleted). Device IDs are stable across reboots: GPU UUIDs, PCI addresses, by-id links.
+    ///
+    /// ListAndWatch sends the list at start and on every change, with each device's NUMA node;
+    /// a device whose node is missing or has other numbers, or with no driver bound, is Unhealthy,
+    /// and one that vanishes while allocated stays listed as Unhealthy. Allocate returns the CDI
+    /// names (the specs are on disk before anything is advertised), the per-request variables CDI
+    /// cannot express (PCIDEVICE_<RESOURCE> and PCIDEVICE_<RESOURCE>_INFO for network devices,
+    /// PCI_RESOURCE_<RESOURCE> for VFIO devices), and writes the NPWG device-info files of the
+    /// network devices it hands out; files no live allocation needs (per the kubelet's pod
+    /// resources API) are removed. Unknown or unhealthy IDs are refused, naming them.
+    ///
+    /// It needs no API-server access. Logs go to stderr, without timestamps.
+    DevicePlugin(DevicePluginArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     ///
     /// The Debian package installs all three. For one user, without the package: `cdigen
@@ -264,6 +286,29 @@ pub struct WatchArgs {
     /// remove it on exit. Its directory must exist.
     #[arg(long, value_name = "FILE")]
     pub ready_file: Option<PathBuf>,
+}
+
+/// Arguments of `cdigen device-plugin`.
+#[derive(Debug, Args)]
+pub struct DevicePluginArgs {
+    /// What the watch does: sources, definitions, output, timing.
+    #[command(flatten)]
+    pub watch: WatchArgs,
+    /// The kubelet's device plugin directory: where kubelet.sock is and the plugins' sockets go.
+    #[arg(
+        long,
+        value_name = "DIR",
+        default_value = crate::deviceplugin::run::PLUGIN_DIR,
+        env = "CDIGEN_PLUGIN_DIR"
+    )]
+    pub plugin_dir: PathBuf,
+    /// The kubelet's pod resources socket: which allocations are live (for device-info files).
+    #[arg(long, value_name = "PATH", default_value = crate::deviceplugin::run::POD_RESOURCES)]
+    pub pod_resources_socket: PathBuf,
+    /// Also answer Allocate with the legacy devices, mounts and envs fields, for runtimes without
+    /// CDI support (or kubelets before 1.29 that ignore CDI devices). Hooks cannot be expressed so.
+    #[arg(long)]
+    pub legacy_edits: bool,
 }
 
 /// Arguments of `cdigen completions`.
@@ -500,6 +545,9 @@ pub fn init_logging(cli: &Cli) {
             // A daemon logs its changes by default (the watch's own lines;
             // discovery's notes stay at -v).
             0 if matches!(cli.command, Command::Watch(_)) => "warn,cdigen::watch=info",
+            0 if matches!(cli.command, Command::DevicePlugin(_)) => {
+                "warn,cdigen::watch=info,cdigen::deviceplugin=info"
+            }
             0 => "warn",
             1 => "info",
             2 => "debug",
@@ -614,6 +662,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Snapshot(args) => snapshot(args, out),
         Command::Plugin(args) => plugin::run(args, out),
         Command::Watch(args) => watch::run(args),
+        Command::DevicePlugin(args) => device_plugin::run(args),
         Command::Completions(args) => completions::run(args, out),
     }
 }

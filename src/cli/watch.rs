@@ -42,7 +42,7 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<u8> {
 /// Opens the event source `kind` asks for, on `subsystems` (all when
 /// `None`) where it filters; `auto` falls back to the timer alone (with a
 /// warning) when no source can be opened.
-fn open_source(
+pub(crate) fn open_source(
     kind: EventSourceKind,
     subsystems: Option<&BTreeSet<String>>,
 ) -> anyhow::Result<Box<dyn EventSource>> {

@@ -7,9 +7,24 @@
 //! pipeline's plans and the host's `/dev`, and every plugin's ListAndWatch
 //! stream gets the new list.
 //!
-//! - [`api`]: the generated gRPC code of `proto/*.proto`.
-//! - [`preferred`]: GetPreferredAllocation's choice (NUMA node, PCIe root,
-//!   switch, MIG parent).
+//! - [`run`]: the process: the watch thread, and per resource a server
+//!   that registers with the kubelet and re-registers after it restarts.
+//! - [`inventory`]: resources, device IDs ([`ids`]), CDI names, health and
+//!   placement, rebuilt after every pass.
+//! - [`server`]: the `DevicePlugin` service; [`allocate`] builds Allocate's
+//!   answer; [`preferred`] GetPreferredAllocation's choice; [`devinfo`] the
+//!   device-info files of allocated network devices.
+//! - [`kubelet`]: the kubelet as a client (registration, pod resources);
+//!   [`api`]: the generated gRPC code of `proto/*.proto`.
 
+pub mod allocate;
 pub mod api;
+pub mod devinfo;
+pub mod ids;
+pub mod inventory;
+pub mod kubelet;
 pub mod preferred;
+pub mod run;
+pub mod server;
+
+pub use run::{Options, run};

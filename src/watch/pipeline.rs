@@ -7,8 +7,9 @@
 //! DRM backend's); only the affected generators are planned and written,
 //! and the writer leaves files with unchanged bytes untouched.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use anyhow::Context as _;
 
@@ -37,6 +38,11 @@ pub struct Pipeline {
     /// The last discovery's warnings: a warning is logged when it
     /// appears, not again at every pass while it stays.
     warned: BTreeSet<(PathBuf, String)>,
+    /// Whether generators write their device-info files (off for the
+    /// device plugin, which writes them on allocation).
+    device_info: bool,
+    /// Each generator's latest plan (what its files on disk say), by name.
+    plans: BTreeMap<String, Arc<Planned>>,
 }
 
 /// The subsystems among [`subsystems_of`] whose parentless devices (under
@@ -104,13 +110,51 @@ impl Pipeline {
             generators,
             templates,
             warned: BTreeSet::new(),
+            device_info: true,
+            plans: BTreeMap::new(),
         })
+    }
+
+    /// Turns the generators' device-info files off (`false`): the device
+    /// plugin writes them for allocated devices only.
+    pub fn with_device_info(mut self, on: bool) -> Self {
+        self.device_info = on;
+        if !on {
+            no_device_info(&mut self.generators);
+        }
+        self
+    }
+
+    /// The generator definitions in use.
+    pub fn generators(&self) -> &[Loaded] {
+        &self.generators
+    }
+
+    /// The latest plan of each generator (by name) that planned: what its
+    /// files on disk hold. A generator whose last plan failed keeps its
+    /// previous one, as its files are left as they were.
+    pub fn plans(&self) -> &BTreeMap<String, Arc<Planned>> {
+        &self.plans
+    }
+
+    /// The host as `--root` gives it.
+    ///
+    /// # Errors
+    /// When the root cannot be used.
+    pub fn host_root(&self) -> anyhow::Result<HostRoot> {
+        self.root()
     }
 
     fn root(&self) -> anyhow::Result<HostRoot> {
         Ok(HostRoot::open(&self.source.root)
             .with_context(|| format!("cannot use {} as the root", self.source.root.display()))?
             .with_driver_root(&self.source.driver_root))
+    }
+}
+
+fn no_device_info(generators: &mut [Loaded]) {
+    for l in generators {
+        l.generator.device_info = false;
     }
 }
 
@@ -135,7 +179,15 @@ impl Regenerate for Pipeline {
     }
 
     fn reload(&mut self) -> anyhow::Result<()> {
-        let (generators, templates) = load(&self.defs, &self.source)?;
+        let (mut generators, templates) = load(&self.defs, &self.source)?;
+        if !self.device_info {
+            no_device_info(&mut generators);
+        }
+        let names: BTreeSet<&str> = generators
+            .iter()
+            .map(|l| l.generator.name.as_str())
+            .collect();
+        self.plans.retain(|g, _| names.contains(g.as_str()));
         self.generators = generators;
         self.templates = templates;
         Ok(())
@@ -197,6 +249,18 @@ impl Regenerate for Pipeline {
                 added: new.difference(&old).cloned().collect(),
                 removed: old.difference(&new).cloned().collect(),
             });
+        }
+        // What is on disk now: a plan whose spec was written (or found
+        // unchanged); one that failed to write leaves the old file, and
+        // its generator keeps the old plan.
+        for p in &plans {
+            let path = self.output_dir.join(&p.file);
+            if p.spec.is_none() || applied.specs.iter().any(|c| c.path == path) {
+                let mut kept = p.clone();
+                kept.bytes = Vec::new();
+                kept.devinfo = Vec::new();
+                self.plans.insert(p.generator.clone(), Arc::new(kept));
+            }
         }
         for c in applied.devinfo.iter().filter(|c| changed(c)) {
             pass.changes.push(FileChange {

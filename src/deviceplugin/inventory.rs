@@ -1,0 +1,414 @@
+//! What the device plugins advertise: for each resource, its devices by
+//! ID, with their CDI names, health and placement.
+//!
+//! Built after every watch pass from the pipeline's plans (the specs on
+//! disk) and the host's `/dev`, through the root: nothing here reads the
+//! host any other way.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use super::ids;
+use super::preferred::Placement;
+use crate::generate::Planned;
+use crate::generator::Loaded;
+use crate::model::Device;
+use crate::root::{DevKind, HostRoot};
+
+/// A resource one device plugin serves, from a generator definition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceDef {
+    /// The extended resource name (`cdigen.io/vf`).
+    pub name: String,
+    /// The generator whose devices it offers.
+    pub generator: String,
+    /// The generator's CDI kind.
+    pub kind: String,
+    /// The generator's definition file.
+    pub source: PathBuf,
+}
+
+/// Why the device plugin cannot start with these definitions.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum Error {
+    /// A resource name the kubelet would refuse.
+    #[error(
+        "generator {generator} ({}): {name:?} is not an extended resource name: {why} \
+(set device_plugin.resource to a name like example.com/device, or device_plugin.enabled: false)",
+        file.display()
+    )]
+    ResourceName {
+        /// The generator.
+        generator: String,
+        /// Its definition file.
+        file: PathBuf,
+        /// The name.
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Two generators offering one resource.
+    #[error(
+        "generators {first} ({}) and {second} ({}) both offer resource {name}: rename one \
+(device_plugin.resource) or turn one off (device_plugin.enabled: false)",
+        first_source.display(), second_source.display()
+    )]
+    SharedResource {
+        /// The resource.
+        name: String,
+        /// The first generator.
+        first: String,
+        /// Its definition file.
+        first_source: PathBuf,
+        /// The second generator.
+        second: String,
+        /// Its definition file.
+        second_source: PathBuf,
+    },
+    /// Devices of one generator that would get one ID.
+    #[error(
+        "generator {generator} ({}): devices {first} and {second} would both have device plugin ID {id:?}",
+        file.display()
+    )]
+    IdCollision {
+        /// The generator.
+        generator: String,
+        /// Its definition file.
+        file: PathBuf,
+        /// The ID.
+        id: String,
+        /// One device's identity.
+        first: String,
+        /// The other's.
+        second: String,
+    },
+}
+
+/// The resources of the enabled generators that advertise their devices,
+/// in generator order.
+///
+/// # Errors
+/// A name that is not an extended resource name, or one two generators
+/// share, naming the generators and their files.
+pub fn resources(generators: &[Loaded]) -> Result<Vec<ResourceDef>, Error> {
+    let mut out: Vec<ResourceDef> = Vec::new();
+    for l in generators {
+        let g = &l.generator;
+        if !g.enabled || !g.device_plugin.enabled {
+            continue;
+        }
+        let name = g.device_plugin.resource.clone().unwrap_or(g.kind.clone());
+        if let Err(why) = check_resource_name(&name) {
+            return Err(Error::ResourceName {
+                generator: g.name.clone(),
+                file: l.source.clone(),
+                name,
+                why,
+            });
+        }
+        if let Some(other) = out.iter().find(|r| r.name == name) {
+            return Err(Error::SharedResource {
+                name,
+                first: other.generator.clone(),
+                first_source: other.source.clone(),
+                second: g.name.clone(),
+                second_source: l.source.clone(),
+            });
+        }
+        out.push(ResourceDef {
+            name,
+            generator: g.name.clone(),
+            kind: g.kind.clone(),
+            source: l.source.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// Checks `name` as the kubelet's `IsExtendedResourceName` does: a
+/// `domain/name` outside the `kubernetes.io` domain, where
+/// `requests.<domain>` is a DNS subdomain (at most 253 characters) and the
+/// name at most 63 characters of `A-Z a-z 0-9 - _ .`, starting and ending
+/// with a letter or digit.
+///
+/// # Errors
+/// What is wrong, in words.
+pub fn check_resource_name(name: &str) -> Result<(), String> {
+    let Some((domain, short)) = name.split_once('/') else {
+        return Err("it needs a domain: domain/name".into());
+    };
+    if short.contains('/') {
+        return Err("it has more than one '/'".into());
+    }
+    if name.contains("kubernetes.io/") {
+        return Err("the kubernetes.io domain is Kubernetes' own".into());
+    }
+    if name.starts_with("requests.") {
+        return Err("it must not start with \"requests.\"".into());
+    }
+    let prefix = format!("requests.{domain}");
+    if domain.is_empty() || prefix.len() > 253 {
+        return Err("the domain must be 1 to 244 characters".into());
+    }
+    for label in domain.split('.') {
+        let ok = !label.is_empty()
+            && label.len() <= 63
+            && label
+                .chars()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(format!(
+                "domain label {label:?} must be 1-63 characters of a-z 0-9 -, not starting or ending with -"
+            ));
+        }
+    }
+    let alnum = |c: char| c.is_ascii_alphanumeric();
+    let ok = !short.is_empty()
+        && short.len() <= 63
+        && short.starts_with(alnum)
+        && short.ends_with(alnum)
+        && short
+            .chars()
+            .all(|c| alnum(c) || matches!(c, '-' | '_' | '.'));
+    if !ok {
+        return Err(format!(
+            "{short:?} must be 1-63 characters of A-Z a-z 0-9 - _ ., starting and ending with a letter or digit"
+        ));
+    }
+    Ok(())
+}
+
+/// One advertised device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Its device plugin ID.
+    pub id: String,
+    /// The fully-qualified CDI name Allocate returns (`cdigen.io/vf=0000:3b:00.2`).
+    pub cdi_name: String,
+    /// Why it is unhealthy; `None` when healthy.
+    pub unhealthy: Option<String>,
+    /// Where it sits (NUMA node, PCIe path, MIG parent).
+    pub placement: Placement,
+    /// The device as discovered (as last seen, for one that vanished).
+    pub device: Arc<Device>,
+    /// Whether the host still has it (false: it vanished while allocated).
+    pub present: bool,
+}
+
+impl Entry {
+    /// Whether the kubelet may hand it out.
+    pub fn healthy(&self) -> bool {
+        self.unhealthy.is_none()
+    }
+}
+
+/// One resource's devices.
+#[derive(Debug, Clone)]
+pub struct Resource {
+    /// What it is.
+    pub def: ResourceDef,
+    /// The spec file its CDI names are in.
+    pub spec_file: PathBuf,
+    /// Its devices, by ID.
+    pub devices: BTreeMap<String, Entry>,
+    /// The generator's plan (its spec), for the legacy edits.
+    pub plan: Option<Arc<Planned>>,
+}
+
+impl PartialEq for Resource {
+    /// Equal when they advertise the same and their specs are the same.
+    fn eq(&self, other: &Self) -> bool {
+        self.def == other.def
+            && self.spec_file == other.spec_file
+            && self.devices == other.devices
+            && self.plan.as_ref().map(|p| &p.spec) == other.plan.as_ref().map(|p| &p.spec)
+    }
+}
+
+impl Eq for Resource {}
+
+/// Every resource's devices.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Inventory {
+    /// By resource name.
+    pub resources: BTreeMap<String, Resource>,
+}
+
+/// What [`build`] found wrong besides health: ID collisions (both devices
+/// are left out).
+pub type Collisions = Vec<Error>;
+
+/// Builds the inventory from the current plans of the generators (by
+/// generator name), checking each device's health in the host's `/dev`.
+/// A device of `previous` that is gone but allocated (`allocated` holds
+/// (resource, ID)) stays, unhealthy.
+pub fn build(
+    defs: &[ResourceDef],
+    plans: &BTreeMap<String, Arc<Planned>>,
+    root: &HostRoot,
+    output_dir: &Path,
+    previous: &Inventory,
+    allocated: &BTreeSet<(String, String)>,
+) -> (Inventory, Collisions) {
+    let mut inventory = Inventory::default();
+    let mut collisions = Vec::new();
+    for def in defs {
+        let plan = plans.get(&def.generator);
+        let spec_file = plan.map_or_else(
+            || output_dir.to_path_buf(),
+            |p| output_dir.join(&p.file),
+        );
+        let mut devices: BTreeMap<String, Entry> = BTreeMap::new();
+        let mut clashing: BTreeSet<String> = BTreeSet::new();
+        for d in plan.iter().flat_map(|p| p.devices.iter()) {
+            let Some(name) = plan.and_then(|p| cdi_name(p, d)) else {
+                continue;
+            };
+            let id = ids::device_id(d);
+            if let Some(other) = devices.get(&id) {
+                collisions.push(Error::IdCollision {
+                    generator: def.generator.clone(),
+                    file: def.source.clone(),
+                    id: id.clone(),
+                    first: other.device.id.clone(),
+                    second: d.id.clone(),
+                });
+                clashing.insert(id);
+                continue;
+            }
+            devices.insert(
+                id.clone(),
+                Entry {
+                    id,
+                    cdi_name: format!("{}={name}", def.kind),
+                    unhealthy: health(root, d),
+                    placement: placement(d),
+                    device: Arc::new(d.clone()),
+                    present: true,
+                },
+            );
+        }
+        for id in &clashing {
+            devices.remove(id);
+        }
+        if let Some(old) = previous.resources.get(&def.name) {
+            for (id, e) in &old.devices {
+                let held = allocated.contains(&(def.name.clone(), id.clone()));
+                if held && !devices.contains_key(id) && !clashing.contains(id) {
+                    devices.insert(
+                        id.clone(),
+                        Entry {
+                            unhealthy: Some("gone from the host while allocated".into()),
+                            present: false,
+                            ..e.clone()
+                        },
+                    );
+                }
+            }
+        }
+        inventory.resources.insert(
+            def.name.clone(),
+            Resource {
+                def: def.clone(),
+                spec_file,
+                devices,
+                plan: plan.cloned(),
+            },
+        );
+    }
+    (inventory, collisions)
+}
+
+/// The steadiest CDI name the plan gives `d` alone (never `all`).
+fn cdi_name(plan: &Planned, d: &Device) -> Option<String> {
+    plan.named
+        .iter()
+        .filter(|n| n.ids.len() == 1 && n.ids.first() == Some(&d.id) && n.name != "all")
+        .min_by_key(|n| n.stability)
+        .map(|n| n.name.clone())
+}
+
+/// Why `d` cannot be used now: a node missing from `/dev` or with other
+/// numbers than the kernel's, or a PCI device with no driver bound.
+pub fn health(root: &HostRoot, d: &Device) -> Option<String> {
+    for n in &d.nodes {
+        match root.dev_entry(Path::new(&n.path)) {
+            Ok(Some(e)) if e.kind == DevKind::Char || e.kind == DevKind::Block => {
+                if (e.major, e.minor) != (n.major, n.minor) {
+                    return Some(format!(
+                        "{} is {}:{}, the kernel says {}:{}",
+                        n.path, e.major, e.minor, n.major, n.minor
+                    ));
+                }
+            }
+            Ok(Some(_)) => return Some(format!("{} is not a device node", n.path)),
+            Ok(None) => return Some(format!("{} is missing", n.path)),
+            Err(e) => return Some(format!("{} cannot be read: {}", n.path, e.reason())),
+        }
+    }
+    if d.pci.is_some() && d.driver.is_none() {
+        return Some("no driver is bound".into());
+    }
+    None
+}
+
+/// Where `d` sits: its NUMA node, its path below `/sys/devices`, its MIG
+/// parent.
+pub fn placement(d: &Device) -> Placement {
+    let pci_path = d
+        .sysfs_path
+        .strip_prefix("/sys/devices/")
+        .map(|p| {
+            p.split('/')
+                .filter(|c| !c.is_empty())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    Placement {
+        numa: d.numa_node,
+        pci_path,
+        parent: d
+            .nvidia
+            .as_ref()
+            .and_then(|n| n.mig.as_ref())
+            .map(|m| m.parent.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    #[test]
+    fn resource_names_follow_the_kubelet() {
+        for ok in ["cdigen.io/vf", "amd.com/gpu", "nvidia.com/mig-1g.10gb", "a.b/C_d.e-9"] {
+            assert_eq!(check_resource_name(ok), Ok(()), "{ok}");
+        }
+        for (bad, why) in [
+            ("gpu", "it needs a domain: domain/name"),
+            ("a/b/c", "it has more than one '/'"),
+            ("kubernetes.io/gpu", "the kubernetes.io domain is Kubernetes' own"),
+            ("x.kubernetes.io/gpu", "the kubernetes.io domain is Kubernetes' own"),
+            ("requests.x/gpu", "it must not start with \"requests.\""),
+            (
+                "Vendor.com/gpu",
+                "domain label \"Vendor\" must be 1-63 characters of a-z 0-9 -, not starting or ending with -",
+            ),
+            (
+                "vendor.com/-gpu",
+                "\"-gpu\" must be 1-63 characters of A-Z a-z 0-9 - _ ., starting and ending with a letter or digit",
+            ),
+            ("/gpu", "the domain must be 1 to 244 characters"),
+        ] {
+            assert_eq!(check_resource_name(bad), Err(why.to_string()), "{bad}");
+        }
+        let long = format!("vendor.com/{}", "g".repeat(64));
+        assert!(check_resource_name(&long).is_err());
+    }
+}

@@ -1,0 +1,453 @@
+//! The device plugin process: the watch loop on its own thread keeps the
+//! specs and the inventory current; the gRPC side (one tokio thread) serves
+//! one plugin per resource, registers it with the kubelet, re-registers
+//! after a kubelet restart, and keeps device-info files to live
+//! allocations.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use tokio::net::UnixListener;
+use tokio::sync::watch as tw;
+use tokio::task::JoinHandle;
+use tokio_stream::wrappers::UnixListenerStream;
+
+use super::api::v1beta1::device_plugin_server::DevicePluginServer;
+use super::inventory::{self, Inventory, ResourceDef};
+use super::server::{Plugin, Shared, options};
+use super::{devinfo, kubelet};
+use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
+
+/// The kubelet's device plugin directory.
+pub const PLUGIN_DIR: &str = "/var/lib/kubelet/device-plugins";
+
+/// The kubelet's pod resources socket.
+pub const POD_RESOURCES: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
+
+/// The kubelet's socket, in the plugin directory.
+pub const KUBELET_SOCKET: &str = "kubelet.sock";
+
+/// How often the sockets are looked at for a kubelet restart.
+pub const POLL: Duration = Duration::from_millis(200);
+
+/// How often device-info files are matched with live allocations.
+pub const PRUNE_EVERY: Duration = Duration::from_secs(30);
+
+/// How long an allocation counts as live before the kubelet lists it.
+pub const GRACE: Duration = Duration::from_secs(120);
+
+/// How the device plugin runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The kubelet's device-plugins directory: `kubelet.sock` and ours.
+    pub plugin_dir: PathBuf,
+    /// The kubelet's pod resources socket.
+    pub pod_resources: PathBuf,
+    /// Where CDI specs are written.
+    pub output_dir: PathBuf,
+    /// Where device-info files are written.
+    pub devinfo_dir: PathBuf,
+    /// Whether Allocate adds the legacy fields.
+    pub legacy: bool,
+}
+
+/// The socket file name of `resource`: `cdigen-cdigen.io-vf.sock`.
+pub fn socket_name(resource: &str) -> String {
+    format!("cdigen-{}.sock", resource.replace('/', "-"))
+}
+
+/// The watch's [`Regenerate`]: the pipeline, then the inventory.
+struct Publisher {
+    pipeline: Pipeline,
+    defs: Vec<ResourceDef>,
+    output_dir: PathBuf,
+    tx: tw::Sender<Arc<Inventory>>,
+    allocated: Arc<Shared>,
+    control: Arc<Control>,
+    /// A reason to stop found in the first pass (colliding IDs).
+    fatal: Arc<Mutex<Option<anyhow::Error>>>,
+    first: bool,
+}
+
+impl Publisher {
+    fn publish(&mut self) {
+        let root = match self.pipeline.host_root() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                return;
+            }
+        };
+        let allocated = self.allocated.allocated_set();
+        let previous = self.tx.borrow().clone();
+        let (inv, collisions) = inventory::build(
+            &self.defs,
+            self.pipeline.plans(),
+            &root,
+            &self.output_dir,
+            &previous,
+            &allocated,
+        );
+        if self.first && !collisions.is_empty() {
+            let all: Vec<String> = collisions.iter().map(ToString::to_string).collect();
+            if let Ok(mut f) = self.fatal.lock() {
+                *f = Some(anyhow::anyhow!("{}", all.join("\n")));
+            }
+            self.control.stop();
+            return;
+        }
+        for c in &collisions {
+            tracing::warn!("{c}; advertising neither");
+        }
+        self.first = false;
+        self.tx.send_if_modified(|cur| {
+            if **cur == inv {
+                false
+            } else {
+                *cur = Arc::new(inv);
+                true
+            }
+        });
+    }
+}
+
+impl Regenerate for Publisher {
+    fn watched(&self) -> Vec<Watched> {
+        self.pipeline.watched()
+    }
+
+    fn reload(&mut self) -> anyhow::Result<()> {
+        self.pipeline.reload()?;
+        match inventory::resources(self.pipeline.generators()) {
+            Ok(defs) => self.defs = defs,
+            Err(e) => tracing::error!("{e} (keeping the previous resources)"),
+        }
+        Ok(())
+    }
+
+    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
+        let pass = self.pipeline.regenerate(scope, stop)?;
+        self.publish();
+        Ok(pass)
+    }
+
+    fn udev_busy(&self) -> bool {
+        self.pipeline.udev_busy()
+    }
+}
+
+/// Runs the device plugin until SIGTERM (or `control.stop()`), with the
+/// watch's events from the source `open_source` opens (on the watch
+/// thread).
+///
+/// # Errors
+/// Invalid resources or colliding IDs at start, or a watch that cannot
+/// run.
+pub fn run(
+    config: &watch::Config,
+    open_source: impl FnOnce() -> anyhow::Result<Box<dyn EventSource>> + Send + 'static,
+    pipeline: Pipeline,
+    control: Arc<Control>,
+    options: &Options,
+) -> anyhow::Result<()> {
+    let defs = inventory::resources(pipeline.generators())?;
+    if defs.is_empty() {
+        anyhow::bail!(
+            "no generator advertises a resource (each has device_plugin.enabled: false, or none is selected)"
+        );
+    }
+    let (tx, rx) = tw::channel(Arc::new(Inventory::default()));
+    let shared = Arc::new(Shared {
+        inventory: rx.clone(),
+        allocated: Mutex::new(BTreeMap::new()),
+        devinfo_dir: options.devinfo_dir.clone(),
+        legacy: options.legacy,
+    });
+    let fatal = Arc::new(Mutex::new(None));
+    let mut publisher = Publisher {
+        pipeline,
+        defs,
+        output_dir: options.output_dir.clone(),
+        tx,
+        allocated: Arc::clone(&shared),
+        control: Arc::clone(&control),
+        fatal: Arc::clone(&fatal),
+        first: true,
+    };
+    let config = config.clone();
+    let watch_control = Arc::clone(&control);
+    let watcher = std::thread::Builder::new()
+        .name("watch".into())
+        .spawn(move || {
+            let mut source = open_source()?;
+            let r = watch::run(
+                &config,
+                source.as_mut(),
+                &mut publisher,
+                &watch_control,
+                &mut |_| {},
+            );
+            drop(publisher); // closes the inventory: the servers stop
+            r
+        })
+        .context("cannot start the watch thread")?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the gRPC runtime")?;
+    runtime.block_on(serve(rx, shared, options.clone()));
+    let watched = watcher
+        .join()
+        .map_err(|_| anyhow::anyhow!("the watch thread panicked"))?;
+    if let Some(e) = fatal.lock().ok().and_then(|mut f| f.take()) {
+        return Err(e);
+    }
+    watched?;
+    Ok(())
+}
+
+/// Serves every resource of the inventory until the inventory closes.
+async fn serve(mut rx: tw::Receiver<Arc<Inventory>>, shared: Arc<Shared>, options: Options) {
+    // The first pass: specs on disk before anything is advertised.
+    if rx.changed().await.is_err() {
+        return;
+    }
+    let (stop_tx, stop_rx) = tw::channel(false);
+    let mut running: BTreeMap<String, JoinHandle<()>> = BTreeMap::new();
+    let pruner = tokio::spawn(prune_loop(
+        rx.clone(),
+        Arc::clone(&shared),
+        options.clone(),
+        stop_rx.clone(),
+    ));
+    loop {
+        let names: BTreeSet<String> = rx.borrow_and_update().resources.keys().cloned().collect();
+        for name in &names {
+            if !running.contains_key(name) {
+                let task = tokio::spawn(serve_resource(
+                    name.clone(),
+                    Arc::clone(&shared),
+                    options.plugin_dir.clone(),
+                    stop_rx.clone(),
+                ));
+                running.insert(name.clone(), task);
+            }
+        }
+        let gone: Vec<String> = running
+            .keys()
+            .filter(|n| !names.contains(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            if let Some(task) = running.remove(&name) {
+                tracing::info!("{name}: no longer configured; stopping its plugin");
+                task.abort();
+                remove_socket(&options.plugin_dir.join(socket_name(&name)));
+            }
+        }
+        if rx.changed().await.is_err() {
+            break;
+        }
+    }
+    let _ = stop_tx.send(true);
+    for (_, task) in running {
+        let _ = task.await;
+    }
+    let _ = pruner.await;
+}
+
+/// The identity of a file: (device, inode), `None` when absent.
+fn identity(path: &Path) -> Option<(u64, u64)> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// Removes our socket at `path`, only when it is a socket.
+fn remove_socket(path: &Path) {
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket()) {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Serves one resource: bind, serve, register; again whenever the kubelet
+/// restarts (its socket re-created, or ours deleted); until `stop`.
+async fn serve_resource(
+    resource: String,
+    shared: Arc<Shared>,
+    plugin_dir: PathBuf,
+    mut stop: tw::Receiver<bool>,
+) {
+    let kubelet_sock = plugin_dir.join(KUBELET_SOCKET);
+    let name = socket_name(&resource);
+    let path = plugin_dir.join(&name);
+    let mut waiting_logged = false;
+    let mut retry = Duration::from_secs(1);
+    while !*stop.borrow() {
+        let Some(kubelet_id) = identity(&kubelet_sock) else {
+            if !waiting_logged {
+                tracing::info!(
+                    "{resource}: waiting for the kubelet's socket {}",
+                    kubelet_sock.display()
+                );
+                waiting_logged = true;
+            }
+            if sleep_or_stop(POLL, &mut stop).await {
+                break;
+            }
+            continue;
+        };
+        waiting_logged = false;
+        if let Ok(m) = std::fs::symlink_metadata(&path) {
+            if m.file_type().is_socket() {
+                let _ = std::fs::remove_file(&path);
+            } else {
+                tracing::error!(
+                    "{resource}: {} exists and is not a socket; not touching it",
+                    path.display()
+                );
+                if sleep_or_stop(Duration::from_secs(5), &mut stop).await {
+                    break;
+                }
+                continue;
+            }
+        }
+        let listener = match UnixListener::bind(&path) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::error!("{resource}: cannot listen on {}: {e}", path.display());
+                if sleep_or_stop(retry, &mut stop).await {
+                    break;
+                }
+                retry = (retry * 2).min(Duration::from_secs(30));
+                continue;
+            }
+        };
+        let own_id = identity(&path);
+        let (end_tx, mut end_rx) = tw::channel(false);
+        let service = DevicePluginServer::new(Plugin {
+            resource: resource.clone(),
+            shared: Arc::clone(&shared),
+        });
+        let server = tokio::spawn(
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
+                    let _ = end_rx.wait_for(|e| *e).await;
+                }),
+        );
+        // Serving first, then registering (the kubelet dials back at once).
+        let registered = kubelet::register(&kubelet_sock, &resource, &name, options()).await;
+        let restart = match registered {
+            Ok(()) => {
+                tracing::info!("{resource}: registered with the kubelet as {name}");
+                retry = Duration::from_secs(1);
+                // Watch for a kubelet restart.
+                loop {
+                    if sleep_or_stop(POLL, &mut stop).await {
+                        break false;
+                    }
+                    if identity(&path) != own_id {
+                        tracing::info!(
+                            "{resource}: {} was removed (kubelet restart): registering again",
+                            path.display()
+                        );
+                        break true;
+                    }
+                    if identity(&kubelet_sock) != Some(kubelet_id) {
+                        tracing::info!(
+                            "{resource}: {} was re-created (kubelet restart): registering again",
+                            kubelet_sock.display()
+                        );
+                        break true;
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!("{resource}: {e}; retrying in {}", humantime::format_duration(retry));
+                if sleep_or_stop(retry, &mut stop).await {
+                    false
+                } else {
+                    retry = (retry * 2).min(Duration::from_secs(30));
+                    true
+                }
+            }
+        };
+        let _ = end_tx.send(true);
+        // Open ListAndWatch streams keep a graceful shutdown waiting: the
+        // old server is dropped instead (the old kubelet is gone anyway).
+        server.abort();
+        if identity(&path) == own_id {
+            remove_socket(&path);
+        }
+        if !restart {
+            break;
+        }
+    }
+    remove_socket(&path);
+}
+
+/// Sleeps `d`; true when `stop` was set meanwhile (or its sender went).
+async fn sleep_or_stop(d: Duration, stop: &mut tw::Receiver<bool>) -> bool {
+    let stopped = tokio::time::timeout(d, stop.wait_for(|s| *s)).await;
+    // Set, or its sender gone: stop; the time passed: go on.
+    stopped.is_ok()
+}
+
+/// Matches device-info files with live allocations: every
+/// [`PRUNE_EVERY`] and after every inventory change. Live allocations come
+/// from the kubelet's pod resources API; without it, a device stays
+/// allocated until it leaves the host.
+async fn prune_loop(
+    mut rx: tw::Receiver<Arc<Inventory>>,
+    shared: Arc<Shared>,
+    options: Options,
+    mut stop: tw::Receiver<bool>,
+) {
+    let mut warned = false;
+    loop {
+        let inventory = rx.borrow_and_update().clone();
+        if options.pod_resources.exists() {
+            match kubelet::live_devices(&options.pod_resources).await {
+                Ok(live) => {
+                    let live: BTreeSet<(String, String)> = live.into_iter().collect();
+                    if let Ok(mut a) = shared.allocated.lock() {
+                        // What the kubelet lists, plus what was allocated
+                        // moments ago (the kubelet records an allocation
+                        // after Allocate answers).
+                        a.retain(|k, at| live.contains(k) || at.elapsed() < GRACE);
+                        for k in live {
+                            a.entry(k).or_insert_with(Instant::now);
+                        }
+                    }
+                    warned = false;
+                }
+                Err(e) => {
+                    if !warned {
+                        tracing::warn!("{e}; keeping device-info files of allocated devices");
+                        warned = true;
+                    }
+                }
+            }
+        }
+        let keep = shared.allocated_set();
+        let dir = options.devinfo_dir.clone();
+        let inv = Arc::clone(&inventory);
+        let errors = tokio::task::spawn_blocking(move || devinfo::prune(&dir, &inv, &keep))
+            .await
+            .unwrap_or_default();
+        for e in errors {
+            tracing::error!("{e}");
+        }
+        tokio::select! {
+            () = tokio::time::sleep(PRUNE_EVERY) => {}
+            r = rx.changed() => if r.is_err() { return },
+            _ = stop.wait_for(|s| *s) => return,
+        }
+    }
+}
+

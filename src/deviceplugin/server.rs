@@ -1,0 +1,257 @@
+//! The `DevicePlugin` gRPC service of one resource, over the shared
+//! inventory.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use tokio::sync::{mpsc, watch};
+use tokio_stream::Stream;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::allocate;
+use super::api::v1beta1::device_plugin_server::DevicePlugin;
+use super::api::v1beta1::{
+    AllocateRequest, AllocateResponse, ContainerPreferredAllocationResponse, Device,
+    DevicePluginOptions, Empty, ListAndWatchResponse, NumaNode, PreStartContainerRequest,
+    PreStartContainerResponse, PreferredAllocationRequest, PreferredAllocationResponse,
+    TopologyInfo,
+};
+use super::devinfo;
+use super::inventory::{Inventory, Resource};
+use super::preferred;
+
+/// `Healthy`, as the kubelet spells it.
+pub const HEALTHY: &str = "Healthy";
+/// `Unhealthy`, as the kubelet spells it.
+pub const UNHEALTHY: &str = "Unhealthy";
+
+/// Most device IDs one request may name (the kubelet asks for what a pod
+/// requests: far fewer).
+pub const MAX_REQUEST_IDS: usize = 4096;
+
+/// What every resource's service shares.
+#[derive(Debug)]
+pub struct Shared {
+    /// The current inventory.
+    pub inventory: watch::Receiver<Arc<Inventory>>,
+    /// (resource, ID) of the devices handed out and not known to be
+    /// released, with when they were last known to be held.
+    pub allocated: Mutex<BTreeMap<(String, String), Instant>>,
+    /// Where device-info files go.
+    pub devinfo_dir: PathBuf,
+    /// Whether Allocate adds the legacy fields.
+    pub legacy: bool,
+}
+
+impl Shared {
+    /// (resource, ID) of the devices held.
+    pub fn allocated_set(&self) -> BTreeSet<(String, String)> {
+        self.allocated
+            .lock()
+            .map(|a| a.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+}
+
+/// The options every cdigen plugin registers with.
+pub fn options() -> DevicePluginOptions {
+    DevicePluginOptions {
+        pre_start_required: true,
+        get_preferred_allocation_available: true,
+    }
+}
+
+/// One resource's service.
+#[derive(Debug, Clone)]
+pub struct Plugin {
+    /// The resource.
+    pub resource: String,
+    /// What it serves from.
+    pub shared: Arc<Shared>,
+}
+
+/// ListAndWatch's list for `resource` in `inventory` (empty when the
+/// resource is not there).
+pub fn device_list(inventory: &Inventory, resource: &str) -> Vec<Device> {
+    inventory
+        .resources
+        .get(resource)
+        .map(|r| {
+            r.devices
+                .values()
+                .map(|e| Device {
+                    id: e.id.clone(),
+                    health: if e.healthy() { HEALTHY } else { UNHEALTHY }.into(),
+                    topology: e.placement.numa.map(|n| TopologyInfo {
+                        nodes: vec![NumaNode { id: i64::from(n) }],
+                    }),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+impl Plugin {
+    fn resource(&self) -> Result<Resource, Status> {
+        let inventory = self.shared.inventory.borrow().clone();
+        inventory
+            .resources
+            .get(&self.resource)
+            .cloned()
+            .ok_or_else(|| Status::unavailable(format!("resource {} is not served now", self.resource)))
+    }
+}
+
+fn check_size(ids: &[String]) -> Result<(), Status> {
+    if ids.len() > MAX_REQUEST_IDS {
+        return Err(Status::invalid_argument(format!(
+            "{} device IDs in one request; at most {MAX_REQUEST_IDS}",
+            ids.len()
+        )));
+    }
+    Ok(())
+}
+
+type ListStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Status>> + Send>>;
+
+#[tonic::async_trait]
+impl DevicePlugin for Plugin {
+    async fn get_device_plugin_options(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<DevicePluginOptions>, Status> {
+        Ok(Response::new(options()))
+    }
+
+    type ListAndWatchStream = ListStream;
+
+    async fn list_and_watch(
+        &self,
+        _: Request<Empty>,
+    ) -> Result<Response<Self::ListAndWatchStream>, Status> {
+        let mut rx = self.shared.inventory.clone();
+        let resource = self.resource.clone();
+        let (tx, out) = mpsc::channel(4);
+        tokio::spawn(async move {
+            let mut last: Option<Vec<Device>> = None;
+            loop {
+                let list = device_list(&rx.borrow_and_update(), &resource);
+                if last.as_ref() != Some(&list) {
+                    tracing::debug!("{resource}: sending {} devices", list.len());
+                    let msg = ListAndWatchResponse {
+                        devices: list.clone(),
+                    };
+                    if tx.send(Ok(msg)).await.is_err() {
+                        return; // the kubelet went away
+                    }
+                    last = Some(list);
+                }
+                tokio::select! {
+                    changed = rx.changed() => if changed.is_err() { return }, // shutting down
+                    () = tx.closed() => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(out))))
+    }
+
+    async fn get_preferred_allocation(
+        &self,
+        request: Request<PreferredAllocationRequest>,
+    ) -> Result<Response<PreferredAllocationResponse>, Status> {
+        let resource = self.resource()?;
+        let placements: BTreeMap<String, preferred::Placement> = resource
+            .devices
+            .iter()
+            .map(|(id, e)| (id.clone(), e.placement.clone()))
+            .collect();
+        let mut out = PreferredAllocationResponse::default();
+        for c in request.into_inner().container_requests {
+            check_size(&c.available_device_i_ds)?;
+            check_size(&c.must_include_device_i_ds)?;
+            let size = usize::try_from(c.allocation_size).unwrap_or(0);
+            out.container_responses
+                .push(ContainerPreferredAllocationResponse {
+                    device_i_ds: preferred::preferred(
+                        &placements,
+                        &c.available_device_i_ds,
+                        &c.must_include_device_i_ds,
+                        size,
+                    ),
+                });
+        }
+        Ok(Response::new(out))
+    }
+
+    async fn allocate(
+        &self,
+        request: Request<AllocateRequest>,
+    ) -> Result<Response<AllocateResponse>, Status> {
+        let resource = self.resource()?;
+        let mut out = AllocateResponse::default();
+        let mut held = Vec::new();
+        let mut files = Vec::new();
+        for c in request.into_inner().container_requests {
+            check_size(&c.devices_ids)?;
+            let entries = allocate::entries(&resource, &c.devices_ids).map_err(|e| {
+                tracing::warn!("Allocate refused: {e}");
+                Status::invalid_argument(e.to_string())
+            })?;
+            if !entries.is_empty() && !resource.spec_file.is_file() {
+                return Err(Status::unavailable(format!(
+                    "resource {}: the spec file {} is missing; it is being regenerated",
+                    resource.def.name,
+                    resource.spec_file.display()
+                )));
+            }
+            held.extend(entries.iter().map(|e| e.id.clone()));
+            files.extend(entries.iter().map(|e| (*e).clone()));
+            out.container_responses
+                .push(allocate::response(&resource, &entries, self.shared.legacy));
+        }
+        let dir = self.shared.devinfo_dir.clone();
+        let res = resource.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            let refs: Vec<&super::inventory::Entry> = files.iter().collect();
+            devinfo::write(&dir, &res, &refs)
+        })
+        .await
+        .map_err(|e| Status::internal(format!("device-info writer: {e}")))?;
+        if let Err(e) = written {
+            tracing::error!("{e}");
+            return Err(Status::internal(format!(
+                "resource {}: cannot write device-info files: {e}",
+                resource.def.name
+            )));
+        }
+        if let Ok(mut a) = self.shared.allocated.lock() {
+            for id in &held {
+                a.insert((resource.def.name.clone(), id.clone()), Instant::now());
+            }
+        }
+        tracing::info!(
+            "{}: allocated {}",
+            resource.def.name,
+            crate::text::escape(&held.join(", "))
+        );
+        Ok(Response::new(out))
+    }
+
+    async fn pre_start_container(
+        &self,
+        request: Request<PreStartContainerRequest>,
+    ) -> Result<Response<PreStartContainerResponse>, Status> {
+        let resource = self.resource()?;
+        let ids = request.into_inner().devices_ids;
+        check_size(&ids)?;
+        allocate::entries(&resource, &ids).map_err(|e| {
+            tracing::warn!("PreStartContainer refused: {e}");
+            Status::failed_precondition(e.to_string())
+        })?;
+        Ok(Response::new(PreStartContainerResponse {}))
+    }
+}
