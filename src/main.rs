@@ -9,7 +9,8 @@ fn main() -> ExitCode {
     let cli = cdigen::cli::Cli::parse_from(cdigen::cli::command_line(std::env::args_os()));
     cdigen::cli::init_logging(&cli);
     let stdout = std::io::stdout();
-    let stderr = std::io::stderr();
-    let code = cdigen::cli::main(&cli, &mut stdout.lock(), &mut stderr.lock());
+    // Stderr is not held locked: the device plugin logs from several
+    // threads.
+    let code = cdigen::cli::main(&cli, &mut stdout.lock(), &mut std::io::stderr());
     ExitCode::from(code)
 }

@@ -29,11 +29,11 @@ use crate::render::env_suffix;
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejected {
     /// An ID the plugin never advertised.
-    #[error("resource {resource}: unknown device ID {id:?}")]
+    #[error("resource {resource}: unknown device ID {id}")]
     Unknown {
         /// The resource.
         resource: String,
-        /// The ID, escaped.
+        /// The ID, quoted and escaped.
         id: String,
     },
     /// An advertised device that cannot be used now.
@@ -77,7 +77,11 @@ pub fn entries<'a>(resource: &'a Resource, ids: &[String]) -> Result<Vec<&'a Ent
 }
 
 /// The answer for one container holding `entries` of `resource`.
-pub fn response(resource: &Resource, entries: &[&Entry], legacy: bool) -> ContainerAllocateResponse {
+pub fn response(
+    resource: &Resource,
+    entries: &[&Entry],
+    legacy: bool,
+) -> ContainerAllocateResponse {
     let mut r = ContainerAllocateResponse {
         cdi_devices: entries
             .iter()
@@ -212,7 +216,10 @@ fn add_legacy(resource: &Resource, entries: &[&Entry], r: &mut ContainerAllocate
             });
         }
         for m in &e.mounts {
-            if r.mounts.iter().any(|x| x.container_path == m.container_path) {
+            if r.mounts
+                .iter()
+                .any(|x| x.container_path == m.container_path)
+            {
                 continue;
             }
             r.mounts.push(Mount {
@@ -223,7 +230,9 @@ fn add_legacy(resource: &Resource, entries: &[&Entry], r: &mut ContainerAllocate
         }
         for v in &e.env {
             if let Some((k, val)) = v.split_once('=') {
-                r.envs.entry(k.to_string()).or_insert_with(|| val.to_string());
+                r.envs
+                    .entry(k.to_string())
+                    .or_insert_with(|| val.to_string());
             }
         }
     }

@@ -257,10 +257,7 @@ pub fn build(
     let mut collisions = Vec::new();
     for def in defs {
         let plan = plans.get(&def.generator);
-        let spec_file = plan.map_or_else(
-            || output_dir.to_path_buf(),
-            |p| output_dir.join(&p.file),
-        );
+        let spec_file = plan.map_or_else(|| output_dir.to_path_buf(), |p| output_dir.join(&p.file));
         let mut devices: BTreeMap<String, Entry> = BTreeMap::new();
         let mut clashing: BTreeSet<String> = BTreeSet::new();
         for d in plan.iter().flat_map(|p| p.devices.iter()) {
@@ -387,14 +384,25 @@ mod tests {
 
     #[test]
     fn resource_names_follow_the_kubelet() {
-        for ok in ["cdigen.io/vf", "amd.com/gpu", "nvidia.com/mig-1g.10gb", "a.b/C_d.e-9"] {
+        for ok in [
+            "cdigen.io/vf",
+            "amd.com/gpu",
+            "nvidia.com/mig-1g.10gb",
+            "a.b/C_d.e-9",
+        ] {
             assert_eq!(check_resource_name(ok), Ok(()), "{ok}");
         }
         for (bad, why) in [
             ("gpu", "it needs a domain: domain/name"),
             ("a/b/c", "it has more than one '/'"),
-            ("kubernetes.io/gpu", "the kubernetes.io domain is Kubernetes' own"),
-            ("x.kubernetes.io/gpu", "the kubernetes.io domain is Kubernetes' own"),
+            (
+                "kubernetes.io/gpu",
+                "the kubernetes.io domain is Kubernetes' own",
+            ),
+            (
+                "x.kubernetes.io/gpu",
+                "the kubernetes.io domain is Kubernetes' own",
+            ),
             ("requests.x/gpu", "it must not start with \"requests.\""),
             (
                 "Vendor.com/gpu",

@@ -368,7 +368,10 @@ async fn serve_resource(
                 }
             }
             Err(e) => {
-                tracing::error!("{resource}: {e}; retrying in {}", humantime::format_duration(retry));
+                tracing::error!(
+                    "{resource}: {e}; retrying in {}",
+                    humantime::format_duration(retry)
+                );
                 if sleep_or_stop(retry, &mut stop).await {
                     false
                 } else {
@@ -450,4 +453,3 @@ async fn prune_loop(
         }
     }
 }
-

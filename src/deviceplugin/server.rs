@@ -102,7 +102,9 @@ impl Plugin {
             .resources
             .get(&self.resource)
             .cloned()
-            .ok_or_else(|| Status::unavailable(format!("resource {} is not served now", self.resource)))
+            .ok_or_else(|| {
+                Status::unavailable(format!("resource {} is not served now", self.resource))
+            })
     }
 }
 
@@ -210,8 +212,11 @@ impl DevicePlugin for Plugin {
             }
             held.extend(entries.iter().map(|e| e.id.clone()));
             files.extend(entries.iter().map(|e| (*e).clone()));
-            out.container_responses
-                .push(allocate::response(&resource, &entries, self.shared.legacy));
+            out.container_responses.push(allocate::response(
+                &resource,
+                &entries,
+                self.shared.legacy,
+            ));
         }
         let dir = self.shared.devinfo_dir.clone();
         let res = resource.clone();

@@ -1,0 +1,405 @@
+//! A fake kubelet for the device plugin tests: the kubelet's side of the
+//! device plugin API on Unix sockets in a temporary directory, enforcing
+//! its contract as the kubelet's device manager does.
+//!
+//! - `Register` checks the version (`v1beta1`), the resource name (an
+//!   extended resource name: `domain/name`, outside `kubernetes.io`), and
+//!   that the endpoint is a file name of a socket in the directory that
+//!   answers; then, as the kubelet does, it dials the endpoint back, asks
+//!   for the options and holds ListAndWatch open, recording every list.
+//! - GetPreferredAllocation is only called when the options advertise it.
+//! - A restart deletes every file in the directory and re-creates
+//!   `kubelet.sock`, as a starting kubelet does.
+//! - The pod resources API answers with the allocations a test sets.
+//!
+//! The kubelet runs on its own thread with its own tokio runtime; tests
+//! call it synchronously.
+
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use cdigen::deviceplugin::api::podresources::pod_resources_lister_server::{
+    PodResourcesLister, PodResourcesListerServer,
+};
+use cdigen::deviceplugin::api::podresources::{
+    ContainerDevices, ContainerResources, ListPodResourcesRequest, ListPodResourcesResponse,
+    PodResources,
+};
+use cdigen::deviceplugin::api::v1beta1::device_plugin_client::DevicePluginClient;
+use cdigen::deviceplugin::api::v1beta1::registration_server::{Registration, RegistrationServer};
+use cdigen::deviceplugin::api::v1beta1::{
+    AllocateRequest, AllocateResponse, ContainerAllocateRequest,
+    ContainerPreferredAllocationRequest, Device, DevicePluginOptions, Empty,
+    PreStartContainerRequest, PreferredAllocationRequest, RegisterRequest,
+};
+use tokio::net::UnixListener;
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::Channel;
+use tonic::{Request, Response, Status};
+
+/// What the kubelet knows of one registered plugin.
+#[derive(Debug, Clone, Default)]
+pub struct PluginState {
+    /// The endpoint it registered.
+    pub endpoint: String,
+    /// Its options.
+    pub options: Option<DevicePluginOptions>,
+    /// Every list ListAndWatch sent, with when it arrived.
+    pub lists: Vec<(Instant, Vec<Device>)>,
+    /// When it registered (the last time).
+    pub registered_at: Option<Instant>,
+    /// How many times it registered.
+    pub registrations: usize,
+    /// Whether its ListAndWatch stream is open.
+    pub watching: bool,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    plugins: BTreeMap<String, PluginState>,
+    refused: Vec<String>,
+    live: Vec<(String, String)>,
+}
+
+#[derive(Clone)]
+struct Kubelet {
+    dir: PathBuf,
+    state: Arc<Mutex<State>>,
+}
+
+fn extended_resource_name(name: &str) -> bool {
+    match name.split_once('/') {
+        Some((domain, short)) => {
+            !domain.is_empty()
+                && !short.is_empty()
+                && !short.contains('/')
+                && !name.contains("kubernetes.io/")
+                && short.len() <= 63
+        }
+        None => false,
+    }
+}
+
+async fn dial(path: &Path) -> Result<Channel, String> {
+    cdigen::deviceplugin::kubelet::connect(path)
+        .await
+        .map_err(|e| format!("cannot dial {}: {e}", path.display()))
+}
+
+#[tonic::async_trait]
+impl Registration for Kubelet {
+    async fn register(&self, request: Request<RegisterRequest>) -> Result<Response<Empty>, Status> {
+        let r = request.into_inner();
+        let refuse = |why: String| {
+            self.state.lock().unwrap().refused.push(why.clone());
+            Err(Status::invalid_argument(why))
+        };
+        if r.version != "v1beta1" {
+            return refuse(format!("unsupported version {:?}", r.version));
+        }
+        if !extended_resource_name(&r.resource_name) {
+            return refuse(format!("invalid resource name {:?}", r.resource_name));
+        }
+        if r.endpoint.is_empty() || r.endpoint.contains('/') {
+            return refuse(format!("endpoint {:?} is not a file name", r.endpoint));
+        }
+        let socket = self.dir.join(&r.endpoint);
+        if !socket.exists() {
+            return refuse(format!("no socket at {}", socket.display()));
+        }
+        {
+            let mut st = self.state.lock().unwrap();
+            let p = st.plugins.entry(r.resource_name.clone()).or_default();
+            p.endpoint = r.endpoint.clone();
+            p.options = r.options;
+            p.registered_at = Some(Instant::now());
+            p.registrations += 1;
+        }
+        // As the kubelet: dial back, ask for the options, hold ListAndWatch.
+        let me = self.clone();
+        tokio::spawn(async move {
+            let Ok(channel) = dial(&socket).await else {
+                return;
+            };
+            let mut client = DevicePluginClient::new(channel);
+            let Ok(options) = client.get_device_plugin_options(Empty {}).await else {
+                return;
+            };
+            let Ok(stream) = client.list_and_watch(Empty {}).await else {
+                return;
+            };
+            {
+                let mut st = me.state.lock().unwrap();
+                let p = st.plugins.entry(r.resource_name.clone()).or_default();
+                p.options = Some(options.into_inner());
+                p.watching = true;
+            }
+            let mut stream = stream.into_inner();
+            while let Ok(Some(list)) = stream.message().await {
+                let mut st = me.state.lock().unwrap();
+                let p = st.plugins.entry(r.resource_name.clone()).or_default();
+                p.lists.push((Instant::now(), list.devices));
+            }
+            let mut st = me.state.lock().unwrap();
+            if let Some(p) = st.plugins.get_mut(&r.resource_name) {
+                p.watching = false;
+            }
+        });
+        Ok(Response::new(Empty {}))
+    }
+}
+
+#[tonic::async_trait]
+impl PodResourcesLister for Kubelet {
+    async fn list(
+        &self,
+        _: Request<ListPodResourcesRequest>,
+    ) -> Result<Response<ListPodResourcesResponse>, Status> {
+        let live = self.state.lock().unwrap().live.clone();
+        let containers = live
+            .into_iter()
+            .map(|(resource_name, id)| ContainerResources {
+                name: "c".into(),
+                devices: vec![ContainerDevices {
+                    resource_name,
+                    device_ids: vec![id],
+                }],
+            })
+            .collect();
+        Ok(Response::new(ListPodResourcesResponse {
+            pod_resources: vec![PodResources {
+                name: "pod".into(),
+                namespace: "default".into(),
+                containers,
+            }],
+        }))
+    }
+}
+
+/// The fake kubelet.
+pub struct FakeKubelet {
+    /// The device plugin directory (`kubelet.sock` and the plugins').
+    pub dir: PathBuf,
+    /// The pod resources socket.
+    pub pod_resources: PathBuf,
+    state: Arc<Mutex<State>>,
+    runtime: tokio::runtime::Runtime,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl FakeKubelet {
+    /// Starts a kubelet with its device plugin directory at `dir`
+    /// (created) and its pod resources socket beside it.
+    pub fn start(dir: &Path) -> FakeKubelet {
+        std::fs::create_dir_all(dir).unwrap();
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let pod_resources = dir.parent().unwrap().join("pod-resources.sock");
+        let mut k = FakeKubelet {
+            dir: dir.to_path_buf(),
+            pod_resources,
+            state: Arc::new(Mutex::new(State::default())),
+            runtime,
+            stop: None,
+        };
+        k.serve();
+        k
+    }
+
+    fn serve(&mut self) {
+        let kubelet = Kubelet {
+            dir: self.dir.clone(),
+            state: Arc::clone(&self.state),
+        };
+        let sock = self.dir.join("kubelet.sock");
+        let _ = std::fs::remove_file(&sock);
+        let _ = std::fs::remove_file(&self.pod_resources);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let pr = self.pod_resources.clone();
+        let _guard = self.runtime.enter();
+        let listener = UnixListener::bind(&sock).unwrap();
+        let pr_listener = UnixListener::bind(&pr).unwrap();
+        self.runtime.spawn(async move {
+            let a = tonic::transport::Server::builder()
+                .add_service(RegistrationServer::new(kubelet.clone()))
+                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async {
+                    let _ = rx.await;
+                });
+            let b = tonic::transport::Server::builder()
+                .add_service(PodResourcesListerServer::new(kubelet))
+                .serve_with_incoming(UnixListenerStream::new(pr_listener));
+            tokio::select! {
+                _ = a => {}
+                _ = b => {}
+            }
+        });
+        self.stop = Some(tx);
+    }
+
+    /// Restarts as a kubelet does: stops serving, deletes every file in
+    /// the directory, serves a new `kubelet.sock`. Returns when it did.
+    pub fn restart(&mut self) -> Instant {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        for e in std::fs::read_dir(&self.dir).unwrap() {
+            let _ = std::fs::remove_file(e.unwrap().path());
+        }
+        {
+            let mut st = self.state.lock().unwrap();
+            for p in st.plugins.values_mut() {
+                p.watching = false;
+            }
+        }
+        self.serve();
+        Instant::now()
+    }
+
+    /// What the kubelet knows of `resource`'s plugin.
+    pub fn plugin(&self, resource: &str) -> Option<PluginState> {
+        self.state.lock().unwrap().plugins.get(resource).cloned()
+    }
+
+    /// Registrations refused, with why.
+    pub fn refused(&self) -> Vec<String> {
+        self.state.lock().unwrap().refused.clone()
+    }
+
+    /// Sets what the pod resources API lists as held: (resource, ID).
+    pub fn set_live(&self, live: &[(&str, &str)]) {
+        self.state.lock().unwrap().live = live
+            .iter()
+            .map(|(r, i)| ((*r).to_string(), (*i).to_string()))
+            .collect();
+    }
+
+    /// Waits until `resource`'s plugin satisfies `ok`, up to `timeout`;
+    /// panics with what it knows otherwise.
+    pub fn wait_for(
+        &self,
+        resource: &str,
+        timeout: Duration,
+        ok: impl Fn(&PluginState) -> bool,
+    ) -> PluginState {
+        let end = Instant::now() + timeout;
+        loop {
+            if let Some(p) = self.plugin(resource)
+                && ok(&p)
+            {
+                return p;
+            }
+            if Instant::now() > end {
+                panic!(
+                    "timed out waiting on {resource}: {:?}; refused: {:?}",
+                    self.plugin(resource),
+                    self.refused()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// The last list `resource`'s plugin sent, once it sent one.
+    pub fn devices(&self, resource: &str) -> Vec<Device> {
+        self.wait_for(resource, Duration::from_secs(30), |p| !p.lists.is_empty())
+            .lists
+            .last()
+            .unwrap()
+            .1
+            .clone()
+    }
+
+    fn client(&self, resource: &str) -> DevicePluginClient<Channel> {
+        let p = self.wait_for(resource, Duration::from_secs(30), |p| p.watching);
+        let socket = self.dir.join(p.endpoint);
+        self.runtime
+            .block_on(async { DevicePluginClient::new(dial(&socket).await.unwrap()) })
+    }
+
+    /// Allocate for one container holding `ids` of `resource`.
+    pub fn allocate(&self, resource: &str, ids: &[&str]) -> Result<AllocateResponse, Status> {
+        let mut c = self.client(resource);
+        self.runtime.block_on(async {
+            c.allocate(AllocateRequest {
+                container_requests: vec![ContainerAllocateRequest {
+                    devices_ids: ids.iter().map(|s| (*s).to_string()).collect(),
+                }],
+            })
+            .await
+            .map(Response::into_inner)
+        })
+    }
+
+    /// PreStartContainer for `ids` of `resource` (only when the plugin
+    /// asked for it, as the kubelet).
+    pub fn pre_start(&self, resource: &str, ids: &[&str]) -> Option<Result<(), Status>> {
+        let p = self.plugin(resource)?;
+        if !p.options.is_some_and(|o| o.pre_start_required) {
+            return None;
+        }
+        let mut c = self.client(resource);
+        Some(self.runtime.block_on(async {
+            c.pre_start_container(PreStartContainerRequest {
+                devices_ids: ids.iter().map(|s| (*s).to_string()).collect(),
+            })
+            .await
+            .map(|_| ())
+        }))
+    }
+
+    /// GetPreferredAllocation, only when the plugin advertised it (as the
+    /// kubelet): `None` otherwise.
+    pub fn preferred(
+        &self,
+        resource: &str,
+        available: &[&str],
+        must_include: &[&str],
+        size: i32,
+    ) -> Option<Result<Vec<String>, Status>> {
+        let p = self.plugin(resource)?;
+        if !p
+            .options
+            .is_some_and(|o| o.get_preferred_allocation_available)
+        {
+            return None;
+        }
+        let mut c = self.client(resource);
+        Some(self.runtime.block_on(async {
+            c.get_preferred_allocation(PreferredAllocationRequest {
+                container_requests: vec![ContainerPreferredAllocationRequest {
+                    available_device_i_ds: available.iter().map(|s| (*s).to_string()).collect(),
+                    must_include_device_i_ds: must_include
+                        .iter()
+                        .map(|s| (*s).to_string())
+                        .collect(),
+                    allocation_size: size,
+                }],
+            })
+            .await
+            .map(|r| {
+                r.into_inner()
+                    .container_responses
+                    .into_iter()
+                    .next()
+                    .map(|c| c.device_i_ds)
+                    .unwrap_or_default()
+            })
+        }))
+    }
+}
+
+impl Drop for FakeKubelet {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
