@@ -35,8 +35,8 @@
 pub mod cdi;
 pub mod check;
 pub mod cli;
-pub mod devinfo;
 pub mod deviceplugin;
+pub mod devinfo;
 pub mod discover;
 pub mod fsio;
 pub mod generate;
