@@ -436,6 +436,33 @@ fn context_fields() {
 }
 
 #[test]
+fn name_env_is_the_cdi_name_as_a_variable_suffix() {
+    let g = with_names(
+        "drm",
+        &[NameStrategy::Pci, NameStrategy::Node, NameStrategy::All],
+    );
+    let devices = [gpu("0000:3b:00.2", 1)];
+    let ctx = context(&g, &devices);
+    assert_eq!(ctx.resource_env, "EXAMPLE_COM_GPU");
+    assert_eq!(
+        ctx.devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.name_env.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("0000:3b:00.2", "0000_3B_00_2"),
+            ("card1", "CARD1"),
+            ("all", "ALL")
+        ]
+    );
+    assert_eq!(
+        serde_json::to_value(&ctx).unwrap()["devices"][0]["name_env"],
+        "0000_3B_00_2"
+    );
+    assert_eq!(env_suffix("vdpa:0000:3b:00.2"), "VDPA_0000_3B_00_2");
+}
+
+#[test]
 fn all_merges_nodes_and_links_without_duplicates() {
     let g = generator("drm");
     let devices = [amd("0000:41:00.0", 2), amd("0000:03:00.0", 1)];
