@@ -185,7 +185,7 @@ fn both_modes_when_asked() {
     assert_eq!(
         d["containerEdits"]["env"],
         serde_json::json!([
-            "PCI_RESOURCE_EXAMPLE_COM_VFIO=0000:65:00.0,0000:65:00.1",
+            "PCI_RESOURCE_EXAMPLE_COM_VFIO_32=0000:65:00.0,0000:65:00.1",
             "VFIO_GROUP_32_DEVICES=0000:65:00.0,0000:65:00.1"
         ])
     );
