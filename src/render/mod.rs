@@ -478,7 +478,8 @@ pub struct CdiDevice<'a> {
     /// `0000:3b:00.2` → `0000_3B_00_2`, `all` → `ALL`). CDI runtimes merge
     /// the `env` of every injected device by variable name, the last value
     /// winning, so a variable each device sets is named per device with it
-    /// (`PCIDEVICE_<KIND>_<NAME>`).
+    /// (`PCIDEVICE_<KIND>_<NAME>`); a plan whose devices set one variable to
+    /// different values is refused.
     pub name_env: String,
     /// The model devices it stands for (one, or all for `all`).
     pub members: Vec<&'a Device>,
