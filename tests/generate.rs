@@ -595,7 +595,7 @@ fn unescaped_template_output_is_refused_so_a_usb_product_cannot_inject_env() {
     fs::create_dir(&tpl).unwrap();
     let template = "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [\
         {{#each devices}}{{#unless @first}},{{/unless}}{\"name\": {{json name}}, \
-        \"containerEdits\": {\"env\": [\"PRODUCT=VALUE\"]}}{{/each}}]}\n";
+        \"containerEdits\": {\"env\": [\"PRODUCT_{{name_env}}=VALUE\"]}}{{/each}}]}\n";
     let col = template.find("VALUE").unwrap() + 1;
     let generate = || {
         cdigen(
@@ -651,7 +651,7 @@ fn unescaped_template_output_is_refused_so_a_usb_product_cannot_inject_env() {
     .unwrap();
     assert_eq!(
         spec["devices"][0]["containerEdits"]["env"],
-        serde_json::json!(["PRODUCT=Uno\", \"LD_PRELOAD=/tmp/evil.so"])
+        serde_json::json!(["PRODUCT_85734323231351E0E1A1=Uno\", \"LD_PRELOAD=/tmp/evil.so"])
     );
 }
 

@@ -185,7 +185,7 @@ fn both_modes_when_asked() {
     assert_eq!(
         d["containerEdits"]["env"],
         serde_json::json!([
-            "PCI_RESOURCE_EXAMPLE_COM_VFIO=0000:65:00.0,0000:65:00.1",
+            "PCI_RESOURCE_EXAMPLE_COM_VFIO_32=0000:65:00.0,0000:65:00.1",
             "VFIO_GROUP_32_DEVICES=0000:65:00.0,0000:65:00.1"
         ])
     );
@@ -472,4 +472,36 @@ fn one_odd_vdpa_name_leaves_out_that_device_only() {
             "{bad:?}"
         );
     }
+}
+
+#[test]
+fn vdpa_names_that_give_one_variable_name_fail_their_generator_only() {
+    // `vdpa-0000-3b-00.2` and `vdpa:0000:3b:00.2` are two valid CDI names
+    // with one variable suffix (`VDPA_0000_3B_00_2`): their devices would
+    // set one variable to two values, which a runtime merging env by name
+    // cannot keep. The vdpa generator fails, naming both; the VFs are
+    // written.
+    let (tmp, root) = machine("virtio-vdpa");
+    rename_vdpa2(&root, "vdpa-0000-3b-00.2");
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi"],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        out.contains("created: cdi/cdigen.io-vf.yaml (2 devices)\n"),
+        "{out}"
+    );
+    assert!(!tmp.path().join("cdi/cdigen.io-vdpa.yaml").exists());
+    assert!(
+        err.contains(
+            "generator \"vdpa\": devices \"vdpa-0000-3b-00.2\" and \"vdpa:0000:3b:00.2\" of \
+             cdigen.io-vdpa.yaml both set \"VDPA_DEVICE_CDIGEN_IO_VDPA_VDPA_0000_3B_00_2\" (to \
+             \"vdpa-0000-3b-00.2\" and \"vdpa:0000:3b:00.2\"): CDI runtimes merge the env of all \
+             injected devices by variable name, so a container given both would see only one of \
+             the values; the two device names give one variable suffix ({{name_env}} is \
+             VDPA_0000_3B_00_2): rename one of the devices, or name them with another strategy\n"
+        ),
+        "{err}"
+    );
 }

@@ -474,6 +474,13 @@ pub struct TemplateContext<'a> {
 pub struct CdiDevice<'a> {
     /// Its CDI name.
     pub name: String,
+    /// The CDI name as an environment variable suffix ([`env_suffix`]:
+    /// `0000:3b:00.2` → `0000_3B_00_2`, `all` → `ALL`). CDI runtimes merge
+    /// the `env` of every injected device by variable name, the last value
+    /// winning, so a variable each device sets is named per device with it
+    /// (`PCIDEVICE_<KIND>_<NAME>`); a plan whose devices set one variable to
+    /// different values is refused.
+    pub name_env: String,
     /// The model devices it stands for (one, or all for `all`).
     pub members: Vec<&'a Device>,
     /// CDI device nodes, as the generator's settings want them.
@@ -533,9 +540,12 @@ pub struct SharedGroup {
     pub devices: String,
 }
 
-/// `nvidia.com/mlx_rdma` → `NVIDIA_COM_MLX_RDMA`.
-pub fn env_suffix(kind: &str) -> String {
-    kind.chars()
+/// A kind or a CDI device name as an environment variable suffix: ASCII
+/// letters upper-cased, digits kept, anything else `_`
+/// (`nvidia.com/mlx_rdma` → `NVIDIA_COM_MLX_RDMA`, `0000:3b:00.2` →
+/// `0000_3B_00_2`). Not one-to-one: `vdpa-1` and `vdpa_1` give one suffix.
+pub fn env_suffix(s: &str) -> String {
+    s.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() {
                 c.to_ascii_uppercase()
@@ -657,6 +667,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             }
         }
         CdiDevice {
+            name_env: env_suffix(&name),
             name,
             members,
             nodes,

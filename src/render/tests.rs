@@ -436,6 +436,33 @@ fn context_fields() {
 }
 
 #[test]
+fn name_env_is_the_cdi_name_as_a_variable_suffix() {
+    let g = with_names(
+        "drm",
+        &[NameStrategy::Pci, NameStrategy::Node, NameStrategy::All],
+    );
+    let devices = [gpu("0000:3b:00.2", 1)];
+    let ctx = context(&g, &devices);
+    assert_eq!(ctx.resource_env, "EXAMPLE_COM_GPU");
+    assert_eq!(
+        ctx.devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.name_env.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("0000:3b:00.2", "0000_3B_00_2"),
+            ("card1", "CARD1"),
+            ("all", "ALL")
+        ]
+    );
+    assert_eq!(
+        serde_json::to_value(&ctx).unwrap()["devices"][0]["name_env"],
+        "0000_3B_00_2"
+    );
+    assert_eq!(env_suffix("vdpa:0000:3b:00.2"), "VDPA_0000_3B_00_2");
+}
+
+#[test]
 fn all_merges_nodes_and_links_without_duplicates() {
     let g = generator("drm");
     let devices = [amd("0000:41:00.0", 2), amd("0000:03:00.0", 1)];
@@ -1317,6 +1344,138 @@ fn plan_render_error_names_the_definition() {
              mode Some(\"nope\")",
             dir.path().join("miss.json.hbs").display()
         )
+    );
+}
+
+/// A template whose devices each set `SAME=1` and the variable `var` (a
+/// template itself) to their PCI addresses.
+fn env_template(var: &str) -> String {
+    format!(
+        "{{\"cdiVersion\": \"0.3.0\", \"kind\": {{{{json kind}}}}, \"devices\": [\
+         {{{{#each devices}}}}{{{{#unless @first}}}},{{{{/unless}}}}{{\"name\": {{{{json name}}}}, \
+         \"containerEdits\": {{\"env\": [\"SAME=1\", \"{var}={{{{pci_addresses}}}}\"]}}}}\
+         {{{{/each}}}}]}}"
+    )
+}
+
+#[test]
+fn plan_refuses_devices_that_set_one_variable_to_different_values() {
+    let (_dir, t) = user_templates(&[
+        ("shared.json.hbs", &env_template("X")),
+        ("per-device.json.hbs", &env_template("X_{{name_env}}")),
+    ]);
+    let t = t.unwrap();
+    let found = discovery(vec![
+        gpu("0000:04:00.0", 2),
+        gpu("0000:03:00.0", 1),
+        gpu("0000:05:00.0", 3),
+    ]);
+    let names = [NameStrategy::Pci, NameStrategy::All];
+    let err = plan_one(&loaded(with_names("shared", &names)), &t, &found, None).unwrap_err();
+    assert!(
+        matches!(&err, generate::Error::EnvCollision { .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        err.to_string(),
+        "generator \"test\": devices \"0000:03:00.0\" and \"0000:04:00.0\" of \
+         example.com-gpu.yaml both set \"X\" (to \"0000:03:00.0\" and \"0000:04:00.0\"): CDI \
+         runtimes merge the env of all injected devices by variable name, so a container given \
+         both would see only one of the values; name the variable per device (append \
+         {{name_env}} to it in the template)"
+    );
+    // Named per device, nothing collides; `SAME` has one value everywhere,
+    // and `all` gets its own name too.
+    let planned = plan_one(&loaded(with_names("per-device", &names)), &t, &found, None).unwrap();
+    assert_eq!(
+        planned
+            .spec
+            .unwrap()
+            .devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.container_edits.env.clone()))
+            .collect::<Vec<_>>(),
+        [
+            (
+                "0000:03:00.0",
+                strings(&["SAME=1", "X_0000_03_00_0=0000:03:00.0"])
+            ),
+            (
+                "0000:04:00.0",
+                strings(&["SAME=1", "X_0000_04_00_0=0000:04:00.0"])
+            ),
+            (
+                "0000:05:00.0",
+                strings(&["SAME=1", "X_0000_05_00_0=0000:05:00.0"])
+            ),
+            (
+                "all",
+                strings(&["SAME=1", "X_ALL=0000:03:00.0,0000:04:00.0,0000:05:00.0"])
+            ),
+        ]
+    );
+    // One device and `all`: `all` is not compared with the others.
+    let one = discovery(vec![gpu("0000:03:00.0", 1)]);
+    let mut only = with_names("shared", &names);
+    assert!(plan_one(&loaded(only.clone()), &t, &one, None).is_ok());
+    // Two names for one device that set one value: no collision either.
+    only.names = vec![NameStrategy::Pci, NameStrategy::Node];
+    assert!(plan_one(&loaded(only), &t, &one, None).is_ok());
+}
+
+#[test]
+fn env_collision_compares_each_devices_effective_env() {
+    let with_env = |name: &str, env: &[&str]| cdi::Device {
+        name: name.into(),
+        container_edits: ContainerEdits {
+            env: strings(env),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let found = |devices| {
+        let s = spec("0.3.0", devices);
+        generate::env_collision(&s).map(|c| {
+            format!(
+                "{}: {}={} / {}={}",
+                c.variable, c.first, c.first_value, c.second, c.second_value
+            )
+        })
+    };
+    // The first collision in spec order, not a pair that agrees.
+    assert_eq!(
+        found(vec![
+            with_env("a", &["X=1", "Y=2"]),
+            with_env("b", &["X=1", "Z=3"]),
+            with_env("c", &["Z=3", "Y=4"]),
+        ]),
+        Some("Y: a=2 / c=4".into())
+    );
+    // An empty value is a value; `X=` and `X=1` differ.
+    assert_eq!(
+        found(vec![with_env("a", &["X="]), with_env("b", &["X=1"])]),
+        Some("X: a= / b=1".into())
+    );
+    // Within a device the last entry wins, as at injection.
+    assert_eq!(
+        found(vec![
+            with_env("a", &["X=1", "X=2"]),
+            with_env("b", &["X=2"])
+        ]),
+        None
+    );
+    // `all` stands for every device: not compared.
+    assert_eq!(
+        found(vec![with_env("a", &["X=1"]), with_env("all", &["X=1,2"])]),
+        None
+    );
+    // `VFIO_GROUP_<n>_DEVICES`: one name, one value.
+    assert_eq!(
+        found(vec![
+            with_env("a", &["VFIO_GROUP_3_DEVICES=a,b"]),
+            with_env("b", &["VFIO_GROUP_3_DEVICES=a,b"]),
+        ]),
+        None
     );
 }
 
