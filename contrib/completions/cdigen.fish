@@ -36,6 +36,7 @@ complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "check" -d 'Check that
 complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "snapshot" -d 'Record what cdigen reads from this host into a fixture tree, for bug reports and tests'
 complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "plugin" -d 'Act as a CDI plugin of the 2017 draft: allocate devices to request IDs'
 complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "watch" -d 'Keep CDI specs and device-info files current while devices come and go'
+complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "device-plugin" -d 'Serve the devices to the kubelet: a device plugin per resource (API v1beta1, with CDI devices)'
 complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "completions" -d 'Print a shell completion script (bash, zsh or fish) to stdout'
 complete -c cdigen -n "__fish_cdigen_needs_command" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
@@ -136,16 +137,41 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l ready-file -d 'C
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l root -d 'Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l backend -d 'Only run this backend (repeatable)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l driver-root -d 'Where the NVIDIA driver\'s user-space files are, as a path on the host (under --root): /run/nvidia/driver with the GPU operator, for example' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l generators -d 'Directory of generator definitions (*.yaml) that add to or replace the built-in ones [default: /etc/cdigen/generators.d]; skipped when it does not exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l templates -d 'Directory of templates (NAME.json.hbs) that add to or replace the built-in ones [default: /etc/cdigen/templates]; skipped when it does not exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l output-dir -d 'Directory to write CDI specs to' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l format -d 'Spec format, overriding the generators\'' -r -f -a "json\t'JSON'
+yaml\t'YAML, every string quoted'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l source -d 'Where device events come from' -r -f -a "auto\t'udev when built with it and udevd runs, else netlink, else none'
+udev\t'udevd\'s events through libudev (cargo feature `udev`)'
+netlink\t'The kernel\'s uevents from a netlink socket'
+none\t'No events: the periodic re-check and SIGHUP only'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m: longer only holds back the specs of devices that came)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as a MIG reconfiguration, are caught within a day)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l plugin-dir -d 'The kubelet\'s device plugin directory: where kubelet.sock is and the plugins\' sockets go' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l pod-resources-socket -d 'The kubelet\'s pod resources socket: which allocations are live (for device-info files)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l legacy-edits -d 'Also answer Allocate with the legacy devices, mounts and envs fields, for runtimes without CDI support (or kubelets before 1.29 that ignore CDI devices). Hooks cannot be expressed so'
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -s q -l quiet -d 'Log only errors on stderr'
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -s h -l help -d 'Print help (see more with \'--help\')'
 complete -c cdigen -n "__fish_cdigen_using_subcommand completions" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand completions" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand completions" -s h -l help -d 'Print help (see more with \'--help\')'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "generate" -d 'Discover devices and write CDI specs and device-info files'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "discover" -d 'Discover devices and print what was found, without writing anything'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "list" -d 'List the fully-qualified CDI device names (vendor/class=name) in the spec directories'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "validate" -d 'Validate CDI spec files and directories by the rules runtimes apply'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "check" -d 'Check that the specs and device-info files on disk are what generate would write now'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "snapshot" -d 'Record what cdigen reads from this host into a fixture tree, for bug reports and tests'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "plugin" -d 'Act as a CDI plugin of the 2017 draft: allocate devices to request IDs'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "watch" -d 'Keep CDI specs and device-info files current while devices come and go'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "completions" -d 'Print a shell completion script (bash, zsh or fish) to stdout'
-complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "generate" -d 'Discover devices and write CDI specs and device-info files'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "discover" -d 'Discover devices and print what was found, without writing anything'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "list" -d 'List the fully-qualified CDI device names (vendor/class=name) in the spec directories'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "validate" -d 'Validate CDI spec files and directories by the rules runtimes apply'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "check" -d 'Check that the specs and device-info files on disk are what generate would write now'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "snapshot" -d 'Record what cdigen reads from this host into a fixture tree, for bug reports and tests'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "plugin" -d 'Act as a CDI plugin of the 2017 draft: allocate devices to request IDs'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "watch" -d 'Keep CDI specs and device-info files current while devices come and go'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "device-plugin" -d 'Serve the devices to the kubelet: a device plugin per resource (API v1beta1, with CDI devices)'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "completions" -d 'Print a shell completion script (bash, zsh or fish) to stdout'
+complete -c cdigen -n "__fish_cdigen_using_subcommand help; and not __fish_seen_subcommand_from generate discover list validate check snapshot plugin watch device-plugin completions help" -f -a "help" -d 'Print this message or the help of the given subcommand(s)'
