@@ -148,7 +148,7 @@ fn example_machine_registers_lists_and_allocates() {
     );
     assert_eq!(plugin.stop(), Some(0));
     assert!(
-        !kubelet.dir.join("cdigen-cdigen.io-vf.sock").exists(),
+        !kubelet.dir.join("cdigen-cdigen.io_vf.sock").exists(),
         "its socket is removed on SIGTERM"
     );
     let log = fs::read_to_string(tmp.path().join("log")).unwrap();

@@ -55,9 +55,11 @@ pub struct Options {
     pub legacy: bool,
 }
 
-/// The socket file name of `resource`: `cdigen-cdigen.io-vf.sock`.
+/// The socket file name of `resource`: `cdigen-cdigen.io_vf.sock`. The
+/// `/` becomes `_`, which a resource's domain never has: two resources
+/// never share a socket.
 pub fn socket_name(resource: &str) -> String {
-    format!("cdigen-{}.sock", resource.replace('/', "-"))
+    format!("cdigen-{}.sock", resource.replacen('/', "_", 1))
 }
 
 /// The watch's [`Regenerate`]: the pipeline, then the inventory.
