@@ -219,24 +219,26 @@ async fn serve(mut rx: tw::Receiver<Arc<Inventory>>, shared: Arc<Shared>, option
         return;
     }
     let (stop_tx, stop_rx) = tw::channel(false);
-    let mut running: BTreeMap<String, JoinHandle<()>> = BTreeMap::new();
+    // Each resource's server, and the switch that stops it.
+    let mut running: BTreeMap<String, (JoinHandle<()>, tw::Sender<bool>)> = BTreeMap::new();
     let pruner = tokio::spawn(prune_loop(
         rx.clone(),
         Arc::clone(&shared),
         options.clone(),
-        stop_rx.clone(),
+        stop_rx,
     ));
     loop {
         let names: BTreeSet<String> = rx.borrow_and_update().resources.keys().cloned().collect();
         for name in &names {
             if !running.contains_key(name) {
+                let (one_tx, one_rx) = tw::channel(false);
                 let task = tokio::spawn(serve_resource(
                     name.clone(),
                     Arc::clone(&shared),
                     options.plugin_dir.clone(),
-                    stop_rx.clone(),
+                    one_rx,
                 ));
-                running.insert(name.clone(), task);
+                running.insert(name.clone(), (task, one_tx));
             }
         }
         let gone: Vec<String> = running
@@ -245,10 +247,10 @@ async fn serve(mut rx: tw::Receiver<Arc<Inventory>>, shared: Arc<Shared>, option
             .cloned()
             .collect();
         for name in gone {
-            if let Some(task) = running.remove(&name) {
+            if let Some((task, stop)) = running.remove(&name) {
                 tracing::info!("{name}: no longer configured; stopping its plugin");
-                task.abort();
-                remove_socket(&options.plugin_dir.join(socket_name(&name)));
+                let _ = stop.send(true);
+                let _ = task.await;
             }
         }
         if rx.changed().await.is_err() {
@@ -256,7 +258,10 @@ async fn serve(mut rx: tw::Receiver<Arc<Inventory>>, shared: Arc<Shared>, option
         }
     }
     let _ = stop_tx.send(true);
-    for (_, task) in running {
+    for (_, stop) in running.values() {
+        let _ = stop.send(true);
+    }
+    for (_, (task, _)) in running {
         let _ = task.await;
     }
     let _ = pruner.await;

@@ -141,7 +141,13 @@ impl DevicePlugin for Plugin {
         tokio::spawn(async move {
             let mut last: Option<Vec<Device>> = None;
             loop {
-                let list = device_list(&rx.borrow_and_update(), &resource);
+                let list = {
+                    let inventory = rx.borrow_and_update();
+                    if !inventory.resources.contains_key(&resource) {
+                        return; // no longer served: the stream ends
+                    }
+                    device_list(&inventory, &resource)
+                };
                 if last.as_ref() != Some(&list) {
                     tracing::debug!("{resource}: sending {} devices", list.len());
                     let msg = ListAndWatchResponse {
