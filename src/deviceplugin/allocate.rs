@@ -237,3 +237,222 @@ fn add_legacy(resource: &Resource, entries: &[&Entry], r: &mut ContainerAllocate
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use std::collections::BTreeMap;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::deviceplugin::inventory::ResourceDef;
+    use crate::model::{NetInfo, PciInfo, VfioInfo, test_node};
+
+    fn pci(addr: &str) -> PciInfo {
+        PciInfo {
+            address: addr.into(),
+            vendor_id: "0x15b3".into(),
+            device_id: "0x101e".into(),
+            subsystem_vendor_id: None,
+            subsystem_device_id: None,
+            class: "0x020000".into(),
+            vendor_name: None,
+            device_name: None,
+            iommu_group: None,
+        }
+    }
+
+    fn entry(d: Device, unhealthy: Option<&str>) -> Entry {
+        Entry {
+            id: d.id.clone(),
+            cdi_name: format!("cdigen.io/vf={}", d.id),
+            unhealthy: unhealthy.map(Into::into),
+            placement: Default::default(),
+            device: Arc::new(d),
+            present: true,
+        }
+    }
+
+    fn vf(addr: &str, n: u32) -> Device {
+        Device {
+            backend: "sriov".into(),
+            id: addr.into(),
+            pci: Some(pci(addr)),
+            driver: Some("mlx5_core".into()),
+            net: Some(NetInfo::default()),
+            nodes: vec![
+                test_node(
+                    "rdma-verbs",
+                    &format!("uverbs{n}"),
+                    &format!("/dev/infiniband/uverbs{n}"),
+                    231,
+                    192 + n,
+                ),
+                test_node("rdma-cm", "rdma_cm", "/dev/infiniband/rdma_cm", 10, 58),
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn resource(name: &str, entries: Vec<Entry>) -> Resource {
+        Resource {
+            def: ResourceDef {
+                name: name.into(),
+                generator: "sriov".into(),
+                kind: "cdigen.io/vf".into(),
+                source: PathBuf::from("builtin:generators/sriov.yaml"),
+            },
+            spec_file: PathBuf::from("/var/run/cdi/cdigen.io-vf.yaml"),
+            devices: entries
+                .into_iter()
+                .map(|e| (e.id.clone(), e))
+                .collect::<BTreeMap<_, _>>(),
+            plan: None,
+        }
+    }
+
+    #[test]
+    fn network_devices_get_the_sriov_plugins_variables() {
+        let r = resource(
+            "cdigen.io/vf",
+            vec![
+                entry(vf("0000:3b:00.2", 2), None),
+                entry(vf("0000:3b:00.3", 3), None),
+            ],
+        );
+        let ids = ["0000:3b:00.3".to_string(), "0000:3b:00.2".to_string()];
+        let es = entries(&r, &ids).unwrap();
+        let resp = response(&r, &es, false);
+        let names: Vec<&str> = resp.cdi_devices.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["cdigen.io/vf=0000:3b:00.3", "cdigen.io/vf=0000:3b:00.2"]
+        );
+        assert_eq!(
+            resp.envs["PCIDEVICE_CDIGEN_IO_VF"],
+            "0000:3b:00.3,0000:3b:00.2"
+        );
+        let info: serde_json::Value =
+            serde_json::from_str(&resp.envs["PCIDEVICE_CDIGEN_IO_VF_INFO"]).unwrap();
+        assert_eq!(
+            info,
+            serde_json::json!({
+                "0000:3b:00.2": {"generic": {"deviceID": "0000:3b:00.2"},
+                                 "rdma": {"uverbs": "/dev/infiniband/uverbs2", "rdma_cm": "/dev/infiniband/rdma_cm"}},
+                "0000:3b:00.3": {"generic": {"deviceID": "0000:3b:00.3"},
+                                 "rdma": {"uverbs": "/dev/infiniband/uverbs3", "rdma_cm": "/dev/infiniband/rdma_cm"}}
+            })
+        );
+        assert_eq!(resp.envs.len(), 2);
+        assert!(
+            resp.devices.is_empty() && resp.mounts.is_empty(),
+            "no legacy edits unless asked"
+        );
+    }
+
+    #[test]
+    fn vfio_devices_get_kubevirts_variable() {
+        let mut d = vf("0000:81:00.0", 0);
+        d.net = None;
+        d.vfio = Some(VfioInfo {
+            group: "42".into(),
+            mode: "legacy".into(),
+            ..Default::default()
+        });
+        d.nodes = vec![test_node("vfio-group", "42", "/dev/vfio/42", 511, 0)];
+        let r = resource("cdigen.io/vfio", vec![entry(d, None)]);
+        let es = entries(&r, &["0000:81:00.0".to_string()]).unwrap();
+        let env = request_env("cdigen.io/vfio", &es);
+        assert_eq!(
+            env.into_iter().collect::<BTreeMap<_, _>>(),
+            BTreeMap::from([(
+                "PCI_RESOURCE_CDIGEN_IO_VFIO".to_string(),
+                "0000:81:00.0".to_string()
+            )])
+        );
+    }
+
+    #[test]
+    fn unknown_and_unhealthy_ids_are_refused_by_name() {
+        let r = resource(
+            "cdigen.io/vf",
+            vec![entry(
+                vf("0000:3b:00.2", 2),
+                Some("/dev/infiniband/uverbs2 is missing"),
+            )],
+        );
+        assert_eq!(
+            entries(&r, &["0000:3b:00.2".to_string()])
+                .unwrap_err()
+                .to_string(),
+            "resource cdigen.io/vf: device 0000:3b:00.2 is unhealthy: /dev/infiniband/uverbs2 is missing"
+        );
+        assert_eq!(
+            entries(&r, &["x\u{1b}[31m".to_string()])
+                .unwrap_err()
+                .to_string(),
+            "resource cdigen.io/vf: unknown device ID \"x\\u{1b}[31m\""
+        );
+        let long = "a".repeat(10_000);
+        let msg = entries(&r, &[long]).unwrap_err().to_string();
+        assert!(
+            msg.len() < 200,
+            "a hostile ID is bounded in the message: {msg}"
+        );
+    }
+
+    #[test]
+    fn legacy_edits_come_from_the_spec() {
+        let spec = crate::cdi::codec::parse(
+            br#"{"cdiVersion":"0.5.0","kind":"cdigen.io/vf",
+                "containerEdits":{"deviceNodes":[{"path":"/dev/infiniband/rdma_cm"}]},
+                "devices":[{"name":"0000:3b:00.2","containerEdits":{
+                    "env":["PCIDEVICE_CDIGEN_IO_VF_0000_3B_00_2=0000:3b:00.2"],
+                    "deviceNodes":[{"path":"/dev/infiniband/uverbs2","permissions":"rw"}],
+                    "mounts":[{"hostPath":"/h","containerPath":"/c","options":["ro","bind"]}]}},
+                  {"name":"0000:3b:00.3","containerEdits":{"deviceNodes":[{"path":"/dev/infiniband/uverbs3"}]}}]}"#,
+            crate::cdi::Format::Json,
+        )
+        .unwrap();
+        let mut r = resource("cdigen.io/vf", vec![entry(vf("0000:3b:00.2", 2), None)]);
+        r.plan = Some(Arc::new(crate::generate::Planned {
+            generator: "sriov".into(),
+            file: "cdigen.io-vf.yaml".into(),
+            spec: Some(spec),
+            bytes: Vec::new(),
+            devinfo: Vec::new(),
+            device_info: false,
+            devices: Vec::new(),
+            named: Vec::new(),
+        }));
+        let es = entries(&r, &["0000:3b:00.2".to_string()]).unwrap();
+        let resp = response(&r, &es, true);
+        let nodes: Vec<(&str, &str, &str)> = resp
+            .devices
+            .iter()
+            .map(|d| {
+                (
+                    d.container_path.as_str(),
+                    d.host_path.as_str(),
+                    d.permissions.as_str(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            nodes,
+            [
+                ("/dev/infiniband/rdma_cm", "/dev/infiniband/rdma_cm", "rw"),
+                ("/dev/infiniband/uverbs2", "/dev/infiniband/uverbs2", "rw")
+            ]
+        );
+        assert_eq!(resp.mounts.len(), 1);
+        assert!(resp.mounts[0].read_only && resp.mounts[0].host_path == "/h");
+        assert_eq!(
+            resp.envs["PCIDEVICE_CDIGEN_IO_VF_0000_3B_00_2"],
+            "0000:3b:00.2"
+        );
+        assert_eq!(resp.envs["PCIDEVICE_CDIGEN_IO_VF"], "0000:3b:00.2");
+    }
+}
