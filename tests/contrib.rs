@@ -14,6 +14,8 @@
     clippy::panic
 )]
 
+#[path = "support/kubelet.rs"]
+mod kubelet;
 #[path = "support/machine.rs"]
 mod support;
 
@@ -249,10 +251,15 @@ fn the_daemonset_writes_where_cdigen_writes_by_default() {
 
 // --- The DaemonSet's container, run as the kubelet would ---------------------
 
+/// The `cdigen watch` DaemonSet.
+const WATCH_DS: &str = "deploy/kubernetes/daemonset.yaml";
+
+/// The `cdigen device-plugin` DaemonSet.
+const DEVICE_PLUGIN_DS: &str = "deploy/kubernetes/device-plugin/daemonset.yaml";
+
 /// The DaemonSet's only container and its pod's volumes, parsed.
-fn daemonset_pod() -> (serde_json::Value, Vec<serde_json::Value>) {
-    let ds: serde_json::Value =
-        serde_saphyr::from_str(&read("deploy/kubernetes/daemonset.yaml")).unwrap();
+fn daemonset_pod(manifest: &str) -> (serde_json::Value, Vec<serde_json::Value>) {
+    let ds: serde_json::Value = serde_saphyr::from_str(&read(manifest)).unwrap();
     let pod = &ds["spec"]["template"]["spec"];
     let containers = pod["containers"].as_array().unwrap();
     assert_eq!(containers.len(), 1);
@@ -308,16 +315,28 @@ fn in_test(value: &str, mounts: &[(String, PathBuf)]) -> String {
     format!("{prefix}{}{}", dir.display(), &path[mount.len()..])
 }
 
-/// Runs the DaemonSet's container command (its args and env, paths mapped
-/// by [`mounts`]; the event source `none` instead of the kernel's) until
-/// it is ready, then stops it with SIGTERM as the kubelet does: the spec
-/// files written, or the log when it did not get ready.
+/// Runs the `watch` DaemonSet's container: see [`run_container`].
 fn run_daemonset(
     config: &[(&str, &str)],
     env_override: &[(&str, &str)],
 ) -> (TempDir, PathBuf, String) {
+    run_container(WATCH_DS, config, env_override, &|_| ())
+}
+
+/// Runs the container command of the DaemonSet in `manifest` (its args
+/// and env, paths mapped by [`mounts`]; the event source `none` instead of
+/// the kernel's) until it is ready and `ready_too` returned, then stops it
+/// with SIGTERM as the kubelet does: the spec files written, or the log
+/// when it did not get ready. `ready_too` gets the mounts, to start what
+/// the node has (a kubelet) and wait for what else the container must do.
+fn run_container(
+    manifest: &str,
+    config: &[(&str, &str)],
+    env_override: &[(&str, &str)],
+    ready_too: &dyn Fn(&[(String, PathBuf)]),
+) -> (TempDir, PathBuf, String) {
     let tmp = TempDir::new().unwrap();
-    let (container, volumes) = daemonset_pod();
+    let (container, volumes) = daemonset_pod(manifest);
     let mounts = mounts(&container, &volumes, tmp.path());
     // A ConfigMap volume as the kubelet writes it: the keys are symlinks
     // into a timestamped directory, through the `..data` symlink.
@@ -391,6 +410,7 @@ fn run_daemonset(
         }
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    ready_too(&mounts);
     let term = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -468,13 +488,37 @@ fn the_daemonsets_container_runs_with_the_hosts_missing_etc_cdigen() {
 
 #[test]
 fn the_daemonset_listens_to_the_kernels_events_and_mounts_the_configmap_optionally() {
-    let (container, volumes) = daemonset_pod();
+    let (container, volumes) = daemonset_pod(WATCH_DS);
     let args = container["args"].as_array().unwrap();
     assert!(args.iter().any(|a| a == "--source=netlink"), "{args:?}");
     assert_eq!(args[0], "watch");
     let config = volumes.iter().find(|v| v["name"] == "config").unwrap();
     assert_eq!(config["configMap"]["name"], "cdigen-config");
     assert_eq!(config["configMap"]["optional"], true);
+}
+
+#[test]
+fn the_device_plugin_daemonsets_container_registers_with_the_kubelet_and_writes_the_specs() {
+    // The kubelet of the node, in the directory the container mounts.
+    let kubelet: std::sync::Mutex<Option<kubelet::FakeKubelet>> = std::sync::Mutex::new(None);
+    let (_tmp, cdi, log) = run_container(DEVICE_PLUGIN_DS, &[], &[], &|mounts| {
+        let dir = PathBuf::from(in_test("/var/lib/kubelet/device-plugins", mounts));
+        let k = kubelet::FakeKubelet::start(&dir);
+        let vfs = k.devices("cdigen.io/vf");
+        assert_eq!(vfs.len(), 4, "{vfs:?}");
+        *kubelet.lock().unwrap() = Some(k);
+    });
+    assert_eq!(
+        visible_names(&cdi),
+        visible_names(&repo("fixtures/example/expected/cdi")),
+        "{log}"
+    );
+    assert!(
+        log.contains("waiting for the kubelet's socket") && log.contains("registered"),
+        "{log}"
+    );
+    let (container, _) = daemonset_pod(DEVICE_PLUGIN_DS);
+    assert_eq!(container["args"][0], "device-plugin");
 }
 
 // --- cron ------------------------------------------------------------------
