@@ -2,7 +2,12 @@
 //! on copies of fixture machines: registration and the kubelet's checks,
 //! ListAndWatch, GetPreferredAllocation, Allocate and PreStartContainer,
 //! kubelet restarts, hotplug and health changes under the running plugin,
-//! and the device-info files.
+//! the device-info files, user definitions that rename, turn off or break
+//! a resource, and what the official CDI library makes of an Allocate
+//! answer.
+//!
+//! Each test runs the real binary with `--source none`: the tree under it
+//! is changed by hand and SIGHUP makes it look again (a full pass).
 
 #![allow(
     clippy::unwrap_used,
@@ -16,24 +21,80 @@ mod kubelet;
 #[path = "support/machine.rs"]
 mod support;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::path::Path;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use cdigen::deviceplugin::api::v1beta1::{Device, DevicePluginOptions, RegisterRequest};
 use kubelet::FakeKubelet;
+use serde_json::{Value, json};
+use tonic::Code;
 
+/// How long anything may take before a test gives up (generous: the
+/// machines building this are shared).
 const WAIT: Duration = Duration::from_secs(30);
 
-/// The plugin over `tmp/root`, sockets in `tmp/plugins`, stderr to
-/// `tmp/log`.
+/// How soon the plugin must register with a kubelet that (re)appeared.
+const REGISTER_WITHIN: Duration = Duration::from_secs(5);
+
+const VF: &str = "cdigen.io/vf";
+const VFIO: &str = "cdigen.io/vfio";
+const GPU: &str = "nvidia.com/gpu";
+
+/// The resources of the example machine: one per enabled built-in
+/// generator, with devices or not.
+const EXAMPLE_RESOURCES: [&str; 8] = [
+    "amd.com/gpu",
+    "cdigen.io/drm",
+    "cdigen.io/vdpa",
+    VF,
+    VFIO,
+    "intel.com/gpu",
+    "intel.com/npu",
+    GPU,
+];
+
+/// The example machine's VFs.
+const VFS: [&str; 4] = [
+    "0000:3b:00.2",
+    "0000:3b:00.3",
+    "0000:3b:00.4",
+    "0000:3b:00.5",
+];
+
+/// The example machine's A100 (MIG on).
+const A100: &str = "GPU-6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10";
+
+/// The dgx-8gpu machine's GPUs by NUMA node (its README).
+const DGX_NUMA0: [&str; 4] = [
+    "GPU-bd55cda7-79ea-41fd-a0ae-840ebc3ea676",
+    "GPU-4ff91c78-7bf9-4efd-ae71-9acc5b592350",
+    "GPU-92db70b1-7aac-4fef-86ef-0ae807e1ecac",
+    "GPU-28d6d6dc-8439-44c9-87b7-adf3a4e132a0",
+];
+const DGX_NUMA1: [&str; 4] = [
+    "GPU-bdafccb3-3d7e-4795-ba25-947abde0a8c7",
+    "GPU-50a60ef6-8938-4be8-bb06-a3048c2e656e",
+    "GPU-16044fad-82e2-4a2c-9435-9141b3472e3f",
+    "GPU-ce6345b9-b8fb-41c0-8208-8a82efa354d4",
+];
+
+/// The plugin over `tmp/root`, specs in `tmp/cdi`, device-info files in
+/// `tmp/devinfo`, stderr to `tmp/log`.
 struct Plugin {
     child: Child,
+    tmp: PathBuf,
+    plugin_dir: PathBuf,
 }
 
 impl Plugin {
-    fn spawn(tmp: &Path, kubelet: &FakeKubelet, extra: &[&str]) -> Plugin {
+    /// Starts the plugin with its sockets in `plugin_dir` and the pod
+    /// resources socket at `pod_resources` (neither needs to exist yet).
+    fn spawn_at(tmp: &Path, plugin_dir: &Path, pod_resources: &Path, extra: &[&str]) -> Plugin {
         let log = fs::File::create(tmp.join("log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_cdigen"))
             .current_dir(tmp)
@@ -51,13 +112,15 @@ impl Plugin {
                 "ready",
             ])
             .arg("--plugin-dir")
-            .arg(&kubelet.dir)
+            .arg(plugin_dir)
             .arg("--pod-resources-socket")
-            .arg(&kubelet.pod_resources)
+            .arg(pod_resources)
             .args(extra)
             .env_remove("CDIGEN_ROOT")
+            .env_remove("CDIGEN_DRIVER_ROOT")
             .env_remove("CDIGEN_TEMPLATES")
             .env_remove("CDIGEN_PLUGIN_DIR")
+            .env_remove("CDIGEN_DEVINFO_DIR")
             .env_remove("JOURNAL_STREAM")
             .env_remove("NOTIFY_SOCKET")
             .env("RUST_LOG", "info")
@@ -67,7 +130,36 @@ impl Plugin {
             .stderr(log)
             .spawn()
             .unwrap();
-        Plugin { child }
+        Plugin {
+            child,
+            tmp: tmp.to_path_buf(),
+            plugin_dir: plugin_dir.to_path_buf(),
+        }
+    }
+
+    /// Starts the plugin against `kubelet`.
+    fn spawn(tmp: &Path, kubelet: &FakeKubelet, extra: &[&str]) -> Plugin {
+        Plugin::spawn_at(tmp, &kubelet.dir, &kubelet.pod_resources, extra)
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.tmp.join("log")).unwrap_or_default()
+    }
+
+    /// Waits until the log holds `needle`; returns the log.
+    fn wait_log(&self, needle: &str) -> String {
+        let end = Instant::now() + WAIT;
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for {needle:?} in the log:\n{log}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
     }
 
     fn signal(&self, sig: &str) {
@@ -79,9 +171,13 @@ impl Plugin {
         assert!(ok, "kill -{sig}");
     }
 
-    /// SIGTERM, and the exit code.
-    fn stop(mut self) -> Option<i32> {
-        self.signal("TERM");
+    /// SIGHUP: a full pass (discovery, specs, inventory).
+    fn hup(&self) {
+        self.signal("HUP");
+    }
+
+    /// Waits for the process to end by itself: its exit code.
+    fn wait_exit(&mut self) -> Option<i32> {
         let t = Instant::now();
         while t.elapsed() < WAIT {
             if let Some(s) = self.child.try_wait().unwrap() {
@@ -89,8 +185,24 @@ impl Plugin {
             }
             thread::sleep(Duration::from_millis(10));
         }
-        let _ = self.child.kill();
-        None
+        panic!("still running after {WAIT:?}:\n{}", self.log());
+    }
+
+    /// SIGTERM: it must exit 0 and leave none of its sockets behind (the
+    /// kubelet's stays).
+    fn stop(mut self) {
+        self.signal("TERM");
+        let code = self.wait_exit();
+        assert_eq!(code, Some(0), "exit code after SIGTERM:\n{}", self.log());
+        assert_eq!(
+            our_sockets(&self.plugin_dir),
+            Vec::<String>::new(),
+            "its sockets are removed on SIGTERM"
+        );
+        assert!(
+            self.plugin_dir.join("kubelet.sock").exists(),
+            "the kubelet's socket is not ours to remove"
+        );
     }
 }
 
@@ -101,32 +213,259 @@ impl Drop for Plugin {
     }
 }
 
-fn ids(devices: &[cdigen::deviceplugin::api::v1beta1::Device]) -> Vec<(String, String)> {
+/// The plugin sockets in `dir`.
+fn our_sockets(dir: &Path) -> Vec<String> {
+    support::visible_names(dir)
+        .into_iter()
+        .filter(|n| n.starts_with("cdigen-"))
+        .collect()
+}
+
+/// (ID, health) of a list.
+fn ids(devices: &[Device]) -> Vec<(String, String)> {
     devices
         .iter()
         .map(|d| (d.id.clone(), d.health.clone()))
         .collect()
 }
 
+/// `names`, each Healthy.
+fn healthy(names: &[&str]) -> Vec<(String, String)> {
+    names
+        .iter()
+        .map(|i| ((*i).to_string(), "Healthy".to_string()))
+        .collect()
+}
+
+/// The NUMA nodes a list gives each ID.
+fn numa(devices: &[Device]) -> BTreeMap<String, Vec<i64>> {
+    devices
+        .iter()
+        .map(|d| {
+            (
+                d.id.clone(),
+                d.topology
+                    .as_ref()
+                    .map(|t| t.nodes.iter().map(|n| n.id).collect())
+                    .unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// The sorted visible files of `dir`.
+fn files(dir: &Path) -> Vec<String> {
+    support::visible_names(dir)
+}
+
+/// Waits until `ok` holds.
+fn eventually(what: &str, ok: impl Fn() -> bool) {
+    let end = Instant::now() + WAIT;
+    while !ok() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until the plugin asked the pod resources API at least once more
+/// than `before` times (a prune ran).
+fn wait_prune(kubelet: &FakeKubelet, before: usize) {
+    eventually("a pod resources List", || {
+        kubelet.pod_resources_lists() > before
+    });
+}
+
+/// The kubelet's socket path, as the plugin logs it.
+fn kubelet_sock(dir: &Path) -> String {
+    dir.join("kubelet.sock").display().to_string()
+}
+
+// --- Registration ---------------------------------------------------------
+
+/// Started before the kubelet, the plugin says it waits; once the kubelet
+/// is up, every resource registers within seconds, passing the kubelet's
+/// checks, and the kubelet dials back and holds ListAndWatch. The fake
+/// kubelet refuses what the real one refuses. Every device has its stable
+/// ID and `all` is never advertised.
 #[test]
-fn example_machine_registers_lists_and_allocates() {
+fn registers_once_the_kubelet_appears_and_passes_its_checks() {
+    let (tmp, _root) = support::machine("example");
+    let dir = tmp.path().join("plugins");
+    let pod_resources = tmp.path().join("pod-resources.sock");
+    let plugin = Plugin::spawn_at(tmp.path(), &dir, &pod_resources, &[]);
+    let sock = kubelet_sock(&dir);
+    for r in EXAMPLE_RESOURCES {
+        plugin.wait_log(&format!(
+            " INFO {r}: waiting for the kubelet's socket {sock}\n"
+        ));
+    }
+    // The specs are written before anything is advertised, and the
+    // ready file (the specs are current) does not wait for the kubelet.
+    assert!(tmp.path().join("cdi/cdigen.io-vf.yaml").is_file());
+    eventually("the ready file", || tmp.path().join("ready").exists());
+
+    let started = Instant::now();
+    let kubelet = FakeKubelet::start(&dir);
+    assert_eq!(kubelet.pod_resources, pod_resources);
+    for r in EXAMPLE_RESOURCES {
+        let p = kubelet.wait_for(r, REGISTER_WITHIN, |p| p.watching && !p.lists.is_empty());
+        assert_eq!(p.registrations, 1, "{r}");
+        assert_eq!(
+            p.endpoint,
+            format!("cdigen-{}.sock", r.replacen('/', "_", 1)),
+            "{r}"
+        );
+        assert_eq!(
+            p.options,
+            Some(DevicePluginOptions {
+                pre_start_required: true,
+                get_preferred_allocation_available: true,
+            }),
+            "{r}"
+        );
+    }
+    eprintln!(
+        "all {} resources registered {:?} after the kubelet started",
+        EXAMPLE_RESOURCES.len(),
+        started.elapsed()
+    );
+    assert!(kubelet.refused().is_empty(), "{:?}", kubelet.refused());
+    assert_eq!(
+        our_sockets(&dir),
+        [
+            "cdigen-amd.com_gpu.sock",
+            "cdigen-cdigen.io_drm.sock",
+            "cdigen-cdigen.io_vdpa.sock",
+            "cdigen-cdigen.io_vf.sock",
+            "cdigen-cdigen.io_vfio.sock",
+            "cdigen-intel.com_gpu.sock",
+            "cdigen-intel.com_npu.sock",
+            "cdigen-nvidia.com_gpu.sock",
+        ]
+    );
+
+    // IDs: PCI addresses, the GPU UUID, MIG devices by parent UUID and
+    // placement; never `all` (vfio's names are [pci, all], nvidia's
+    // [index, uuid, all]).
+    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    assert_eq!(ids(&kubelet.devices(VFIO)), healthy(&["0000:81:00.0"]));
+    assert_eq!(
+        ids(&kubelet.devices(GPU)),
+        healthy(&[A100, &format!("{A100}-mig-1-0"), &format!("{A100}-mig-2-0"),])
+    );
+    assert_eq!(
+        ids(&kubelet.devices("amd.com/gpu")),
+        healthy(&["0000:03:00.0"])
+    );
+    assert_eq!(ids(&kubelet.devices("cdigen.io/vdpa")), healthy(&["vdpa0"]));
+    // Generators without devices here register all the same (a device
+    // may come later), with an empty list.
+    for r in ["cdigen.io/drm", "intel.com/gpu", "intel.com/npu"] {
+        assert_eq!(ids(&kubelet.devices(r)), healthy(&[]), "{r}");
+    }
+    for r in EXAMPLE_RESOURCES {
+        assert!(
+            kubelet.devices(r).iter().all(|d| d.id != "all"),
+            "{r} advertises all"
+        );
+    }
+    let err = kubelet.allocate(VFIO, &["all"]).unwrap_err();
+    assert_eq!(
+        err.message(),
+        "resource cdigen.io/vfio: unknown device ID \"all\""
+    );
+
+    // The fake refuses what the kubelet refuses, and says why.
+    let request = |version: &str, endpoint: &str, resource: &str| RegisterRequest {
+        version: version.into(),
+        endpoint: endpoint.into(),
+        resource_name: resource.into(),
+        options: Some(DevicePluginOptions::default()),
+    };
+    let stale = dir.join("stale.sock");
+    drop(std::os::unix::net::UnixListener::bind(&stale).unwrap());
+    fs::write(dir.join("plain-file"), "").unwrap();
+    let vf_sock = "cdigen-cdigen.io_vf.sock";
+    let cases = [
+        (
+            request("v1", vf_sock, VF),
+            "unsupported version \"v1\"".to_string(),
+        ),
+        (
+            request("v1beta1", vf_sock, "vf"),
+            "invalid resource name \"vf\"".to_string(),
+        ),
+        (
+            request("v1beta1", vf_sock, "kubernetes.io/vf"),
+            "invalid resource name \"kubernetes.io/vf\"".to_string(),
+        ),
+        (
+            request("v1beta1", "../plugins/x.sock", VF),
+            "endpoint \"../plugins/x.sock\" is not a file name".to_string(),
+        ),
+        (
+            request("v1beta1", "plain-file", VF),
+            format!("no socket at {}", dir.join("plain-file").display()),
+        ),
+    ];
+    for (req, why) in cases {
+        let err = kubelet.register(req).unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert_eq!(err.message(), why);
+    }
+    let err = kubelet
+        .register(request("v1beta1", "stale.sock", VF))
+        .unwrap_err();
+    assert!(
+        err.message()
+            .starts_with(&format!("cannot dial {}", stale.display())),
+        "a socket nobody serves is refused: {}",
+        err.message()
+    );
+    assert_eq!(kubelet.refused().len(), 6);
+    // None of that touched the plugin's registration.
+    assert_eq!(kubelet.plugin(VF).unwrap().registrations, 1);
+    fs::remove_file(&stale).unwrap();
+    fs::remove_file(dir.join("plain-file")).unwrap();
+
+    plugin.stop();
+}
+
+// --- Allocate -------------------------------------------------------------
+
+/// Allocate answers with the CDI names and the per-request variables
+/// (parsed and checked), PreStartContainer and GetPreferredAllocation are
+/// served as advertised, refusals name the ID, and device-info files are
+/// written on allocation only and removed once the kubelet no longer lists
+/// the allocation.
+#[test]
+fn allocate_answers_cdi_names_request_env_and_keeps_device_info_to_live_allocations() {
     let (tmp, _root) = support::machine("example");
     let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
     let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
-    let vf = kubelet.devices("cdigen.io/vf");
+    let vf = kubelet.devices(VF);
+    assert_eq!(ids(&vf), healthy(&VFS));
+    // The VFs sit on NUMA node 0.
+    assert!(numa(&vf).values().all(|n| n == &[0]), "{:?}", numa(&vf));
+    let devinfo = tmp.path().join("devinfo");
     assert_eq!(
-        ids(&vf),
-        [
-            "0000:3b:00.2",
-            "0000:3b:00.3",
-            "0000:3b:00.4",
-            "0000:3b:00.5"
-        ]
-        .map(|i| (i.to_string(), "Healthy".to_string()))
+        files(&devinfo),
+        Vec::<String>::new(),
+        "nothing before Allocate"
     );
-    assert_eq!(vf[0].topology.as_ref().unwrap().nodes[0].id, 0);
+
+    // GetPreferredAllocation: advertised, so the kubelet asks.
+    let pick = kubelet
+        .preferred(VF, &VFS, &["0000:3b:00.5"], 2)
+        .unwrap()
+        .unwrap();
+    assert_eq!(pick.len(), 2);
+    assert_eq!(pick[0], "0000:3b:00.5", "must_include comes first");
+    assert!(VFS.contains(&pick[1].as_str()) && pick[1] != pick[0]);
+
+    // Two RDMA VFs.
     let r = kubelet
-        .allocate("cdigen.io/vf", &["0000:3b:00.2", "0000:3b:00.3"])
+        .allocate(VF, &["0000:3b:00.2", "0000:3b:00.3"])
         .unwrap();
     let c = &r.container_responses[0];
     let names: Vec<&str> = c.cdi_devices.iter().map(|d| d.name.as_str()).collect();
@@ -134,23 +473,818 @@ fn example_machine_registers_lists_and_allocates() {
         names,
         ["cdigen.io/vf=0000:3b:00.2", "cdigen.io/vf=0000:3b:00.3"]
     );
-    assert_eq!(
-        c.envs.get("PCIDEVICE_CDIGEN_IO_VF").map(String::as_str),
-        Some("0000:3b:00.2,0000:3b:00.3")
+    assert!(
+        c.devices.is_empty() && c.mounts.is_empty(),
+        "no legacy edits unless asked"
     );
-    assert!(tmp.path().join("cdi/cdigen.io-vf.yaml").is_file());
+    let keys: BTreeSet<&str> = c.envs.keys().map(String::as_str).collect();
+    assert_eq!(
+        keys,
+        BTreeSet::from(["PCIDEVICE_CDIGEN_IO_VF", "PCIDEVICE_CDIGEN_IO_VF_INFO"])
+    );
+    assert_eq!(
+        c.envs["PCIDEVICE_CDIGEN_IO_VF"],
+        "0000:3b:00.2,0000:3b:00.3"
+    );
+    let info: Value = serde_json::from_str(&c.envs["PCIDEVICE_CDIGEN_IO_VF_INFO"]).unwrap();
+    for n in [2, 3] {
+        let addr = format!("0000:3b:00.{n}");
+        assert_eq!(
+            info[&addr],
+            json!({
+                "generic": {"deviceID": addr},
+                "rdma": {
+                    "uverbs": format!("/dev/infiniband/uverbs{n}"),
+                    "umad": format!("/dev/infiniband/umad{n}"),
+                    "issm": format!("/dev/infiniband/issm{n}"),
+                    "rdma_cm": "/dev/infiniband/rdma_cm",
+                    "rdma_dev": format!("mlx5_{n}"),
+                },
+            }),
+            "{addr}"
+        );
+    }
+    assert_eq!(info.as_object().unwrap().len(), 2);
+    assert!(matches!(
+        kubelet.pre_start(VF, &["0000:3b:00.2", "0000:3b:00.3"]),
+        Some(Ok(()))
+    ));
+
+    // The VF on vfio-pci: a network device (PCIDEVICE_*), with the VFIO
+    // nodes its CDI device gives (legacy mode: the container and group).
+    let r = kubelet.allocate(VF, &["0000:3b:00.4"]).unwrap();
+    let c = &r.container_responses[0];
+    assert_eq!(c.envs["PCIDEVICE_CDIGEN_IO_VF"], "0000:3b:00.4");
+    let info: Value = serde_json::from_str(&c.envs["PCIDEVICE_CDIGEN_IO_VF_INFO"]).unwrap();
+    assert_eq!(
+        info,
+        json!({"0000:3b:00.4": {
+            "generic": {"deviceID": "0000:3b:00.4"},
+            "vfio": {"mount": "/dev/vfio/vfio", "dev-mount": "/dev/vfio/43"},
+        }})
+    );
+    assert!(!c.envs.contains_key("PCI_RESOURCE_CDIGEN_IO_VF"));
+
+    // VFIO passthrough (the NVMe): PCI_RESOURCE_<RESOURCE> only.
+    let r = kubelet.allocate(VFIO, &["0000:81:00.0"]).unwrap();
+    let c = &r.container_responses[0];
+    assert_eq!(c.cdi_devices[0].name, "cdigen.io/vfio=0000:81:00.0");
+    assert_eq!(
+        c.envs,
+        [(
+            "PCI_RESOURCE_CDIGEN_IO_VFIO".to_string(),
+            "0000:81:00.0".to_string()
+        )]
+        .into()
+    );
+
+    // The GPU by its UUID name, MIG devices by the only name they have.
+    let r = kubelet
+        .allocate(GPU, &[A100, &format!("{A100}-mig-2-0")])
+        .unwrap();
+    let names: Vec<&str> = r.container_responses[0]
+        .cdi_devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            format!("nvidia.com/gpu={A100}").as_str(),
+            "nvidia.com/gpu=0:1"
+        ]
+    );
+    assert!(r.container_responses[0].envs.is_empty());
+
+    // Refusals name the ID, quoted and escaped when unknown.
+    for (ids, message) in [
+        (
+            vec!["0000:3b:00.2", "0000:3b:00.9"],
+            "resource cdigen.io/vf: unknown device ID \"0000:3b:00.9\"",
+        ),
+        (
+            vec!["bad\nid"],
+            "resource cdigen.io/vf: unknown device ID \"bad\\nid\"",
+        ),
+    ] {
+        let err = kubelet.allocate(VF, &ids).unwrap_err();
+        assert_eq!(err.code(), Code::InvalidArgument);
+        assert_eq!(err.message(), message);
+        let err = kubelet.pre_start(VF, &ids).unwrap().unwrap_err();
+        assert_eq!(err.code(), Code::FailedPrecondition);
+        assert_eq!(err.message(), message);
+    }
+
+    // Device-info files of what was allocated, as `generate` writes them.
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/expected/devinfo");
+    let file = |id: &str| format!("cdigen.io-vf-{id}-device.json");
+    assert_eq!(
+        files(&devinfo),
+        ["0000:3b:00.2", "0000:3b:00.3", "0000:3b:00.4"].map(file)
+    );
+    for id in ["0000:3b:00.2", "0000:3b:00.3", "0000:3b:00.4"] {
+        let text = fs::read_to_string(devinfo.join(file(id))).unwrap();
+        assert_eq!(text, fs::read_to_string(golden.join(file(id))).unwrap());
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["type"], "pci");
+        assert_eq!(v["version"], "1.1.0");
+        assert_eq!(v["pci"]["pci-address"], id);
+    }
+
+    // The kubelet lists all three: a prune keeps them.
+    kubelet.set_live(&[
+        (VF, "0000:3b:00.2"),
+        (VF, "0000:3b:00.3"),
+        (VF, "0000:3b:00.4"),
+        (VFIO, "0000:81:00.0"),
+    ]);
+    let before = kubelet.pod_resources_lists();
+    plugin.hup();
+    wait_prune(&kubelet, before);
+    // Then only one: the next prune removes the other two files.
+    kubelet.set_live(&[(VF, "0000:3b:00.2")]);
+    plugin.hup();
+    eventually("the released VFs' device-info files removed", || {
+        files(&devinfo) == [file("0000:3b:00.2")]
+    });
+    // And none.
+    kubelet.set_live(&[]);
+    plugin.hup();
+    eventually("the last device-info file removed", || {
+        files(&devinfo).is_empty()
+    });
+    plugin.stop();
+}
+
+// --- Kubelet restarts -----------------------------------------------------
+
+/// A kubelet restart (every socket deleted, kubelet.sock re-created): each
+/// plugin serves a new socket and registers again within seconds, and its
+/// new ListAndWatch starts with the full list. Twice.
+#[test]
+fn a_kubelet_restart_is_followed_by_registration_and_the_full_list() {
+    let (tmp, _root) = support::machine("example");
+    let mut kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    let mut full = BTreeMap::new();
+    for r in EXAMPLE_RESOURCES {
+        full.insert(r, ids(&kubelet.devices(r)));
+    }
+    for round in 1..=2 {
+        let restarted = kubelet.restart();
+        assert!(
+            our_sockets(&kubelet.dir).is_empty(),
+            "the restart deleted them"
+        );
+        let mut slowest = Duration::ZERO;
+        for r in EXAMPLE_RESOURCES {
+            let p = kubelet.wait_for(r, REGISTER_WITHIN, |p| {
+                p.registrations == round + 1
+                    && p.watching
+                    && p.lists.last().is_some_and(|(t, _)| *t >= restarted)
+            });
+            slowest = slowest.max(p.registered_at.unwrap() - restarted);
+            let lists = kubelet.lists_since(r, restarted);
+            assert_eq!(
+                ids(&lists[0]),
+                full[r],
+                "{r}: the new stream starts with the full list"
+            );
+        }
+        eprintln!("kubelet restart {round}: every resource registered again within {slowest:?}");
+        assert_eq!(our_sockets(&kubelet.dir).len(), EXAMPLE_RESOURCES.len());
+        // The new connection serves.
+        let r = kubelet.allocate(VF, &["0000:3b:00.2"]).unwrap();
+        assert_eq!(
+            r.container_responses[0].cdi_devices[0].name,
+            "cdigen.io/vf=0000:3b:00.2"
+        );
+    }
+    assert!(kubelet.refused().is_empty(), "{:?}", kubelet.refused());
+    plugin.wait_log("registering again");
+    plugin.stop();
+}
+
+// --- Hotplug and health ---------------------------------------------------
+
+/// Hides a VF from sysfs (its PCI bus entry and the PF's `virtfn` link),
+/// as its removal does; returns a function that puts it back.
+fn unplug_vf(root: &Path, addr: &str, virtfn: &str) -> impl FnOnce() {
+    let aside = root.parent().unwrap().join(format!("aside-{addr}"));
+    fs::create_dir(&aside).unwrap();
+    let pf = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0");
+    let links = [
+        (
+            root.join("sys/bus/pci/devices").join(addr),
+            aside.join("bus"),
+        ),
+        (pf.join(virtfn), aside.join("virtfn")),
+    ];
+    for (from, to) in &links {
+        fs::rename(from, to).unwrap();
+    }
+    move || {
+        for (from, to) in &links {
+            fs::rename(to, from).unwrap();
+        }
+        fs::remove_dir(&aside).unwrap();
+    }
+}
+
+/// Rewrites `root/dev.manifest`: `edit` gets each line, returns its
+/// replacement (`None`: dropped). Returns the original text.
+fn edit_manifest(root: &Path, edit: impl Fn(&str) -> Option<String>) -> String {
+    let path = root.join("dev.manifest");
+    let text = fs::read_to_string(&path).unwrap();
+    let new: String = text
+        .lines()
+        .filter_map(|l| edit(l).map(|l| l + "\n"))
+        .collect();
+    assert_ne!(new, text, "the edit changed nothing");
+    fs::write(&path, new).unwrap();
+    text
+}
+
+/// The VFs' list through hotplug and health changes under the running
+/// plugin: a VF removed from sysfs leaves the list and comes back; a node
+/// renumbered in /dev makes its VF Unhealthy (Allocate and
+/// PreStartContainer refuse it, naming it) until restored; a VF that
+/// vanishes while allocated stays, Unhealthy, until the kubelet releases
+/// it.
+#[test]
+fn hotplug_and_health_changes_reach_list_and_watch() {
+    let (tmp, root) = support::machine("example");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    let want = |l: Vec<(String, String)>| move |d: &[Device]| ids(d) == l;
+
+    // A VF goes away, then comes back.
+    let replug = unplug_vf(&root, "0000:3b:00.3", "virtfn1");
+    plugin.hup();
+    kubelet.wait_for_list(
+        VF,
+        WAIT,
+        want(healthy(&["0000:3b:00.2", "0000:3b:00.4", "0000:3b:00.5"])),
+    );
+    assert!(
+        !fs::read_to_string(tmp.path().join("cdi/cdigen.io-vf.yaml"))
+            .unwrap()
+            .contains("0000:3b:00.3"),
+        "the spec follows"
+    );
+    replug();
+    plugin.hup();
+    kubelet.wait_for_list(VF, WAIT, want(healthy(&VFS)));
+
+    // uverbs3's node has other numbers than the kernel's: Unhealthy.
+    let manifest = edit_manifest(&root, |l| {
+        Some(if l.starts_with("/dev/infiniband/uverbs3 ") {
+            l.replace("231:195", "231:199")
+        } else {
+            l.to_string()
+        })
+    });
+    plugin.hup();
+    let mut sick = healthy(&VFS);
+    sick[1].1 = "Unhealthy".into();
+    kubelet.wait_for_list(VF, WAIT, want(sick));
+    let why = "resource cdigen.io/vf: device 0000:3b:00.3 is unhealthy: \
+               /dev/infiniband/uverbs3 is 231:199, the kernel says 231:195";
+    let err = kubelet.allocate(VF, &["0000:3b:00.3"]).unwrap_err();
+    assert_eq!((err.code(), err.message()), (Code::InvalidArgument, why));
     let err = kubelet
-        .allocate("cdigen.io/vf", &["0000:3b:00.9"])
+        .pre_start(VF, &["0000:3b:00.3"])
+        .unwrap()
         .unwrap_err();
+    assert_eq!((err.code(), err.message()), (Code::FailedPrecondition, why));
+    fs::write(root.join("dev.manifest"), &manifest).unwrap();
+    plugin.hup();
+    kubelet.wait_for_list(VF, WAIT, want(healthy(&VFS)));
+    kubelet.allocate(VF, &["0000:3b:00.3"]).unwrap();
+
+    // A VF vanishes while allocated: listed Unhealthy, not dropped.
+    kubelet.allocate(VF, &["0000:3b:00.2"]).unwrap();
+    let replug = unplug_vf(&root, "0000:3b:00.2", "virtfn0");
+    plugin.hup();
+    let mut gone = healthy(&VFS);
+    gone[0].1 = "Unhealthy".into();
+    kubelet.wait_for_list(VF, WAIT, want(gone.clone()));
+    let why = "resource cdigen.io/vf: device 0000:3b:00.2 is unhealthy: \
+               gone from the host while allocated";
+    let err = kubelet.allocate(VF, &["0000:3b:00.2"]).unwrap_err();
+    assert_eq!((err.code(), err.message()), (Code::InvalidArgument, why));
+    let err = kubelet
+        .pre_start(VF, &["0000:3b:00.2"])
+        .unwrap()
+        .unwrap_err();
+    assert_eq!((err.code(), err.message()), (Code::FailedPrecondition, why));
+    let devinfo = tmp.path().join("devinfo");
+    let file = "cdigen.io-vf-0000:3b:00.2-device.json";
+    assert!(
+        devinfo.join(file).is_file(),
+        "its device-info file stays while held"
+    );
+
+    // The kubelet lists it (a prune sees that), then releases it: its
+    // device-info file goes at the next prune, the device at the next pass.
+    kubelet.set_live(&[(VF, "0000:3b:00.2"), (VF, "0000:3b:00.3")]);
+    let before = kubelet.pod_resources_lists();
+    plugin.hup();
+    wait_prune(&kubelet, before);
+    kubelet.set_live(&[(VF, "0000:3b:00.3")]);
+    plugin.hup();
+    eventually("the released VF's device-info file removed", || {
+        !devinfo.join(file).exists()
+    });
+    plugin.hup();
+    kubelet.wait_for_list(
+        VF,
+        WAIT,
+        want(healthy(&["0000:3b:00.3", "0000:3b:00.4", "0000:3b:00.5"])),
+    );
+    // Back: Healthy again, allocatable.
+    replug();
+    plugin.hup();
+    kubelet.wait_for_list(VF, WAIT, want(healthy(&VFS)));
+    kubelet.allocate(VF, &["0000:3b:00.2"]).unwrap();
+    // All of it over the one ListAndWatch stream, held throughout.
+    let p = kubelet.plugin(VF).unwrap();
+    assert_eq!(p.registrations, 1);
+    assert!(p.watching);
+    assert!(p.lists.len() >= 8, "{} lists", p.lists.len());
+    plugin.stop();
+}
+
+// --- dgx-8gpu: UUIDs, NUMA, legacy edits ------------------------------------
+
+/// On the 8-GPU machine the IDs are the GPU UUIDs with their NUMA nodes;
+/// GetPreferredAllocation (through the kubelet) keeps a request on one
+/// NUMA node; Allocate names the UUID CDI device and, with
+/// `--legacy-edits`, adds the device nodes, mounts and variables of the
+/// spec; a GPU whose node leaves /dev is Unhealthy until it is back.
+#[test]
+fn dgx_gpus_by_uuid_packed_by_numa_with_legacy_edits() {
+    let (tmp, root) = support::machine_with_driver("dgx-8gpu");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(
+        tmp.path(),
+        &kubelet,
+        &["--driver-root", support::DRIVER_ROOT, "--legacy-edits"],
+    );
+    let gpus = kubelet.devices(GPU);
+    let all: Vec<&str> = DGX_NUMA0.iter().chain(&DGX_NUMA1).copied().collect();
+    let mut sorted = all.clone();
+    sorted.sort_unstable();
+    assert_eq!(ids(&gpus), healthy(&sorted));
+    let nodes = numa(&gpus);
+    for id in DGX_NUMA0 {
+        assert_eq!(nodes[id], [0], "{id}");
+    }
+    for id in DGX_NUMA1 {
+        assert_eq!(nodes[id], [1], "{id}");
+    }
+    assert_eq!(
+        ids(&kubelet.devices("cdigen.io/drm")),
+        healthy(&["0000:03:00.0"])
+    );
+
+    let node_of = |id: &str| nodes[id][0];
+    let one_node = |pick: &[String]| {
+        pick.iter()
+            .map(|i| node_of(i))
+            .collect::<BTreeSet<_>>()
+            .len()
+            == 1
+    };
+    // Four of eight: one whole NUMA node.
+    let pick = kubelet.preferred(GPU, &all, &[], 4).unwrap().unwrap();
+    assert_eq!(pick.len(), 4);
+    assert!(one_node(&pick), "{pick:?}");
+    // Two, one of them on node 1 already: the other on node 1 too.
+    let pick = kubelet
+        .preferred(GPU, &all, &[DGX_NUMA1[2]], 2)
+        .unwrap()
+        .unwrap();
+    assert_eq!(pick[0], DGX_NUMA1[2]);
+    assert_eq!(node_of(&pick[1]), 1, "{pick:?}");
+    // Three of 2 + 3 available: the node that holds three.
+    let avail = [
+        DGX_NUMA0[0],
+        DGX_NUMA0[1],
+        DGX_NUMA1[0],
+        DGX_NUMA1[1],
+        DGX_NUMA1[3],
+    ];
+    let pick = kubelet.preferred(GPU, &avail, &[], 3).unwrap().unwrap();
+    let got: BTreeSet<&str> = pick.iter().map(String::as_str).collect();
+    assert_eq!(
+        got,
+        BTreeSet::from([DGX_NUMA1[0], DGX_NUMA1[1], DGX_NUMA1[3]])
+    );
+    // Five: a whole node plus one.
+    let pick = kubelet.preferred(GPU, &all, &[], 5).unwrap().unwrap();
+    assert_eq!(pick.len(), 5);
+    let on0 = pick.iter().filter(|i| node_of(i) == 0).count();
+    assert!(on0 == 4 || on0 == 1, "{pick:?}");
+
+    // GPU 0 is 0000:18:00.0 with /dev/nvidia2.
+    let r = kubelet.allocate(GPU, &[DGX_NUMA0[0]]).unwrap();
+    let c = &r.container_responses[0];
+    assert_eq!(c.cdi_devices.len(), 1);
+    assert_eq!(
+        c.cdi_devices[0].name,
+        format!("nvidia.com/gpu={}", DGX_NUMA0[0])
+    );
+    let devices: Vec<(&str, &str, &str)> = c
+        .devices
+        .iter()
+        .map(|d| {
+            (
+                d.container_path.as_str(),
+                d.host_path.as_str(),
+                d.permissions.as_str(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            ("/dev/nvidiactl", "/dev/nvidiactl", "rw"),
+            ("/dev/nvidia-modeset", "/dev/nvidia-modeset", "rw"),
+            ("/dev/nvidia-uvm", "/dev/nvidia-uvm", "rw"),
+            ("/dev/nvidia-uvm-tools", "/dev/nvidia-uvm-tools", "rw"),
+            ("/dev/nvidia2", "/dev/nvidia2", "rw"),
+        ]
+    );
+    let libcuda = c
+        .mounts
+        .iter()
+        .find(|m| m.container_path == "/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+        .expect("libcuda is mounted");
+    assert_eq!(
+        libcuda.host_path,
+        "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07"
+    );
+    assert!(libcuda.read_only);
+    assert!(
+        c.mounts
+            .iter()
+            .all(|m| m.host_path.starts_with("/run/nvidia/driver/"))
+    );
+
+    // /dev/nvidia3 (GPU 2, 0000:3a:00.0) leaves /dev: Unhealthy.
+    let manifest = edit_manifest(&root, |l| {
+        (!l.starts_with("/dev/nvidia3 ")).then(|| l.to_string())
+    });
+    plugin.hup();
+    let sick = kubelet.wait_for_list(GPU, WAIT, |d| d.iter().any(|d| d.health == "Unhealthy"));
+    let unhealthy: Vec<&str> = sick
+        .iter()
+        .filter(|d| d.health == "Unhealthy")
+        .map(|d| d.id.as_str())
+        .collect();
+    assert_eq!(unhealthy, [DGX_NUMA0[2]]);
+    assert_eq!(sick.len(), 8, "still listed");
+    let err = kubelet.allocate(GPU, &[DGX_NUMA0[2]]).unwrap_err();
     assert_eq!(
         err.message(),
-        "resource cdigen.io/vf: unknown device ID \"0000:3b:00.9\""
+        format!(
+            "resource nvidia.com/gpu: device {} is unhealthy: /dev/nvidia3 is missing",
+            DGX_NUMA0[2]
+        )
     );
-    assert_eq!(plugin.stop(), Some(0));
+    fs::write(root.join("dev.manifest"), manifest).unwrap();
+    plugin.hup();
+    kubelet.wait_for_list(GPU, WAIT, |d| ids(d) == healthy(&sorted));
+    plugin.stop();
+}
+
+// --- User definitions -----------------------------------------------------
+
+/// A copy of the built-in definition `name` in `dir`, with `extra` added.
+fn user_definition(dir: &Path, name: &str, extra: &str) -> PathBuf {
+    fs::create_dir_all(dir).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("generators/{name}.yaml"));
+    let path = dir.join(format!("{name}.yaml"));
+    let mut text = fs::read_to_string(src).unwrap();
+    text.push_str(extra);
+    fs::write(&path, text).unwrap();
+    path
+}
+
+/// A user definition renames a resource (its CDI kind stays) or turns it
+/// off. With `--legacy-edits`, Allocate also carries the spec's device
+/// nodes and variables.
+#[test]
+fn user_definitions_rename_or_turn_off_a_resource() {
+    let (tmp, _root) = support::machine("example");
+    let gens = tmp.path().join("generators");
+    user_definition(
+        &gens,
+        "sriov",
+        "device_plugin:\n  resource: example.com/vf\n",
+    );
+    user_definition(&gens, "vfio", "device_plugin:\n  enabled: false\n");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(
+        tmp.path(),
+        &kubelet,
+        &["--generators", gens.to_str().unwrap(), "--legacy-edits"],
+    );
+    let served = [
+        "amd.com/gpu",
+        "cdigen.io/drm",
+        "cdigen.io/vdpa",
+        "example.com/vf",
+        "intel.com/gpu",
+        "intel.com/npu",
+        GPU,
+    ];
+    for r in served {
+        kubelet.wait_for(r, WAIT, |p| p.watching && !p.lists.is_empty());
+    }
+    assert_eq!(ids(&kubelet.devices("example.com/vf")), healthy(&VFS));
+    assert!(kubelet.plugin(VF).is_none(), "renamed");
+    assert!(kubelet.plugin(VFIO).is_none(), "turned off");
+    assert_eq!(
+        our_sockets(&kubelet.dir),
+        [
+            "cdigen-amd.com_gpu.sock",
+            "cdigen-cdigen.io_drm.sock",
+            "cdigen-cdigen.io_vdpa.sock",
+            "cdigen-example.com_vf.sock",
+            "cdigen-intel.com_gpu.sock",
+            "cdigen-intel.com_npu.sock",
+            "cdigen-nvidia.com_gpu.sock",
+        ]
+    );
+    // The specs are still written, under their kinds.
+    assert!(tmp.path().join("cdi/cdigen.io-vfio.yaml").is_file());
+    let r = kubelet
+        .allocate("example.com/vf", &["0000:3b:00.2"])
+        .unwrap();
+    let c = &r.container_responses[0];
+    assert_eq!(c.cdi_devices[0].name, "cdigen.io/vf=0000:3b:00.2");
+    assert_eq!(c.envs["PCIDEVICE_EXAMPLE_COM_VF"], "0000:3b:00.2");
+    assert!(c.envs.contains_key("PCIDEVICE_EXAMPLE_COM_VF_INFO"));
+    // The legacy fields: the CDI device's nodes and its variable (named
+    // after the CDI device, which the rename does not touch).
+    let nodes: Vec<&str> = c.devices.iter().map(|d| d.host_path.as_str()).collect();
+    assert_eq!(
+        nodes,
+        [
+            "/dev/infiniband/uverbs2",
+            "/dev/infiniband/issm2",
+            "/dev/infiniband/umad2",
+            "/dev/infiniband/rdma_cm",
+        ]
+    );
     assert!(
-        !kubelet.dir.join("cdigen-cdigen.io_vf.sock").exists(),
-        "its socket is removed on SIGTERM"
+        c.devices
+            .iter()
+            .all(|d| d.container_path == d.host_path && d.permissions == "rw")
     );
-    let log = fs::read_to_string(tmp.path().join("log")).unwrap();
-    assert!(log.contains("registered"), "{log}");
+    assert!(c.mounts.is_empty());
+    assert_eq!(
+        c.envs["PCIDEVICE_CDIGEN_IO_VF_0000_3B_00_2"],
+        "0000:3b:00.2"
+    );
+    assert_eq!(c.envs.len(), 3, "{:?}", c.envs);
+    assert_eq!(
+        files(&tmp.path().join("devinfo")),
+        ["example.com-vf-0000:3b:00.2-device.json"]
+    );
+    plugin.stop();
+}
+
+/// Runs the plugin to its end on a copy of `machine` (changed by
+/// `change`) with user definitions `defs` ((built-in name, added text)):
+/// the exit code, the log, and the definitions' directory (in the
+/// returned tempdir).
+fn refused_at_start(
+    machine: &str,
+    defs: &[(&str, &str)],
+    change: impl FnOnce(&Path),
+) -> (Option<i32>, String, PathBuf, tempfile::TempDir) {
+    let with_driver = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(machine)
+        .join("driver-root")
+        .is_dir();
+    let (tmp, root) = if with_driver {
+        support::machine_with_driver(machine)
+    } else {
+        support::machine(machine)
+    };
+    change(&root);
+    let gens = tmp.path().join("generators");
+    fs::create_dir_all(&gens).unwrap();
+    for (name, extra) in defs {
+        user_definition(&gens, name, extra);
+    }
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let mut extra = vec!["--generators", gens.to_str().unwrap()];
+    if with_driver {
+        extra.extend(["--driver-root", support::DRIVER_ROOT]);
+    }
+    let mut plugin = Plugin::spawn(tmp.path(), &kubelet, &extra);
+    let code = plugin.wait_exit();
+    let log = plugin.log();
+    assert!(kubelet.refused().is_empty());
+    assert!(
+        kubelet.plugin(VF).is_none() && kubelet.plugin(GPU).is_none(),
+        "nothing registered"
+    );
+    assert!(our_sockets(&kubelet.dir).is_empty());
+    (code, log, gens, tmp)
+}
+
+/// Definitions the plugin cannot serve, and IDs that collide, stop it at
+/// start: exit 2 (cdigen's code for a configuration it cannot use, as for
+/// any invalid definition), one line naming the generator and its file.
+#[test]
+fn bad_resources_and_colliding_ids_are_refused_at_start() {
+    let last_line = |log: &str| log.lines().last().unwrap_or_default().to_string();
+
+    let (code, log, gens, _tmp) = refused_at_start(
+        "example",
+        &[(
+            "sriov",
+            "device_plugin:\n  resource: \"kubernetes.io/vf\"\n",
+        )],
+        |_| {},
+    );
+    assert_eq!(code, Some(2), "{log}");
+    assert_eq!(
+        last_line(&log),
+        format!(
+            "cdigen: generator sriov ({}): \"kubernetes.io/vf\" is not an extended resource \
+             name: the kubernetes.io domain is Kubernetes' own (set device_plugin.resource to \
+             a name like example.com/device, or device_plugin.enabled: false)",
+            gens.join("sriov.yaml").display()
+        )
+    );
+
+    let (code, log, gens, _tmp) = refused_at_start(
+        "example",
+        &[("vdpa", "device_plugin:\n  resource: cdigen.io/vf\n")],
+        |_| {},
+    );
+    assert_eq!(code, Some(2), "{log}");
+    assert_eq!(
+        last_line(&log),
+        format!(
+            "cdigen: generators sriov (builtin:generators/sriov.yaml) and vdpa ({}) both offer \
+             resource cdigen.io/vf: rename one (device_plugin.resource) or turn one off \
+             (device_plugin.enabled: false)",
+            gens.join("vdpa.yaml").display()
+        )
+    );
+
+    // Two GPUs that report one UUID would both have that ID.
+    let (code, log, _, _tmp) = refused_at_start("dgx-8gpu", &[], |root| {
+        let info = root.join("proc/driver/nvidia/gpus/0000:2a:00.0/information");
+        let text = fs::read_to_string(&info).unwrap();
+        fs::write(&info, text.replace(DGX_NUMA0[1], DGX_NUMA0[0])).unwrap();
+    });
+    assert_eq!(code, Some(2), "{log}");
+    assert_eq!(
+        last_line(&log),
+        format!(
+            "cdigen: generator nvidia (builtin:generators/nvidia.yaml): devices 0000:18:00.0 \
+             and 0000:2a:00.0 would both have device plugin ID \"{}\"",
+            DGX_NUMA0[0]
+        )
+    );
+}
+
+// --- The official CDI library --------------------------------------------
+
+/// Set (to anything but empty or `0`) to make a missing `../shared` a
+/// failure instead of a skip, as CI does.
+const REQUIRE_SHARED_VAR: &str = "CDIGEN_REQUIRE_SHARED";
+
+/// `../shared/tools/cdi-go/cdi-go` beside the crate; None (a skip, printed)
+/// when it is not there, a failure instead when `CDIGEN_REQUIRE_SHARED`
+/// is set.
+fn cdi_go(test: &str) -> Option<PathBuf> {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cdi-go/cdi-go");
+    if tool.is_file() {
+        return Some(tool);
+    }
+    let required = std::env::var_os(REQUIRE_SHARED_VAR).is_some_and(|v| !v.is_empty() && v != "0");
+    assert!(
+        !required,
+        "{test}: {} is missing, and {REQUIRE_SHARED_VAR} requires it: put shared/ beside the \
+         crate directory",
+        tool.display()
+    );
+    // Straight to stderr: the harness captures `eprintln!`, and this line
+    // must show in a passing run.
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {test}: no ../shared/tools/cdi-go/cdi-go beside the crate (CI has it; \
+         {REQUIRE_SHARED_VAR}=1 makes this a failure)"
+    );
+    None
+}
+
+/// What a runtime does with an Allocate answer: the kubelet puts the
+/// plugin's variables into the container's environment and hands the CDI
+/// names to the runtime, which injects them with the CDI library from the
+/// spec directory the plugin keeps. The device nodes, the per-device
+/// variables of the spec and the per-request variables all arrive.
+#[test]
+fn the_cdi_library_injects_what_allocate_answers() {
+    let Some(tool) = cdi_go("the_cdi_library_injects_what_allocate_answers") else {
+        return;
+    };
+    let (tmp, _root) = support::machine("example");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    kubelet.devices(VF);
+    let r = kubelet
+        .allocate(VF, &["0000:3b:00.2", "0000:3b:00.3"])
+        .unwrap();
+    let c = &r.container_responses[0];
+    let mut env = vec!["PATH=/usr/bin:/bin".to_string()];
+    let mut plugin_env: Vec<String> = c.envs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    plugin_env.sort();
+    env.extend(plugin_env.iter().cloned());
+    let config = tmp.path().join("config.json");
+    let oci = json!({
+        "ociVersion": "1.2.0",
+        "process": {"args": ["sh"], "cwd": "/", "env": env, "user": {"uid": 0, "gid": 0}},
+        "root": {"path": "rootfs"},
+        "linux": {},
+    });
+    fs::write(&config, serde_json::to_vec_pretty(&oci).unwrap()).unwrap();
+    let names: Vec<&str> = c.cdi_devices.iter().map(|d| d.name.as_str()).collect();
+    let out = Command::new(&tool)
+        .arg("inject-bundle")
+        .arg(tmp.path().join("cdi"))
+        .arg(&config)
+        .args(&names)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cdi-go: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let spec: Value = serde_json::from_slice(&fs::read(&config).unwrap()).unwrap();
+    let env: BTreeSet<&str> = spec["process"]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    for want in [
+        "PATH=/usr/bin:/bin",
+        "PCIDEVICE_CDIGEN_IO_VF_0000_3B_00_2=0000:3b:00.2",
+        "PCIDEVICE_CDIGEN_IO_VF_0000_3B_00_3=0000:3b:00.3",
+        "PCIDEVICE_CDIGEN_IO_VF=0000:3b:00.2,0000:3b:00.3",
+    ] {
+        assert!(env.contains(want), "{want} missing from {env:?}");
+    }
+    for e in &plugin_env {
+        assert!(env.contains(e.as_str()), "{e} lost in injection");
+    }
+    assert_eq!(env.len(), 1 + 2 + plugin_env.len(), "{env:?}");
+    let devices: BTreeMap<&str, (i64, i64)> = spec["linux"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            assert_eq!(d["type"], "c");
+            (
+                d["path"].as_str().unwrap(),
+                (d["major"].as_i64().unwrap(), d["minor"].as_i64().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(
+        devices,
+        BTreeMap::from([
+            ("/dev/infiniband/issm2", (231, 66)),
+            ("/dev/infiniband/issm3", (231, 67)),
+            ("/dev/infiniband/rdma_cm", (10, 125)),
+            ("/dev/infiniband/umad2", (231, 2)),
+            ("/dev/infiniband/umad3", (231, 3)),
+            ("/dev/infiniband/uverbs2", (231, 194)),
+            ("/dev/infiniband/uverbs3", (231, 195)),
+        ])
+    );
+    // The cgroup lets the container open them.
+    let allowed: BTreeSet<(i64, i64)> = spec["linux"]["resources"]["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["allow"] == true)
+        .map(|r| (r["major"].as_i64().unwrap(), r["minor"].as_i64().unwrap()))
+        .collect();
+    assert_eq!(allowed, devices.values().copied().collect());
+    plugin.stop();
 }

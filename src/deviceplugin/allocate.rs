@@ -9,7 +9,9 @@
 //! - network devices (SR-IOV VFs, vDPA): `PCIDEVICE_<RESOURCE>`, the PCI
 //!   addresses comma-separated, and `PCIDEVICE_<RESOURCE>_INFO`, a JSON
 //!   object per address in the SR-IOV device plugin's shape
-//!   (`{"0000:3b:00.2":{"generic":{"deviceID":"0000:3b:00.2"},"rdma":{…}}}`);
+//!   (`{"0000:3b:00.2":{"generic":{"deviceID":"0000:3b:00.2"},"rdma":{…}}}`),
+//!   naming only the nodes the container gets (those of the device's CDI
+//!   entry and of its spec);
 //! - VFIO devices: `PCI_RESOURCE_<RESOURCE>`, the addresses
 //!   comma-separated, which KubeVirt's virt-launcher reads.
 //!
@@ -17,6 +19,7 @@
 //! character made `_` (`cdigen.io/vf` → `CDIGEN_IO_VF`).
 
 use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
@@ -89,7 +92,7 @@ pub fn response(
                 name: e.cdi_name.clone(),
             })
             .collect(),
-        envs: request_env(&resource.def.name, entries),
+        envs: request_env(resource, entries),
         ..Default::default()
     };
     if legacy {
@@ -114,21 +117,23 @@ fn is_vfio_passthrough(d: &Device) -> bool {
     d.vfio.is_some() && !is_network(d)
 }
 
-/// The per-request variables of `entries` (see the module docs).
-pub fn request_env(resource: &str, entries: &[&Entry]) -> HashMap<String, String> {
-    let suffix = env_suffix(resource);
+/// The per-request variables of `entries` of `resource` (see the module
+/// docs).
+pub fn request_env(resource: &Resource, entries: &[&Entry]) -> HashMap<String, String> {
+    let suffix = env_suffix(&resource.def.name);
     let mut env = HashMap::new();
-    let net: Vec<(&str, &Device)> = entries
+    let net: Vec<(&str, &Entry)> = entries
         .iter()
         .filter(|e| is_network(&e.device))
-        .filter_map(|e| pci_address(&e.device).map(|a| (a, e.device.as_ref())))
+        .filter_map(|e| pci_address(&e.device).map(|a| (a, *e)))
         .collect();
     if !net.is_empty() {
         let addrs: Vec<&str> = net.iter().map(|(a, _)| *a).collect();
         env.insert(format!("PCIDEVICE_{suffix}"), addrs.join(","));
         let mut info = Map::new();
-        for (a, d) in &net {
-            info.insert((*a).to_string(), device_info(a, d));
+        for (a, e) in &net {
+            let given = given_nodes(resource, e);
+            info.insert((*a).to_string(), device_info(a, &e.device, given.as_ref()));
         }
         env.insert(
             format!("PCIDEVICE_{suffix}_INFO"),
@@ -146,14 +151,48 @@ pub fn request_env(resource: &str, entries: &[&Entry]) -> HashMap<String, String
     env
 }
 
+/// The device nodes the container gets with `e`, host path to container
+/// path: those of its CDI device and of its spec as a whole. `None` when
+/// the spec is not known (then every node of the device counts).
+fn given_nodes(resource: &Resource, e: &Entry) -> Option<BTreeMap<String, String>> {
+    let spec = resource.plan.as_ref()?.spec.as_ref()?;
+    let name = e.cdi_name.split_once('=').map(|(_, n)| n)?;
+    let edits = std::iter::once(&spec.container_edits).chain(
+        spec.devices
+            .iter()
+            .filter(|d| d.name == name)
+            .map(|d| &d.container_edits),
+    );
+    Some(
+        edits
+            .flat_map(|e| e.device_nodes.iter())
+            .map(|n| {
+                let host = if n.host_path.is_empty() {
+                    &n.path
+                } else {
+                    &n.host_path
+                };
+                (host.clone(), n.path.clone())
+            })
+            .collect(),
+    )
+}
+
 /// One address's entry of `PCIDEVICE_<RESOURCE>_INFO`: `generic` with the
 /// device ID, and the nodes by protocol (`rdma`, `vfio`, `vdpa`, `vhost`),
-/// as the SR-IOV device plugin's info providers name them.
-fn device_info(address: &str, d: &Device) -> Value {
+/// with the keys the SR-IOV device plugin's info providers use (`rdma`
+/// also names the RDMA device, `rdma_dev`). Only nodes in `given` (host
+/// path to container path) are named, by their path in the container.
+fn device_info(address: &str, d: &Device, given: Option<&BTreeMap<String, String>>) -> Value {
     let mut by_proto: BTreeMap<&str, Map<String, Value>> = BTreeMap::new();
     for n in &d.nodes {
+        let name = Path::new(&n.path)
+            .file_name()
+            .and_then(|f| f.to_str())
+            .unwrap_or_default();
         let (proto, key) = match n.role.as_str() {
             "rdma-verbs" => ("rdma", "uverbs"),
+            "rdma-mad" if name.starts_with("issm") => ("rdma", "issm"),
             "rdma-mad" => ("rdma", "umad"),
             "rdma-cm" => ("rdma", "rdma_cm"),
             "vfio-group" => ("vfio", "dev-mount"),
@@ -165,11 +204,23 @@ fn device_info(address: &str, d: &Device) -> Value {
             "tun" => ("vhost", "tun-mount"),
             _ => continue,
         };
+        let path = match given {
+            Some(g) => match g.get(&n.path) {
+                Some(p) => p.clone(),
+                None => continue, // not in the container
+            },
+            None => n.path.clone(),
+        };
         let slot = by_proto.entry(proto).or_default();
         // A role with several nodes (two uverbs of a dual-port VF): the
         // first stays, as the SR-IOV device plugin keeps one per key.
         slot.entry(key.to_string())
-            .or_insert_with(|| Value::String(n.path.clone()));
+            .or_insert_with(|| Value::String(path));
+    }
+    if let Some(rdma) = by_proto.get_mut("rdma")
+        && let Some(dev) = d.net.as_ref().and_then(|n| n.rdma_devices.first())
+    {
+        rdma.insert("rdma_dev".into(), Value::String(dev.clone()));
     }
     let mut out = Map::new();
     out.insert("generic".into(), json!({ "deviceID": address }));
@@ -240,6 +291,191 @@ fn add_legacy(resource: &Resource, entries: &[&Entry], r: &mut ContainerAllocate
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::cdi::{ContainerEdits, Device as CdiDevice, DeviceNode, Spec};
+    use crate::deviceplugin::inventory::ResourceDef;
+    use crate::generate::Planned;
+    use crate::model::{NetInfo, Node, PciInfo, VfioInfo};
+
+    fn node(role: &str, path: &str) -> Node {
+        Node {
+            role: role.into(),
+            name: path.rsplit('/').next().unwrap().into(),
+            path: path.into(),
+            node_type: "c".into(),
+            major: 231,
+            minor: 0,
+            host: None,
+        }
+    }
+
+    fn vf(addr: &str, nodes: Vec<Node>, vfio: bool) -> Device {
+        Device {
+            id: addr.into(),
+            pci: Some(PciInfo {
+                address: addr.into(),
+                vendor_id: "0x15b3".into(),
+                device_id: "0x101e".into(),
+                subsystem_vendor_id: None,
+                subsystem_device_id: None,
+                class: "0x020000".into(),
+                vendor_name: None,
+                device_name: None,
+                iommu_group: None,
+            }),
+            nodes,
+            net: Some(NetInfo {
+                rdma_devices: if vfio { vec![] } else { vec!["mlx5_2".into()] },
+                ..Default::default()
+            }),
+            vfio: vfio.then(|| VfioInfo {
+                group: "43".into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn entry(d: Device) -> Entry {
+        Entry {
+            id: d.id.clone(),
+            cdi_name: format!("cdigen.io/vf={}", d.id),
+            unhealthy: None,
+            placement: Default::default(),
+            device: Arc::new(d),
+            present: true,
+        }
+    }
+
+    /// The resource whose spec gives each device the nodes in `given`
+    /// (None: no spec known).
+    fn resource(given: Option<&[(&str, &[&str])]>) -> Resource {
+        let spec = given.map(|g| Spec {
+            cdi_version: "0.5.0".into(),
+            kind: "cdigen.io/vf".into(),
+            devices: g
+                .iter()
+                .map(|(name, paths)| CdiDevice {
+                    name: (*name).into(),
+                    container_edits: ContainerEdits {
+                        device_nodes: paths
+                            .iter()
+                            .map(|p| DeviceNode {
+                                path: (*p).into(),
+                                ..Default::default()
+                            })
+                            .collect(),
+                        ..Default::default()
+                    },
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        });
+        Resource {
+            def: ResourceDef {
+                name: "cdigen.io/vf".into(),
+                generator: "sriov".into(),
+                kind: "cdigen.io/vf".into(),
+                source: PathBuf::from("builtin:generators/sriov.yaml"),
+            },
+            spec_file: PathBuf::from("/cdi/cdigen.io-vf.yaml"),
+            devices: BTreeMap::new(),
+            plan: Some(Arc::new(Planned {
+                generator: "sriov".into(),
+                file: "cdigen.io-vf.yaml".into(),
+                spec,
+                bytes: Vec::new(),
+                devinfo: Vec::new(),
+                device_info: false,
+                devices: Vec::new(),
+                named: Vec::new(),
+            })),
+        }
+    }
+
+    fn info(env: &HashMap<String, String>) -> Value {
+        serde_json::from_str(&env["PCIDEVICE_CDIGEN_IO_VF_INFO"]).unwrap()
+    }
+
+    #[test]
+    fn info_names_each_rdma_node_by_its_kind_and_the_rdma_device() {
+        let rdma = entry(vf(
+            "0000:3b:00.2",
+            vec![
+                node("rdma-verbs", "/dev/infiniband/uverbs2"),
+                node("rdma-mad", "/dev/infiniband/issm2"),
+                node("rdma-mad", "/dev/infiniband/umad2"),
+                node("rdma-cm", "/dev/infiniband/rdma_cm"),
+            ],
+            false,
+        ));
+        let env = request_env(&resource(None), &[&rdma]);
+        assert_eq!(env["PCIDEVICE_CDIGEN_IO_VF"], "0000:3b:00.2");
+        assert_eq!(
+            info(&env),
+            json!({"0000:3b:00.2": {
+                "generic": {"deviceID": "0000:3b:00.2"},
+                "rdma": {
+                    "uverbs": "/dev/infiniband/uverbs2",
+                    "issm": "/dev/infiniband/issm2",
+                    "umad": "/dev/infiniband/umad2",
+                    "rdma_cm": "/dev/infiniband/rdma_cm",
+                    "rdma_dev": "mlx5_2",
+                },
+            }})
+        );
+    }
+
+    #[test]
+    fn info_names_only_the_nodes_the_container_gets() {
+        // A VF on vfio-pci with both VFIO modes on the host, handed out in
+        // legacy mode; vhost-net exists but the spec does not give it.
+        let d = vf(
+            "0000:3b:00.4",
+            vec![
+                node("vfio-container", "/dev/vfio/vfio"),
+                node("vfio-group", "/dev/vfio/43"),
+                node("iommufd", "/dev/iommu"),
+                node("vfio-cdev", "/dev/vfio/devices/vfio0"),
+                node("vhost-net", "/dev/vhost-net"),
+                node("tun", "/dev/net/tun"),
+            ],
+            true,
+        );
+        let e = entry(d);
+        let given: &[(&str, &[&str])] = &[("0000:3b:00.4", &["/dev/vfio/vfio", "/dev/vfio/43"])];
+        let env = request_env(&resource(Some(given)), &[&e]);
+        assert_eq!(
+            info(&env),
+            json!({"0000:3b:00.4": {
+                "generic": {"deviceID": "0000:3b:00.4"},
+                "vfio": {"mount": "/dev/vfio/vfio", "dev-mount": "/dev/vfio/43"},
+            }})
+        );
+        assert!(
+            !env.contains_key("PCI_RESOURCE_CDIGEN_IO_VF"),
+            "a network VF on vfio-pci is a network device"
+        );
+        // Without the spec, every node the device has.
+        let env = request_env(&resource(None), &[&e]);
+        let all = info(&env);
+        assert_eq!(
+            all["0000:3b:00.4"]["vfio"]["cdev-mount"],
+            "/dev/vfio/devices/vfio0"
+        );
+        assert_eq!(all["0000:3b:00.4"]["vhost"]["net-mount"], "/dev/vhost-net");
+    }
+}
+
+/// Allocate's answer as a whole: names, variables, refusals, legacy edits.
+#[cfg(test)]
+mod response_tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
     use std::collections::BTreeMap;
@@ -364,7 +600,7 @@ mod tests {
         d.nodes = vec![test_node("vfio-group", "42", "/dev/vfio/42", 511, 0)];
         let r = resource("cdigen.io/vfio", vec![entry(d, None)]);
         let es = entries(&r, &["0000:81:00.0".to_string()]).unwrap();
-        let env = request_env("cdigen.io/vfio", &es);
+        let env = request_env(&r, &es);
         assert_eq!(
             env.into_iter().collect::<BTreeMap<_, _>>(),
             BTreeMap::from([(

@@ -382,6 +382,268 @@ mod tests {
 
     use super::*;
 
+    use crate::model::{Node, NvidiaInfo, PciInfo};
+    use crate::render::Named;
+
+    const UUID: &str = "GPU-4a6a7a6c-5b1f-6d5a-9c3b-0e1f2a3b4c5d";
+
+    /// A root whose `/dev` has `/dev/nvidia0` and `/dev/nvidia1` (195:0
+    /// and 195:1) only.
+    fn host() -> (tempfile::TempDir, HostRoot) {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("dev.manifest"),
+            "/dev/nvidia0 c 195:0 0666 0 0\n/dev/nvidia1 c 195:1 0666 0 0\n",
+        )
+        .unwrap();
+        let root = HostRoot::open(dir.path()).unwrap();
+        (dir, root)
+    }
+
+    /// An NVIDIA GPU at `addr` with `uuid` and `/dev/nvidia<minor>`.
+    fn gpu(addr: &str, uuid: &str, minor: u32) -> Device {
+        Device {
+            backend: "nvidia".into(),
+            id: addr.into(),
+            sysfs_path: format!("/sys/devices/pci0000:00/{addr}"),
+            bus: "pci".into(),
+            pci: Some(PciInfo {
+                address: addr.into(),
+                vendor_id: "0x10de".into(),
+                device_id: "0x2330".into(),
+                subsystem_vendor_id: None,
+                subsystem_device_id: None,
+                class: "0x030200".into(),
+                vendor_name: None,
+                device_name: None,
+                iommu_group: None,
+            }),
+            driver: Some("nvidia".into()),
+            numa_node: Some(minor),
+            nodes: vec![Node {
+                role: "gpu".into(),
+                name: format!("nvidia{minor}"),
+                path: format!("/dev/nvidia{minor}"),
+                node_type: "c".into(),
+                major: 195,
+                minor,
+                host: None,
+            }],
+            nvidia: Some(NvidiaInfo {
+                gpu_uuid: uuid.into(),
+                minor,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// The nvidia generator's plan for `devices`: each named by its index
+    /// and (stabler) its UUID, plus `all`.
+    fn plan(devices: Vec<Device>) -> BTreeMap<String, Arc<Planned>> {
+        let mut named = Vec::new();
+        for (i, d) in devices.iter().enumerate() {
+            named.push(Named {
+                name: i.to_string(),
+                ids: vec![d.id.clone()],
+                stability: 5,
+            });
+            named.push(Named {
+                name: d.nvidia.as_ref().unwrap().gpu_uuid.clone(),
+                ids: vec![d.id.clone()],
+                stability: 0,
+            });
+        }
+        named.push(Named {
+            name: "all".into(),
+            ids: devices.iter().map(|d| d.id.clone()).collect(),
+            stability: 9,
+        });
+        let p = Planned {
+            generator: "nvidia".into(),
+            file: "nvidia.com-gpu.yaml".into(),
+            spec: None,
+            bytes: Vec::new(),
+            devinfo: Vec::new(),
+            device_info: false,
+            devices,
+            named,
+        };
+        BTreeMap::from([("nvidia".to_string(), Arc::new(p))])
+    }
+
+    fn defs() -> Vec<ResourceDef> {
+        vec![ResourceDef {
+            name: "nvidia.com/gpu".into(),
+            generator: "nvidia".into(),
+            kind: "nvidia.com/gpu".into(),
+            source: PathBuf::from("builtin:generators/nvidia.yaml"),
+        }]
+    }
+
+    /// (ID, CDI name, why unhealthy) of the resource's devices.
+    fn listed(inv: &Inventory) -> Vec<(String, String, Option<String>)> {
+        inv.resources["nvidia.com/gpu"]
+            .devices
+            .values()
+            .map(|e| (e.id.clone(), e.cdi_name.clone(), e.unhealthy.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn devices_get_their_id_the_steadiest_name_and_health() {
+        let (_dir, root) = host();
+        let other = "GPU-ffffffff-5b1f-6d5a-9c3b-0e1f2a3b4c5d";
+        let mut renumbered = gpu("0000:43:00.0", "GPU-43", 1);
+        renumbered.nodes[0].minor = 7;
+        let mut unbound = gpu("0000:44:00.0", "GPU-44", 0);
+        unbound.driver = None;
+        let plans = plan(vec![
+            gpu("0000:41:00.0", UUID, 0),
+            gpu("0000:42:00.0", other, 2),
+            renumbered,
+            unbound,
+        ]);
+        let (inv, collisions) = build(
+            &defs(),
+            &plans,
+            &root,
+            Path::new("/cdi"),
+            &Inventory::default(),
+            &BTreeSet::new(),
+        );
+        assert!(collisions.is_empty());
+        assert_eq!(
+            listed(&inv),
+            [
+                (
+                    "GPU-43".into(),
+                    "nvidia.com/gpu=GPU-43".into(),
+                    Some("/dev/nvidia1 is 195:1, the kernel says 195:7".into())
+                ),
+                (
+                    "GPU-44".into(),
+                    "nvidia.com/gpu=GPU-44".into(),
+                    Some("no driver is bound".into())
+                ),
+                (UUID.into(), format!("nvidia.com/gpu={UUID}"), None),
+                (
+                    other.into(),
+                    format!("nvidia.com/gpu={other}"),
+                    Some("/dev/nvidia2 is missing".into())
+                ),
+            ]
+        );
+        let r = &inv.resources["nvidia.com/gpu"];
+        assert_eq!(r.spec_file, Path::new("/cdi/nvidia.com-gpu.yaml"));
+        assert!(!r.devices.contains_key("all"));
+        assert_eq!(r.devices[UUID].placement.numa, Some(0));
+    }
+
+    #[test]
+    fn colliding_ids_are_reported_and_neither_device_is_advertised() {
+        let (_dir, root) = host();
+        // Two GPUs that report one UUID (a broken driver state), and a
+        // third that is fine.
+        let plans = plan(vec![
+            gpu("0000:41:00.0", UUID, 0),
+            gpu("0000:42:00.0", UUID, 1),
+            gpu("0000:43:00.0", "GPU-43", 1),
+        ]);
+        let (inv, collisions) = build(
+            &defs(),
+            &plans,
+            &root,
+            Path::new("/cdi"),
+            &Inventory::default(),
+            &BTreeSet::new(),
+        );
+        assert_eq!(
+            collisions,
+            [Error::IdCollision {
+                generator: "nvidia".into(),
+                file: PathBuf::from("builtin:generators/nvidia.yaml"),
+                id: UUID.into(),
+                first: "0000:41:00.0".into(),
+                second: "0000:42:00.0".into(),
+            }]
+        );
+        assert_eq!(
+            collisions[0].to_string(),
+            format!(
+                "generator nvidia (builtin:generators/nvidia.yaml): devices 0000:41:00.0 and \
+                 0000:42:00.0 would both have device plugin ID \"{UUID}\""
+            )
+        );
+        let ids: Vec<String> = listed(&inv).into_iter().map(|(id, _, _)| id).collect();
+        assert_eq!(ids, ["GPU-43"]);
+
+        // A third device with the ID: one more collision, still neither.
+        let plans = plan(vec![
+            gpu("0000:41:00.0", UUID, 0),
+            gpu("0000:42:00.0", UUID, 1),
+            gpu("0000:43:00.0", UUID, 1),
+        ]);
+        let allocated = BTreeSet::from([("nvidia.com/gpu".to_string(), UUID.to_string())]);
+        let (inv, collisions) = build(&defs(), &plans, &root, Path::new("/cdi"), &inv, &allocated);
+        assert_eq!(collisions.len(), 2);
+        assert!(listed(&inv).is_empty(), "{:?}", listed(&inv));
+    }
+
+    #[test]
+    fn a_device_gone_while_allocated_stays_unhealthy_until_released() {
+        let (_dir, root) = host();
+        let both = plan(vec![
+            gpu("0000:41:00.0", UUID, 0),
+            gpu("0000:43:00.0", "GPU-43", 1),
+        ]);
+        let (before, _) = build(
+            &defs(),
+            &both,
+            &root,
+            Path::new("/cdi"),
+            &Inventory::default(),
+            &BTreeSet::new(),
+        );
+        let one = plan(vec![gpu("0000:43:00.0", "GPU-43", 1)]);
+        let held = BTreeSet::from([("nvidia.com/gpu".to_string(), UUID.to_string())]);
+        let (gone, _) = build(&defs(), &one, &root, Path::new("/cdi"), &before, &held);
+        assert_eq!(
+            listed(&gone),
+            [
+                ("GPU-43".into(), "nvidia.com/gpu=GPU-43".into(), None),
+                (
+                    UUID.into(),
+                    format!("nvidia.com/gpu={UUID}"),
+                    Some("gone from the host while allocated".into())
+                ),
+            ]
+        );
+        assert!(!gone.resources["nvidia.com/gpu"].devices[UUID].present);
+        // Still held on the next pass; dropped once released.
+        let (again, _) = build(&defs(), &one, &root, Path::new("/cdi"), &gone, &held);
+        assert_eq!(again, gone);
+        let (released, _) = build(
+            &defs(),
+            &one,
+            &root,
+            Path::new("/cdi"),
+            &gone,
+            &BTreeSet::new(),
+        );
+        assert_eq!(listed(&released).len(), 1);
+        // Not allocated: simply gone.
+        let (dropped, _) = build(
+            &defs(),
+            &one,
+            &root,
+            Path::new("/cdi"),
+            &before,
+            &BTreeSet::new(),
+        );
+        assert_eq!(listed(&dropped).len(), 1);
+    }
+
     #[test]
     fn resource_names_follow_the_kubelet() {
         for ok in [

@@ -12,13 +12,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use tokio::net::UnixListener;
+use tokio::sync::Notify;
 use tokio::sync::watch as tw;
 use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnixListenerStream;
 
 use super::api::v1beta1::device_plugin_server::DevicePluginServer;
 use super::inventory::{self, Inventory, ResourceDef};
-use super::server::{Plugin, Shared, options};
+use super::server::{Held, Plugin, Shared, options};
 use super::{devinfo, kubelet};
 use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
 
@@ -34,10 +35,12 @@ pub const KUBELET_SOCKET: &str = "kubelet.sock";
 /// How often the sockets are looked at for a kubelet restart.
 pub const POLL: Duration = Duration::from_millis(200);
 
-/// How often device-info files are matched with live allocations.
+/// How often device-info files are matched with live allocations (besides
+/// after every pass).
 pub const PRUNE_EVERY: Duration = Duration::from_secs(30);
 
-/// How long an allocation counts as live before the kubelet lists it.
+/// How long an allocation counts as live before the kubelet lists it
+/// (once listed, it is live while listed).
 pub const GRACE: Duration = Duration::from_secs(120);
 
 /// How the device plugin runs.
@@ -68,6 +71,8 @@ struct Publisher {
     defs: Vec<ResourceDef>,
     output_dir: PathBuf,
     tx: tw::Sender<Arc<Inventory>>,
+    /// Wakes the pruner after every pass.
+    passed: Arc<Notify>,
     allocated: Arc<Shared>,
     control: Arc<Control>,
     /// A reason to stop found in the first pass (colliding IDs).
@@ -114,6 +119,9 @@ impl Publisher {
                 true
             }
         });
+        // A pass (SIGHUP, an event, the interval) also looks at the live
+        // allocations, whether or not the inventory changed.
+        self.passed.notify_one();
     }
 }
 
@@ -170,11 +178,13 @@ pub fn run(
         legacy: options.legacy,
     });
     let fatal = Arc::new(Mutex::new(None));
+    let passed = Arc::new(Notify::new());
     let mut publisher = Publisher {
         pipeline,
         defs,
         output_dir: options.output_dir.clone(),
         tx,
+        passed: Arc::clone(&passed),
         allocated: Arc::clone(&shared),
         control: Arc::clone(&control),
         fatal: Arc::clone(&fatal),
@@ -201,7 +211,7 @@ pub fn run(
         .enable_all()
         .build()
         .context("cannot start the gRPC runtime")?;
-    runtime.block_on(serve(rx, shared, options.clone()));
+    runtime.block_on(serve(rx, passed, shared, options.clone()));
     let watched = watcher
         .join()
         .map_err(|_| anyhow::anyhow!("the watch thread panicked"))?;
@@ -213,7 +223,12 @@ pub fn run(
 }
 
 /// Serves every resource of the inventory until the inventory closes.
-async fn serve(mut rx: tw::Receiver<Arc<Inventory>>, shared: Arc<Shared>, options: Options) {
+async fn serve(
+    mut rx: tw::Receiver<Arc<Inventory>>,
+    passed: Arc<Notify>,
+    shared: Arc<Shared>,
+    options: Options,
+) {
     // The first pass: specs on disk before anything is advertised.
     if rx.changed().await.is_err() {
         return;
@@ -223,6 +238,7 @@ async fn serve(mut rx: tw::Receiver<Arc<Inventory>>, shared: Arc<Shared>, option
     let mut running: BTreeMap<String, (JoinHandle<()>, tw::Sender<bool>)> = BTreeMap::new();
     let pruner = tokio::spawn(prune_loop(
         rx.clone(),
+        passed,
         Arc::clone(&shared),
         options.clone(),
         stop_rx,
@@ -408,31 +424,48 @@ async fn sleep_or_stop(d: Duration, stop: &mut tw::Receiver<bool>) -> bool {
     stopped.is_ok()
 }
 
-/// Matches device-info files with live allocations: every
-/// [`PRUNE_EVERY`] and after every inventory change. Live allocations come
-/// from the kubelet's pod resources API; without it, a device stays
-/// allocated until it leaves the host.
+/// Updates the devices held from the kubelet's `live` list: a device it
+/// lists is held (and from now on only while listed); one it does not
+/// list is released, unless it was handed out less than [`GRACE`] ago and
+/// never listed (the kubelet records an allocation after Allocate
+/// answers).
+pub fn update_held(
+    held: &mut BTreeMap<(String, String), Held>,
+    live: &BTreeSet<(String, String)>,
+    now: Instant,
+) {
+    held.retain(|k, h| {
+        live.contains(k) || (!h.listed && now.saturating_duration_since(h.since) < GRACE)
+    });
+    for k in live {
+        held.entry(k.clone())
+            .or_insert(Held {
+                since: now,
+                listed: true,
+            })
+            .listed = true;
+    }
+}
+
+/// Matches device-info files with live allocations: after every pass,
+/// and every [`PRUNE_EVERY`]. Live allocations come from the kubelet's pod
+/// resources API; without it, a device stays allocated.
 async fn prune_loop(
-    mut rx: tw::Receiver<Arc<Inventory>>,
+    rx: tw::Receiver<Arc<Inventory>>,
+    passed: Arc<Notify>,
     shared: Arc<Shared>,
     options: Options,
     mut stop: tw::Receiver<bool>,
 ) {
     let mut warned = false;
     loop {
-        let inventory = rx.borrow_and_update().clone();
+        let inventory = rx.borrow().clone();
         if options.pod_resources.exists() {
             match kubelet::live_devices(&options.pod_resources).await {
                 Ok(live) => {
                     let live: BTreeSet<(String, String)> = live.into_iter().collect();
                     if let Ok(mut a) = shared.allocated.lock() {
-                        // What the kubelet lists, plus what was allocated
-                        // moments ago (the kubelet records an allocation
-                        // after Allocate answers).
-                        a.retain(|k, at| live.contains(k) || at.elapsed() < GRACE);
-                        for k in live {
-                            a.entry(k).or_insert_with(Instant::now);
-                        }
+                        update_held(&mut a, &live, Instant::now());
                     }
                     warned = false;
                 }
@@ -455,8 +488,61 @@ async fn prune_loop(
         }
         tokio::select! {
             () = tokio::time::sleep(PRUNE_EVERY) => {}
-            r = rx.changed() => if r.is_err() { return },
+            () = passed.notified() => {}
             _ = stop.wait_for(|s| *s) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn key(id: &str) -> (String, String) {
+        ("cdigen.io/vf".to_string(), id.to_string())
+    }
+
+    #[test]
+    fn allocations_are_held_within_grace_then_exactly_while_listed() {
+        let t0 = Instant::now();
+        let mut held = BTreeMap::from([(
+            key("a"),
+            Held {
+                since: t0,
+                listed: false,
+            },
+        )]);
+        // Not listed yet, handed out moments ago: held.
+        update_held(&mut held, &BTreeSet::new(), t0 + Duration::from_secs(1));
+        assert!(held.contains_key(&key("a")));
+        // Listed: held, and listed from now on; what the kubelet lists
+        // that was not handed out here (before a restart) is held too.
+        let live = BTreeSet::from([key("a"), key("b")]);
+        update_held(&mut held, &live, t0 + Duration::from_secs(2));
+        assert!(held.values().all(|h| h.listed));
+        assert_eq!(held.len(), 2);
+        // No longer listed: released at once, within the grace time.
+        update_held(
+            &mut held,
+            &BTreeSet::from([key("b")]),
+            t0 + Duration::from_secs(3),
+        );
+        assert_eq!(held.keys().collect::<Vec<_>>(), [&key("b")]);
+        // Never listed: released once the grace time is over.
+        held.insert(
+            key("c"),
+            Held {
+                since: t0,
+                listed: false,
+            },
+        );
+        update_held(
+            &mut held,
+            &BTreeSet::from([key("b")]),
+            t0 + GRACE - Duration::from_secs(1),
+        );
+        assert!(held.contains_key(&key("c")));
+        update_held(&mut held, &BTreeSet::from([key("b")]), t0 + GRACE);
+        assert!(!held.contains_key(&key("c")));
     }
 }

@@ -33,14 +33,34 @@ pub const UNHEALTHY: &str = "Unhealthy";
 /// requests: far fewer).
 pub const MAX_REQUEST_IDS: usize = 4096;
 
+/// A device handed out and not known to be released.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// When Allocate handed it out (or the kubelet first listed it).
+    pub since: Instant,
+    /// Whether the kubelet's pod resources API has listed it since: from
+    /// then on it is held exactly while the kubelet lists it.
+    pub listed: bool,
+}
+
+impl Held {
+    /// Handed out now, not yet listed.
+    pub fn now() -> Held {
+        Held {
+            since: Instant::now(),
+            listed: false,
+        }
+    }
+}
+
 /// What every resource's service shares.
 #[derive(Debug)]
 pub struct Shared {
     /// The current inventory.
     pub inventory: watch::Receiver<Arc<Inventory>>,
     /// (resource, ID) of the devices handed out and not known to be
-    /// released, with when they were last known to be held.
-    pub allocated: Mutex<BTreeMap<(String, String), Instant>>,
+    /// released.
+    pub allocated: Mutex<BTreeMap<(String, String), Held>>,
     /// Where device-info files go.
     pub devinfo_dir: PathBuf,
     /// Whether Allocate adds the legacy fields.
@@ -241,7 +261,7 @@ impl DevicePlugin for Plugin {
         }
         if let Ok(mut a) = self.shared.allocated.lock() {
             for id in &held {
-                a.insert((resource.def.name.clone(), id.clone()), Instant::now());
+                a.insert((resource.def.name.clone(), id.clone()), Held::now());
             }
         }
         tracing::info!(

@@ -3,14 +3,18 @@
 //! its contract as the kubelet's device manager does.
 //!
 //! - `Register` checks the version (`v1beta1`), the resource name (an
-//!   extended resource name: `domain/name`, outside `kubernetes.io`), and
-//!   that the endpoint is a file name of a socket in the directory that
-//!   answers; then, as the kubelet does, it dials the endpoint back, asks
-//!   for the options and holds ListAndWatch open, recording every list.
-//! - GetPreferredAllocation is only called when the options advertise it.
-//! - A restart deletes every file in the directory and re-creates
-//!   `kubelet.sock`, as a starting kubelet does.
-//! - The pod resources API answers with the allocations a test sets.
+//!   extended resource name: `domain/name`, outside `kubernetes.io`, not
+//!   starting with `requests.`), and that the endpoint is a file name of a
+//!   socket in the directory; then, as the kubelet does before it answers,
+//!   it dials the endpoint back and asks for the options (a plugin that
+//!   registers before it serves is refused), and afterwards holds
+//!   ListAndWatch open, recording every list.
+//! - GetPreferredAllocation and PreStartContainer are only called when the
+//!   options ask for them.
+//! - Starting and restarting delete every file in the directory and
+//!   create `kubelet.sock`, as a starting kubelet does.
+//! - The pod resources API answers with the allocations a test sets, and
+//!   counts the calls.
 //!
 //! The kubelet runs on its own thread with its own tokio runtime; tests
 //! call it synchronously.
@@ -18,6 +22,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used, clippy::panic)]
 
 use std::collections::BTreeMap;
+use std::os::unix::fs::FileTypeExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -30,6 +35,7 @@ use cdigen::deviceplugin::api::podresources::{
     PodResources,
 };
 use cdigen::deviceplugin::api::v1beta1::device_plugin_client::DevicePluginClient;
+use cdigen::deviceplugin::api::v1beta1::registration_client::RegistrationClient;
 use cdigen::deviceplugin::api::v1beta1::registration_server::{Registration, RegistrationServer};
 use cdigen::deviceplugin::api::v1beta1::{
     AllocateRequest, AllocateResponse, ContainerAllocateRequest,
@@ -63,6 +69,10 @@ struct State {
     plugins: BTreeMap<String, PluginState>,
     refused: Vec<String>,
     live: Vec<(String, String)>,
+    /// Calls of the pod resources API's List.
+    pod_resources_lists: usize,
+    /// The ListAndWatch streams held (ended when the kubelet restarts).
+    streams: Vec<tokio::task::AbortHandle>,
 }
 
 #[derive(Clone)]
@@ -78,10 +88,19 @@ fn extended_resource_name(name: &str) -> bool {
                 && !short.is_empty()
                 && !short.contains('/')
                 && !name.contains("kubernetes.io/")
+                && !name.starts_with("requests.")
                 && short.len() <= 63
         }
         None => false,
     }
+}
+
+/// The state of `resource`'s registration number `generation`, while no
+/// later registration replaced it.
+fn mine<'a>(st: &'a mut State, resource: &str, generation: usize) -> Option<&'a mut PluginState> {
+    st.plugins
+        .get_mut(resource)
+        .filter(|p| p.registrations == generation)
 }
 
 async fn dial(path: &Path) -> Result<Channel, String> {
@@ -108,47 +127,55 @@ impl Registration for Kubelet {
             return refuse(format!("endpoint {:?} is not a file name", r.endpoint));
         }
         let socket = self.dir.join(&r.endpoint);
-        if !socket.exists() {
+        if !std::fs::symlink_metadata(&socket).is_ok_and(|m| m.file_type().is_socket()) {
             return refuse(format!("no socket at {}", socket.display()));
         }
-        {
+        // As the kubelet, before it answers: dial back and ask for the
+        // options (the plugin must serve before it registers).
+        let mut client = match dial(&socket).await {
+            Ok(c) => DevicePluginClient::new(c),
+            Err(e) => return refuse(e),
+        };
+        let options = match client.get_device_plugin_options(Empty {}).await {
+            Ok(o) => o.into_inner(),
+            Err(e) => return refuse(format!("GetDevicePluginOptions: {}", e.message())),
+        };
+        let generation = {
             let mut st = self.state.lock().unwrap();
             let p = st.plugins.entry(r.resource_name.clone()).or_default();
             p.endpoint = r.endpoint.clone();
-            p.options = r.options;
+            p.options = Some(options);
             p.registered_at = Some(Instant::now());
             p.registrations += 1;
-        }
-        // As the kubelet: dial back, ask for the options, hold ListAndWatch.
+            p.registrations
+        };
+        // Then hold ListAndWatch open; a later registration of the
+        // resource replaces this one.
         let me = self.clone();
-        tokio::spawn(async move {
-            let Ok(channel) = dial(&socket).await else {
-                return;
-            };
-            let mut client = DevicePluginClient::new(channel);
-            let Ok(options) = client.get_device_plugin_options(Empty {}).await else {
-                return;
-            };
+        let resource = r.resource_name;
+        let task = tokio::spawn(async move {
             let Ok(stream) = client.list_and_watch(Empty {}).await else {
                 return;
             };
             {
                 let mut st = me.state.lock().unwrap();
-                let p = st.plugins.entry(r.resource_name.clone()).or_default();
-                p.options = Some(options.into_inner());
-                p.watching = true;
+                if let Some(p) = mine(&mut st, &resource, generation) {
+                    p.watching = true;
+                }
             }
             let mut stream = stream.into_inner();
             while let Ok(Some(list)) = stream.message().await {
                 let mut st = me.state.lock().unwrap();
-                let p = st.plugins.entry(r.resource_name.clone()).or_default();
-                p.lists.push((Instant::now(), list.devices));
+                if let Some(p) = mine(&mut st, &resource, generation) {
+                    p.lists.push((Instant::now(), list.devices));
+                }
             }
             let mut st = me.state.lock().unwrap();
-            if let Some(p) = st.plugins.get_mut(&r.resource_name) {
+            if let Some(p) = mine(&mut st, &resource, generation) {
                 p.watching = false;
             }
         });
+        self.state.lock().unwrap().streams.push(task.abort_handle());
         Ok(Response::new(Empty {}))
     }
 }
@@ -159,7 +186,11 @@ impl PodResourcesLister for Kubelet {
         &self,
         _: Request<ListPodResourcesRequest>,
     ) -> Result<Response<ListPodResourcesResponse>, Status> {
-        let live = self.state.lock().unwrap().live.clone();
+        let live = {
+            let mut st = self.state.lock().unwrap();
+            st.pod_resources_lists += 1;
+            st.live.clone()
+        };
         let containers = live
             .into_iter()
             .map(|(resource_name, id)| ContainerResources {
@@ -193,9 +224,11 @@ pub struct FakeKubelet {
 
 impl FakeKubelet {
     /// Starts a kubelet with its device plugin directory at `dir`
-    /// (created) and its pod resources socket beside it.
+    /// (created, and emptied as a starting kubelet does) and its pod
+    /// resources socket beside it.
     pub fn start(dir: &Path) -> FakeKubelet {
         std::fs::create_dir_all(dir).unwrap();
+        clean(dir);
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
             .enable_all()
@@ -250,11 +283,13 @@ impl FakeKubelet {
             let _ = stop.send(());
         }
         std::thread::sleep(Duration::from_millis(50));
-        for e in std::fs::read_dir(&self.dir).unwrap() {
-            let _ = std::fs::remove_file(e.unwrap().path());
-        }
+        clean(&self.dir);
         {
+            // The old kubelet's streams die with it.
             let mut st = self.state.lock().unwrap();
+            for t in st.streams.drain(..) {
+                t.abort();
+            }
             for p in st.plugins.values_mut() {
                 p.watching = false;
             }
@@ -271,6 +306,52 @@ impl FakeKubelet {
     /// Registrations refused, with why.
     pub fn refused(&self) -> Vec<String> {
         self.state.lock().unwrap().refused.clone()
+    }
+
+    /// How many times the pod resources API's List was called.
+    pub fn pod_resources_lists(&self) -> usize {
+        self.state.lock().unwrap().pod_resources_lists
+    }
+
+    /// Sends `request` to this kubelet's `Register` as a plugin would.
+    pub fn register(&self, request: RegisterRequest) -> Result<(), Status> {
+        let sock = self.dir.join("kubelet.sock");
+        self.runtime.block_on(async {
+            let channel = dial(&sock).await.map_err(Status::unavailable)?;
+            RegistrationClient::new(channel)
+                .register(request)
+                .await
+                .map(|_| ())
+        })
+    }
+
+    /// The lists `resource`'s plugin sent after `since`.
+    pub fn lists_since(&self, resource: &str, since: Instant) -> Vec<Vec<Device>> {
+        self.plugin(resource)
+            .map(|p| {
+                p.lists
+                    .into_iter()
+                    .filter(|(t, _)| *t >= since)
+                    .map(|(_, l)| l)
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// Waits until the last list of `resource` satisfies `ok`; returns it.
+    pub fn wait_for_list(
+        &self,
+        resource: &str,
+        timeout: Duration,
+        ok: impl Fn(&[Device]) -> bool,
+    ) -> Vec<Device> {
+        self.wait_for(resource, timeout, |p| {
+            p.lists.last().is_some_and(|(_, l)| ok(l))
+        })
+        .lists
+        .pop()
+        .unwrap()
+        .1
     }
 
     /// Sets what the pod resources API lists as held: (resource, ID).
@@ -393,6 +474,13 @@ impl FakeKubelet {
                     .unwrap_or_default()
             })
         }))
+    }
+}
+
+/// Removes every file in `dir`, as a starting kubelet does.
+fn clean(dir: &Path) {
+    for e in std::fs::read_dir(dir).unwrap() {
+        let _ = std::fs::remove_file(e.unwrap().path());
     }
 }
 

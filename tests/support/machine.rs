@@ -65,3 +65,29 @@ pub fn visible_names(dir: &Path) -> Vec<String> {
     v.sort();
     v
 }
+
+/// Where a machine's driver tree (`fixtures/<m>/driver-root`) goes in its
+/// root, as the GPU operator puts it on a host: pass it as
+/// `--driver-root`.
+pub const DRIVER_ROOT: &str = "/run/nvidia/driver";
+
+/// Like [`machine`], with the fixture's `driver-root/` copied into the
+/// root at [`DRIVER_ROOT`] (`dgx-8gpu`).
+pub fn machine_with_driver(name: &str) -> (TempDir, PathBuf) {
+    let (tmp, root) = machine(name);
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .join("driver-root");
+    let dst = root.join(DRIVER_ROOT.trim_start_matches('/'));
+    fs::create_dir_all(dst.parent().unwrap()).unwrap();
+    let ok = StdCommand::new("cp")
+        .arg("-a")
+        .arg(&src)
+        .arg(&dst)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "cp -a {}", src.display());
+    (tmp, root)
+}
