@@ -344,14 +344,14 @@ fn registers_once_the_kubelet_appears_and_passes_its_checks() {
         ]
     );
 
-    // IDs: PCI addresses, the GPU UUID, MIG devices by parent UUID and
-    // placement; never `all` (vfio's names are [pci, all], nvidia's
+    // IDs: PCI addresses, MIG devices by parent UUID and placement (their
+    // GPU is not offered whole beside them); never `all` (vfio's names are [pci, all], nvidia's
     // [index, uuid, all]).
     assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
     assert_eq!(ids(&kubelet.devices(VFIO)), healthy(&["0000:81:00.0"]));
     assert_eq!(
         ids(&kubelet.devices(GPU)),
-        healthy(&[A100, &format!("{A100}-mig-1-0"), &format!("{A100}-mig-2-0"),])
+        healthy(&[&format!("{A100}-mig-1-0"), &format!("{A100}-mig-2-0"),])
     );
     assert_eq!(
         ids(&kubelet.devices("amd.com/gpu")),
@@ -538,22 +538,20 @@ fn allocate_answers_cdi_names_request_env_and_keeps_device_info_to_live_allocati
         .into()
     );
 
-    // The GPU by its UUID name, MIG devices by the only name they have.
+    // MIG devices by the only name they have; their GPU, split into
+    // them, is not offered whole.
     let r = kubelet
-        .allocate(GPU, &[A100, &format!("{A100}-mig-2-0")])
+        .allocate(
+            GPU,
+            &[&format!("{A100}-mig-1-0"), &format!("{A100}-mig-2-0")],
+        )
         .unwrap();
     let names: Vec<&str> = r.container_responses[0]
         .cdi_devices
         .iter()
         .map(|d| d.name.as_str())
         .collect();
-    assert_eq!(
-        names,
-        [
-            format!("nvidia.com/gpu={A100}").as_str(),
-            "nvidia.com/gpu=0:1"
-        ]
-    );
+    assert_eq!(names, ["nvidia.com/gpu=0:0", "nvidia.com/gpu=0:1"]);
     assert!(r.container_responses[0].envs.is_empty());
 
     // Refusals name the ID, quoted and escaped when unknown.

@@ -264,6 +264,11 @@ pub fn build(
             let Some(name) = plan.and_then(|p| cdi_name(p, d)) else {
                 continue;
             };
+            if plan.is_some_and(|p| split_into_mig(p, d)) {
+                // Its MIG devices are offered: the GPU as a whole would be
+                // handed out twice.
+                continue;
+            }
             let id = ids::device_id(d);
             if let Some(other) = devices.get(&id) {
                 collisions.push(Error::IdCollision {
@@ -317,6 +322,17 @@ pub fn build(
         );
     }
     (inventory, collisions)
+}
+
+/// Whether `d` is a GPU whose MIG devices the plan also offers.
+fn split_into_mig(plan: &Planned, d: &Device) -> bool {
+    d.nvidia.as_ref().is_some_and(|n| n.mig.is_none())
+        && plan.devices.iter().any(|m| {
+            m.nvidia
+                .as_ref()
+                .and_then(|n| n.mig.as_ref())
+                .is_some_and(|mig| mig.parent == d.id)
+        })
 }
 
 /// The steadiest CDI name the plan gives `d` alone (never `all`).
