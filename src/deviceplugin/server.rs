@@ -116,15 +116,17 @@ pub fn device_list(inventory: &Inventory, resource: &str) -> Vec<Device> {
 }
 
 impl Plugin {
-    fn resource(&self) -> Result<Resource, Status> {
-        let inventory = self.shared.inventory.borrow().clone();
-        inventory
-            .resources
-            .get(&self.resource)
-            .cloned()
-            .ok_or_else(|| {
-                Status::unavailable(format!("resource {} is not served now", self.resource))
-            })
+    /// The current inventory, shared: a request looks its devices up in
+    /// it rather than copying the resource (every device of it) per call.
+    fn inventory(&self) -> Arc<Inventory> {
+        Arc::clone(&self.shared.inventory.borrow())
+    }
+
+    /// This plugin's resource in `inventory`.
+    fn resource<'a>(&self, inventory: &'a Inventory) -> Result<&'a Resource, Status> {
+        inventory.resources.get(&self.resource).ok_or_else(|| {
+            Status::unavailable(format!("resource {} is not served now", self.resource))
+        })
     }
 }
 
@@ -191,7 +193,8 @@ impl DevicePlugin for Plugin {
         &self,
         request: Request<PreferredAllocationRequest>,
     ) -> Result<Response<PreferredAllocationResponse>, Status> {
-        let resource = self.resource()?;
+        let inventory = self.inventory();
+        let resource = self.resource(&inventory)?;
         let placements: BTreeMap<String, preferred::Placement> = resource
             .devices
             .iter()
@@ -219,13 +222,14 @@ impl DevicePlugin for Plugin {
         &self,
         request: Request<AllocateRequest>,
     ) -> Result<Response<AllocateResponse>, Status> {
-        let resource = self.resource()?;
+        let inventory = self.inventory();
+        let resource = self.resource(&inventory)?;
         let mut out = AllocateResponse::default();
         let mut held = Vec::new();
         let mut files = Vec::new();
         for c in request.into_inner().container_requests {
             check_size(&c.devices_ids)?;
-            let entries = allocate::entries(&resource, &c.devices_ids).map_err(|e| {
+            let entries = allocate::entries(resource, &c.devices_ids).map_err(|e| {
                 tracing::warn!("Allocate refused: {e}");
                 Status::invalid_argument(e.to_string())
             })?;
@@ -239,16 +243,19 @@ impl DevicePlugin for Plugin {
             held.extend(entries.iter().map(|e| e.id.clone()));
             files.extend(entries.iter().map(|e| (*e).clone()));
             out.container_responses.push(allocate::response(
-                &resource,
+                resource,
                 &entries,
                 self.shared.legacy,
             ));
         }
         let dir = self.shared.devinfo_dir.clone();
-        let res = resource.clone();
+        let (inv, name) = (Arc::clone(&inventory), self.resource.clone());
         let written = tokio::task::spawn_blocking(move || {
             let refs: Vec<&super::inventory::Entry> = files.iter().collect();
-            devinfo::write(&dir, &res, &refs)
+            // Always there: the resource was found in this inventory above.
+            inv.resources
+                .get(&name)
+                .map_or(Ok(()), |res| devinfo::write(&dir, res, &refs))
         })
         .await
         .map_err(|e| Status::internal(format!("device-info writer: {e}")))?;
@@ -276,10 +283,11 @@ impl DevicePlugin for Plugin {
         &self,
         request: Request<PreStartContainerRequest>,
     ) -> Result<Response<PreStartContainerResponse>, Status> {
-        let resource = self.resource()?;
+        let inventory = self.inventory();
+        let resource = self.resource(&inventory)?;
         let ids = request.into_inner().devices_ids;
         check_size(&ids)?;
-        allocate::entries(&resource, &ids).map_err(|e| {
+        allocate::entries(resource, &ids).map_err(|e| {
             tracing::warn!("PreStartContainer refused: {e}");
             Status::failed_precondition(e.to_string())
         })?;
