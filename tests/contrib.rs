@@ -315,6 +315,10 @@ fn in_test(value: &str, mounts: &[(String, PathBuf)]) -> String {
     format!("{prefix}{}{}", dir.display(), &path[mount.len()..])
 }
 
+/// A container's mount: its path in the container, and where it is in the
+/// test.
+type Mount = (String, PathBuf);
+
 /// Runs the `watch` DaemonSet's container: see [`run_container`].
 fn run_daemonset(
     config: &[(&str, &str)],
@@ -333,7 +337,7 @@ fn run_container(
     manifest: &str,
     config: &[(&str, &str)],
     env_override: &[(&str, &str)],
-    ready_too: &dyn Fn(&[(String, PathBuf)]),
+    ready_too: &dyn Fn(&[Mount]),
 ) -> (TempDir, PathBuf, String) {
     let tmp = TempDir::new().unwrap();
     let (container, volumes) = daemonset_pod(manifest);

@@ -355,6 +355,7 @@ async fn serve_resource(
         let service = DevicePluginServer::new(Plugin {
             resource: resource.clone(),
             shared: Arc::clone(&shared),
+            ended: end_rx.clone(),
         });
         let server = tokio::spawn(
             tonic::transport::Server::builder()
@@ -404,8 +405,9 @@ async fn serve_resource(
             }
         };
         let _ = end_tx.send(true);
-        // Open ListAndWatch streams keep a graceful shutdown waiting: the
-        // old server is dropped instead (the old kubelet is gone anyway).
+        // The streams of this registration end with `end_tx`; the accept
+        // loop is stopped, and connections still open close when their
+        // peer (the old kubelet) is gone.
         server.abort();
         if identity(&path) == own_id {
             remove_socket(&path);

@@ -92,6 +92,10 @@ pub struct Plugin {
     pub resource: String,
     /// What it serves from.
     pub shared: Arc<Shared>,
+    /// Set when this registration ends (the kubelet restarted, or
+    /// shutdown): its ListAndWatch streams end too, which closes what the
+    /// old kubelet's connections hold.
+    pub ended: watch::Receiver<bool>,
 }
 
 /// ListAndWatch's list for `resource` in `inventory` (empty when the
@@ -158,6 +162,7 @@ impl DevicePlugin for Plugin {
         _: Request<Empty>,
     ) -> Result<Response<Self::ListAndWatchStream>, Status> {
         let mut rx = self.shared.inventory.clone();
+        let mut ended = self.ended.clone();
         let resource = self.resource.clone();
         let (tx, out) = mpsc::channel(4);
         tokio::spawn(async move {
@@ -183,6 +188,7 @@ impl DevicePlugin for Plugin {
                 tokio::select! {
                     changed = rx.changed() => if changed.is_err() { return }, // shutting down
                     () = tx.closed() => return,
+                    _ = ended.wait_for(|e| *e) => return,
                 }
             }
         });
