@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::cdi::dirs::{Input, scan};
+use crate::cdi::validate::{EnvCollision, env_collision};
 use crate::cdi::{self, Format, Spec, Version};
 use crate::devinfo;
 use crate::discover::Discovery;
@@ -47,7 +48,7 @@ pub enum Error {
     },
     /// Two CDI devices of the spec set one environment variable to
     /// different values ([`env_collision`]).
-    #[error("generator {generator:?}: {}", .collision.describe(.file))]
+    #[error("generator {generator:?}: {}", describe_collision(.collision, .file))]
     EnvCollision {
         /// The generator.
         generator: String,
@@ -364,102 +365,34 @@ pub fn plan_one(
 /// Longest variable name or value an [`Error::EnvCollision`] quotes.
 const MAX_QUOTED_ENV: usize = 80;
 
-/// An environment variable two CDI devices of a spec set to different
-/// values ([`env_collision`]).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EnvCollision {
-    /// The variable name.
-    pub variable: String,
-    /// The device that sets it first, in spec order.
-    pub first: String,
-    /// Its value there.
-    pub first_value: String,
-    /// A later device that sets it to another value.
-    pub second: String,
-    /// Its value there.
-    pub second_value: String,
-}
-
-impl EnvCollision {
-    /// What is wrong in the spec for `file`, and what to do about it.
-    /// Names and values are quoted ([`crate::text::quoted`]): they may come
-    /// from the host.
-    pub fn describe(&self, file: &str) -> String {
-        let q = |s: &str| crate::text::quoted(s, MAX_QUOTED_ENV);
-        // Named per device already, but two names give one suffix
-        // (`vdpa-1` and `vdpa_1`): the template is not the culprit.
-        let suffix = crate::render::env_suffix(&self.first);
-        let hint = if suffix == crate::render::env_suffix(&self.second)
-            && self.variable.ends_with(&format!("_{suffix}"))
-        {
-            format!(
-                "the two device names give one variable suffix ({{{{name_env}}}} is {suffix}): \
-                 rename one of the devices, or name them with another strategy"
-            )
-        } else {
-            "name the variable per device (append {{name_env}} to it in the template)".to_string()
-        };
+/// What [`Error::EnvCollision`] says: what is wrong in the spec for
+/// `file`, and what to do about it in a generator. Names and values are
+/// quoted ([`crate::text::quoted`]): they may come from the host.
+fn describe_collision(c: &EnvCollision, file: &str) -> String {
+    let q = |s: &str| crate::text::quoted(s, MAX_QUOTED_ENV);
+    // Named per device already, but two names give one suffix
+    // (`vdpa-1` and `vdpa_1`): the template is not the culprit.
+    let suffix = crate::render::env_suffix(&c.first);
+    let hint = if suffix == crate::render::env_suffix(&c.second)
+        && c.variable.ends_with(&format!("_{suffix}"))
+    {
         format!(
-            "devices {} and {} of {file} both set {} (to {} and {}): CDI runtimes merge the env \
-             of all injected devices by variable name, so a container given both would see only \
-             one of the values; {hint}",
-            q(&self.first),
-            q(&self.second),
-            q(&self.variable),
-            q(&self.first_value),
-            q(&self.second_value),
+            "the two device names give one variable suffix ({{{{name_env}}}} is {suffix}): \
+             rename one of the devices, or name them with another strategy"
         )
-    }
-}
-
-/// The first variable (in spec order) that two CDI devices of `spec` set
-/// to different values, if any.
-///
-/// CDI runtimes (the Go library in containerd, CRI-O, podman) merge the
-/// `containerEdits.env` of every device injected into a container by
-/// variable name, the last value winning: a container given both devices
-/// would silently lose one value. Within one device the last entry of a
-/// name is its value, as at injection. One name with one value everywhere
-/// (`VFIO_GROUP_<n>_DEVICES` in every device of the group) is no
-/// collision. The `all` device stands for every other one and is never
-/// injected with them in practice: it is left out. Spec-level edits and
-/// hook environments are not per device and not compared.
-pub fn env_collision(spec: &Spec) -> Option<EnvCollision> {
-    // variable -> (device, value) of the first device that sets it
-    let mut seen: std::collections::BTreeMap<&str, (&str, &str)> =
-        std::collections::BTreeMap::new();
-    for d in spec.devices.iter().filter(|d| d.name != "all") {
-        // The device's own env, as injection leaves it (last one wins),
-        // in the order of first appearance.
-        let mut own: Vec<(&str, &str)> = Vec::new();
-        for entry in &d.container_edits.env {
-            let Some((variable, value)) = entry.split_once('=') else {
-                continue;
-            };
-            match own.iter_mut().find(|(v, _)| *v == variable) {
-                Some(slot) => slot.1 = value,
-                None => own.push((variable, value)),
-            }
-        }
-        for (variable, value) in own {
-            match seen.get(variable) {
-                Some(&(first, first_value)) if first_value != value => {
-                    return Some(EnvCollision {
-                        variable: variable.to_string(),
-                        first: first.to_string(),
-                        first_value: first_value.to_string(),
-                        second: d.name.clone(),
-                        second_value: value.to_string(),
-                    });
-                }
-                Some(_) => {}
-                None => {
-                    seen.insert(variable, (&d.name, value));
-                }
-            }
-        }
-    }
-    None
+    } else {
+        "name the variable per device (append {{name_env}} to it in the template)".to_string()
+    };
+    format!(
+        "devices {} and {} of {file} both set {} (to {} and {}): CDI runtimes merge the env \
+         of all injected devices by variable name, so a container given both would see only \
+         one of the values; {hint}",
+        q(&c.first),
+        q(&c.second),
+        q(&c.variable),
+        q(&c.first_value),
+        q(&c.second_value),
+    )
 }
 
 /// The devices of `selected` whose CDI devices are invalid when rendered

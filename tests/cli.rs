@@ -126,6 +126,30 @@ fn validate_valid_dir_lists_each_file() {
 }
 
 #[test]
+fn validate_warns_about_devices_setting_one_variable_to_different_values() {
+    let dir = TempDir::new().unwrap();
+    // A foreign spec, as the SR-IOV device plugin's CDI mode writes them:
+    // two VFs, one variable. Same name and same value is no collision.
+    write(
+        dir.path(),
+        "vf.yaml",
+        "cdiVersion: 0.5.0\nkind: example.com/vf\ndevices:\n\
+         - name: a\n  containerEdits:\n    env: [\"PCIDEVICE_X=0000:01:00.0\", \"SAME=1\"]\n\
+         - name: b\n  containerEdits:\n    env: [\"SAME=1\", \"PCIDEVICE_X=0000:01:00.1\"]\n",
+    );
+    let (code, out, err) = run(dir.path(), &["validate", "vf.yaml"]);
+    assert_eq!(
+        out,
+        "vf.yaml: warning: devices \"a\" and \"b\": both set \"PCIDEVICE_X\" (to \"0000:01:00.0\" \
+         and \"0000:01:00.1\"): runtimes merge the env of the devices a container gets by variable \
+         name, so a container given both sees only one of the values\n\
+         1 file checked: 0 errors, 1 warning\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 0, "a warning: the spec is valid");
+}
+
+#[test]
 fn validate_invalid_file_names_the_file_and_location() {
     let dir = TempDir::new().unwrap();
     write(dir.path(), "bad.yaml", INVALID_YAML);

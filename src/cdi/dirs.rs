@@ -264,6 +264,21 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
                 message: p.message.clone(),
             });
         }
+        if let Some(c) = super::validate::env_collision(&spec) {
+            let q = |s: &str| crate::text::quoted(s, 80);
+            report.findings.push(Finding {
+                severity: Severity::Warning,
+                location: format!("devices {} and {}", q(&c.first), q(&c.second)),
+                message: format!(
+                    "both set {} (to {} and {}): runtimes merge the env of the devices a \
+                     container gets by variable name, so a container given both sees only one \
+                     of the values",
+                    q(&c.variable),
+                    q(&c.first_value),
+                    q(&c.second_value)
+                ),
+            });
+        }
         if problems.is_empty()
             && let Ok(kind) = Kind::parse(&spec.kind)
         {

@@ -379,6 +379,72 @@ fn check_annotations(c: &mut Collector, at: &str, annotations: &BTreeMap<String,
     }
 }
 
+/// An environment variable two CDI devices of a spec set to different
+/// values ([`env_collision`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnvCollision {
+    /// The variable name.
+    pub variable: String,
+    /// The device that sets it first, in spec order.
+    pub first: String,
+    /// Its value there.
+    pub first_value: String,
+    /// A later device that sets it to another value.
+    pub second: String,
+    /// Its value there.
+    pub second_value: String,
+}
+
+/// The first variable (in spec order) that two CDI devices of `spec` set
+/// to different values, if any.
+///
+/// CDI runtimes (the Go library in containerd, CRI-O, podman) merge the
+/// `containerEdits.env` of every device injected into a container by
+/// variable name, the last value winning: a container given both devices
+/// would silently lose one value. Within one device the last entry of a
+/// name is its value, as at injection. One name with one value everywhere
+/// (`VFIO_GROUP_<n>_DEVICES` in every device of the group) is no
+/// collision. The `all` device stands for every other one and is never
+/// injected with them in practice: it is left out. Spec-level edits and
+/// hook environments are not per device and not compared.
+pub fn env_collision(spec: &Spec) -> Option<EnvCollision> {
+    // variable -> (device, value) of the first device that sets it
+    let mut seen: std::collections::BTreeMap<&str, (&str, &str)> =
+        std::collections::BTreeMap::new();
+    for d in spec.devices.iter().filter(|d| d.name != "all") {
+        // The device's own env, as injection leaves it (last one wins),
+        // in the order of first appearance.
+        let mut own: Vec<(&str, &str)> = Vec::new();
+        for entry in &d.container_edits.env {
+            let Some((variable, value)) = entry.split_once('=') else {
+                continue;
+            };
+            match own.iter_mut().find(|(v, _)| *v == variable) {
+                Some(slot) => slot.1 = value,
+                None => own.push((variable, value)),
+            }
+        }
+        for (variable, value) in own {
+            match seen.get(variable) {
+                Some(&(first, first_value)) if first_value != value => {
+                    return Some(EnvCollision {
+                        variable: variable.to_string(),
+                        first: first.to_string(),
+                        first_value: first_value.to_string(),
+                        second: d.name.clone(),
+                        second_value: value.to_string(),
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    seen.insert(variable, (&d.name, value));
+                }
+            }
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

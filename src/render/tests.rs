@@ -1435,7 +1435,7 @@ fn env_collision_compares_each_devices_effective_env() {
     };
     let found = |devices| {
         let s = spec("0.3.0", devices);
-        generate::env_collision(&s).map(|c| {
+        crate::cdi::validate::env_collision(&s).map(|c| {
             format!(
                 "{}: {}={} / {}={}",
                 c.variable, c.first, c.first_value, c.second, c.second_value
