@@ -813,7 +813,7 @@ fn cdi_check_specs() -> Vec<(&'static str, Spec)> {
                         ..node(&format!("/dev/dri/renderD{render}"), 226, render)
                     },
                 ],
-                env: vec![format!("EXAMPLE_GPU_CARD=card{card}")],
+                env: vec![format!("EXAMPLE_GPU_CARD{card}=card{card}")],
                 ..Default::default()
             },
         )
