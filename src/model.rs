@@ -268,3 +268,20 @@ pub(crate) fn test_node(role: &str, name: &str, path: &str, major: u32, minor: u
         host: None,
     }
 }
+
+/// PCI identity for unit tests: a Mellanox ConnectX VF (`0x15b3:0x101e`,
+/// an Ethernet controller) at `address`, nothing else known.
+#[cfg(test)]
+pub(crate) fn test_pci(address: &str) -> PciInfo {
+    PciInfo {
+        address: address.into(),
+        vendor_id: "0x15b3".into(),
+        device_id: "0x101e".into(),
+        subsystem_vendor_id: None,
+        subsystem_device_id: None,
+        class: "0x020000".into(),
+        vendor_name: None,
+        device_name: None,
+        iommu_group: None,
+    }
+}

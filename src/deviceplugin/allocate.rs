@@ -300,7 +300,7 @@ mod tests {
     use crate::cdi::{ContainerEdits, Device as CdiDevice, DeviceNode, Spec};
     use crate::deviceplugin::inventory::ResourceDef;
     use crate::generate::Planned;
-    use crate::model::{NetInfo, Node, PciInfo, VfioInfo};
+    use crate::model::{NetInfo, Node, VfioInfo, test_pci};
 
     fn node(role: &str, path: &str) -> Node {
         Node {
@@ -317,17 +317,7 @@ mod tests {
     fn vf(addr: &str, nodes: Vec<Node>, vfio: bool) -> Device {
         Device {
             id: addr.into(),
-            pci: Some(PciInfo {
-                address: addr.into(),
-                vendor_id: "0x15b3".into(),
-                device_id: "0x101e".into(),
-                subsystem_vendor_id: None,
-                subsystem_device_id: None,
-                class: "0x020000".into(),
-                vendor_name: None,
-                device_name: None,
-                iommu_group: None,
-            }),
+            pci: Some(test_pci(addr)),
             nodes,
             net: Some(NetInfo {
                 rdma_devices: if vfio { vec![] } else { vec!["mlx5_2".into()] },
@@ -484,21 +474,7 @@ mod response_tests {
 
     use super::*;
     use crate::deviceplugin::inventory::ResourceDef;
-    use crate::model::{NetInfo, PciInfo, VfioInfo, test_node};
-
-    fn pci(addr: &str) -> PciInfo {
-        PciInfo {
-            address: addr.into(),
-            vendor_id: "0x15b3".into(),
-            device_id: "0x101e".into(),
-            subsystem_vendor_id: None,
-            subsystem_device_id: None,
-            class: "0x020000".into(),
-            vendor_name: None,
-            device_name: None,
-            iommu_group: None,
-        }
-    }
+    use crate::model::{NetInfo, VfioInfo, test_node, test_pci};
 
     fn entry(d: Device, unhealthy: Option<&str>) -> Entry {
         Entry {
@@ -515,7 +491,7 @@ mod response_tests {
         Device {
             backend: "sriov".into(),
             id: addr.into(),
-            pci: Some(pci(addr)),
+            pci: Some(test_pci(addr)),
             driver: Some("mlx5_core".into()),
             net: Some(NetInfo::default()),
             nodes: vec![

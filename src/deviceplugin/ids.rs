@@ -100,34 +100,20 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
     use super::*;
-    use crate::model::{Link, MigInfo, NvidiaInfo, PciInfo};
-
-    fn pci(addr: &str) -> PciInfo {
-        PciInfo {
-            address: addr.into(),
-            vendor_id: "0x15b3".into(),
-            device_id: "0x101e".into(),
-            subsystem_vendor_id: None,
-            subsystem_device_id: None,
-            class: "0x020000".into(),
-            vendor_name: None,
-            device_name: None,
-            iommu_group: None,
-        }
-    }
+    use crate::model::{Link, MigInfo, NvidiaInfo, test_pci};
 
     #[test]
     fn ids_come_from_the_most_stable_identity() {
         let vf = Device {
             id: "0000:3b:00.2".into(),
-            pci: Some(pci("0000:3b:00.2")),
+            pci: Some(test_pci("0000:3b:00.2")),
             ..Default::default()
         };
         assert_eq!(device_id(&vf), "0000:3b:00.2");
         let gpu_uuid = "GPU-4a6a7a6c-5b1f-6d5a-9c3b-0e1f2a3b4c5d";
         let gpu = Device {
             id: "0000:41:00.0".into(),
-            pci: Some(pci("0000:41:00.0")),
+            pci: Some(test_pci("0000:41:00.0")),
             nvidia: Some(NvidiaInfo {
                 gpu_uuid: gpu_uuid.into(),
                 ..Default::default()

@@ -49,9 +49,13 @@ pub async fn register(
     endpoint: &str,
     options: DevicePluginOptions,
 ) -> Result<(), String> {
-    let channel = connect(kubelet)
-        .await
-        .map_err(|e| format!("cannot connect to {}: {}", kubelet.display(), chain(&e)))?;
+    let channel = connect(kubelet).await.map_err(|e| {
+        format!(
+            "cannot connect to {}: {:#}",
+            kubelet.display(),
+            anyhow::Error::new(e)
+        )
+    })?;
     RegistrationClient::new(channel)
         .register(RegisterRequest {
             version: VERSION.into(),
@@ -70,9 +74,13 @@ pub async fn register(
 /// # Errors
 /// Why it could not be asked, in words.
 pub async fn live_devices(socket: &Path) -> Result<Vec<(String, String)>, String> {
-    let channel = connect(socket)
-        .await
-        .map_err(|e| format!("cannot connect to {}: {}", socket.display(), chain(&e)))?;
+    let channel = connect(socket).await.map_err(|e| {
+        format!(
+            "cannot connect to {}: {:#}",
+            socket.display(),
+            anyhow::Error::new(e)
+        )
+    })?;
     let list = PodResourcesListerClient::new(channel)
         .list(ListPodResourcesRequest {})
         .await
@@ -88,16 +96,4 @@ pub async fn live_devices(socket: &Path) -> Result<Vec<(String, String)>, String
             d.device_ids.into_iter().map(move |id| (r.clone(), id))
         })
         .collect())
-}
-
-/// An error with its causes, `: `-joined.
-fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
