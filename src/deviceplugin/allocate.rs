@@ -151,18 +151,28 @@ pub fn request_env(resource: &Resource, entries: &[&Entry]) -> HashMap<String, S
     env
 }
 
+/// The edits a container given the devices `names` of `spec` gets: the
+/// spec's own, then each device's, in spec order.
+fn edits_of<'a>(
+    spec: &'a crate::cdi::Spec,
+    names: &'a [&'a str],
+) -> impl Iterator<Item = &'a crate::cdi::ContainerEdits> + 'a {
+    std::iter::once(&spec.container_edits).chain(
+        spec.devices
+            .iter()
+            .filter(|d| names.contains(&d.name.as_str()))
+            .map(|d| &d.container_edits),
+    )
+}
+
 /// The device nodes the container gets with `e`, host path to container
 /// path: those of its CDI device and of its spec as a whole. `None` when
 /// the spec is not known (then every node of the device counts).
 fn given_nodes(resource: &Resource, e: &Entry) -> Option<BTreeMap<String, String>> {
     let spec = resource.plan.as_ref()?.spec.as_ref()?;
     let name = e.cdi_name.split_once('=').map(|(_, n)| n)?;
-    let edits = std::iter::once(&spec.container_edits).chain(
-        spec.devices
-            .iter()
-            .filter(|d| d.name == name)
-            .map(|d| &d.container_edits),
-    );
+    let names = [name];
+    let edits = edits_of(spec, &names);
     Some(
         edits
             .flat_map(|e| e.device_nodes.iter())
@@ -241,13 +251,7 @@ fn add_legacy(resource: &Resource, entries: &[&Entry], r: &mut ContainerAllocate
         .iter()
         .filter_map(|e| e.cdi_name.split_once('=').map(|(_, n)| n))
         .collect();
-    let edits = std::iter::once(&spec.container_edits).chain(
-        spec.devices
-            .iter()
-            .filter(|d| names.contains(&d.name.as_str()))
-            .map(|d| &d.container_edits),
-    );
-    for e in edits {
+    for e in edits_of(spec, &names) {
         for n in &e.device_nodes {
             if r.devices.iter().any(|x| x.container_path == n.path) {
                 continue;
