@@ -17,7 +17,7 @@ use crate::cdi::validate::{EnvCollision, env_collision};
 use crate::cdi::{self, Format, Spec, Version};
 use crate::devinfo;
 use crate::discover::Discovery;
-use crate::generator::{Generator, Loaded};
+use crate::generator::{DriverFiles, Generator, Loaded};
 use crate::model::Device;
 use crate::render::Templates;
 use crate::write::{self, ManagedDir, Outcome};
@@ -56,6 +56,22 @@ pub enum Error {
         file: String,
         /// The variable and the two devices.
         collision: Box<EnvCollision>,
+    },
+    /// The devices need a driver's files and they are not there or not
+    /// the running version's (`driver.files: required`).
+    #[error(
+        "generator {generator:?}: {problem}; not writing a spec without the driver's libraries \
+         (set `driver: {{files: optional}}` or `{{files: none}}` in {} for specs with device \
+         nodes only)",
+        source_file.display()
+    )]
+    Driver {
+        /// The generator.
+        generator: String,
+        /// Its definition file.
+        source_file: PathBuf,
+        /// What is wrong, and where cdigen looked.
+        problem: String,
     },
     /// Serializing failed.
     #[error("generator {generator:?}")]
@@ -272,6 +288,26 @@ pub fn plan_one(
     if selected.is_empty() {
         let files = devinfo.into_iter().map(|(f, _, _)| f).collect();
         return Ok(no_spec(file, files));
+    }
+    let settings = g.driver.clone().unwrap_or_default();
+    if let Some(problem) = selected
+        .iter()
+        .find_map(|d| d.driver_files.as_ref()?.problem.as_ref())
+    {
+        match settings.files {
+            DriverFiles::Required => {
+                return Err(Error::Driver {
+                    generator: g.name.clone(),
+                    source_file: loaded.source.clone(),
+                    problem: problem.clone(),
+                });
+            }
+            DriverFiles::Optional => tracing::warn!(
+                "generator {}: {problem}; writing the spec without the driver's libraries",
+                g.name
+            ),
+            DriverFiles::None => {}
+        }
     }
     let render = |devices: &[Device]| {
         let mut r = templates

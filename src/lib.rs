@@ -25,7 +25,9 @@
 //!   [`mod@write`], the safe writer (atomic, idempotent, ownership-checked);
 //!   [`check`] compares what is on disk with what it would write.
 //! - [`snapshot`]: records what discovery read into a fixture tree;
-//!   [`ldcache`]: the glibc linker cache reader for driver files.
+//!   [`ldcache`]: the glibc linker cache reader for driver files;
+//!   [`elf`]: a shared library's machine and soname, for driver roots
+//!   without a cache.
 //! - [`plugin`]: the 2017 draft's CDI plugin protocol (`cdigen plugin`):
 //!   allocates discovered devices to request IDs.
 //! - [`text`]: escaping of host-derived text for terminals and logs.
@@ -38,6 +40,7 @@ pub mod cli;
 pub mod deviceplugin;
 pub mod devinfo;
 pub mod discover;
+pub mod elf;
 pub mod fsio;
 pub mod generate;
 pub mod generator;

@@ -6,6 +6,7 @@
 //! template contexts.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -56,10 +57,11 @@ pub struct Device {
     /// matched it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub generic: Option<GenericInfo>,
-    /// Host files the device needs in the container (driver libraries,
-    /// utilities, firmware, sockets).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub mounts: Vec<MountSpec>,
+    /// The user-space driver the device needs in the container (NVIDIA's
+    /// libraries, utilities, firmware, sockets): found once per discovery
+    /// and shared by every device of the driver.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub driver_files: Option<Arc<Driver>>,
 }
 
 /// A device the generic backend found for one or more definitions.
@@ -87,6 +89,112 @@ pub struct MountSpec {
     pub container_path: String,
     /// Mount options (`ro`, `nosuid`, `nodev`, `bind`).
     pub options: Vec<String>,
+}
+
+/// A driver's user-space files on the host (NVIDIA's), by capability.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Driver {
+    /// The running driver version (`550.90.07`), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// Where the files were looked for, said in errors (`/run/nvidia/driver`).
+    pub root: String,
+    /// The files found, in container-path order.
+    pub files: Vec<DriverFile>,
+    /// Why the driver's libraries are missing or unusable (no `libcuda`,
+    /// a version that is not the running one): a generator that requires
+    /// them fails with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub problem: Option<String>,
+    /// Where container runtimes find cdigen on the host, for the hooks.
+    pub hook_path: String,
+}
+
+/// What a container asks a driver for (NVIDIA's `NVIDIA_DRIVER_CAPABILITIES`).
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
+pub enum Capability {
+    /// CUDA and OpenCL.
+    Compute,
+    /// `nvidia-smi` and NVML.
+    Utility,
+    /// Video encode and decode (NVENC, NVDEC, VDPAU).
+    Video,
+    /// OpenGL, EGL, GLX, Vulkan, OptiX, NGX, GBM.
+    Graphics,
+    /// X11 display (the Xorg driver modules).
+    Display,
+}
+
+impl Capability {
+    /// Every capability, in order.
+    pub const ALL: [Capability; 5] = [
+        Capability::Compute,
+        Capability::Utility,
+        Capability::Video,
+        Capability::Graphics,
+        Capability::Display,
+    ];
+
+    /// Its lower-case name (`compute`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Capability::Compute => "compute",
+            Capability::Utility => "utility",
+            Capability::Video => "video",
+            Capability::Graphics => "graphics",
+            Capability::Display => "display",
+        }
+    }
+}
+
+/// What a driver file is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FileKind {
+    /// A shared library: its directory goes into the container's linker cache.
+    Library,
+    /// A program.
+    Executable,
+    /// A plug-in another program loads by path (Xorg modules, NGX's DLLs):
+    /// not for the linker cache.
+    Module,
+    /// Firmware the container's tools read.
+    Firmware,
+    /// A configuration or data file (ICD and vendor JSON, `nvoptix.bin`).
+    Config,
+    /// An IPC socket or directory of the host's daemons.
+    Ipc,
+}
+
+/// One file of a driver, and where the container gets it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct DriverFile {
+    /// The capability that needs it.
+    pub capability: Capability,
+    /// What it is.
+    pub kind: FileKind,
+    /// Its path on the host (the real file, links resolved).
+    pub host_path: String,
+    /// Where it goes in the container.
+    pub container_path: String,
+    /// Symbolic links the container needs to it (the soname link
+    /// `libcuda.so.1`, the development link `libcuda.so`), each made by a
+    /// hook, or bind-mounted without hooks.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<FileLink>,
+}
+
+/// A symbolic link in the container.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct FileLink {
+    /// The link's path in the container.
+    pub path: String,
+    /// What it points to, as written in the link (`libcuda.so.1`,
+    /// `../libnvidia-allocator.so.1`).
+    pub target: String,
 }
 
 /// An NVIDIA GPU, or a MIG device of one.

@@ -32,6 +32,13 @@ use std::sync::Mutex;
 pub const DEV_MANIFEST: &str = "dev.manifest";
 /// Largest file the root reads (sysfs attributes are a page at most).
 pub const MAX_READ: u64 = 1 << 20;
+/// Where the GPU operator's driver container puts the driver's files.
+pub const OPERATOR_DRIVER_ROOT: &str = "/run/nvidia/driver";
+/// Largest file [`HostRoot::open_file`] keeps in a recording.
+const MAX_RECORDED_OPEN: u64 = 1 << 20;
+/// Where container runtimes find cdigen on the host unless told
+/// otherwise: where the package installs it.
+pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/cdigen";
 /// Largest devfs manifest read.
 pub const MAX_MANIFEST: u64 = 16 << 20;
 /// Most symlinks followed while resolving one path (the kernel's limit).
@@ -213,6 +220,12 @@ pub struct HostRoot {
     /// Where the NVIDIA driver's user-space files are (a host path; `/` by
     /// default, `/run/nvidia/driver` with the GPU operator, say).
     driver_root: PathBuf,
+    /// More directories to look for the driver's libraries in (host
+    /// paths), after the usual ones.
+    library_search_path: Vec<PathBuf>,
+    /// Where container runtimes find cdigen on the host (for the hooks
+    /// specs ask them to run).
+    hook_path: PathBuf,
     /// Symlink lookups by host path (None: exists, not a link). Make a new
     /// root for each discovery run so that changes are seen.
     links: Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
@@ -251,6 +264,8 @@ impl HostRoot {
             devfs: DevFs::Real,
             record: None,
             driver_root: PathBuf::from("/"),
+            library_search_path: Vec::new(),
+            hook_path: PathBuf::from(DEFAULT_HOOK_PATH),
             links: Mutex::new(std::collections::HashMap::new()),
         };
         // Read like every other root file: resolved inside the root, a
@@ -279,9 +294,81 @@ impl HostRoot {
         self
     }
 
+    /// Sets where the NVIDIA driver's files are: `driver_root`, or when
+    /// not given, [`OPERATOR_DRIVER_ROOT`] if that is a directory with
+    /// something in it, else `/`.
+    pub fn with_driver_root_or_detect(self, driver_root: Option<&Path>) -> Self {
+        let detected = match driver_root {
+            Some(d) => d.to_path_buf(),
+            None => {
+                let op = Path::new(OPERATOR_DRIVER_ROOT);
+                if self.list_dir_opt(op).is_ok_and(|e| !e.is_empty()) {
+                    op.to_path_buf()
+                } else {
+                    PathBuf::from("/")
+                }
+            }
+        };
+        self.with_driver_root(&detected)
+    }
+
     /// Where the NVIDIA driver's files are (a host path).
     pub fn driver_root(&self) -> &Path {
         &self.driver_root
+    }
+
+    /// Sets more directories (host paths) to look for the driver's
+    /// libraries in.
+    pub fn with_library_search_path(mut self, dirs: &[PathBuf]) -> Self {
+        self.library_search_path = dirs.to_vec();
+        self
+    }
+
+    /// More directories to look for the driver's libraries in.
+    pub fn library_search_path(&self) -> &[PathBuf] {
+        &self.library_search_path
+    }
+
+    /// Sets where container runtimes find cdigen on the host.
+    pub fn with_hook_path(mut self, path: &Path) -> Self {
+        self.hook_path = path.to_path_buf();
+        self
+    }
+
+    /// Where container runtimes find cdigen on the host
+    /// ([`DEFAULT_HOOK_PATH`] unless set).
+    pub fn hook_path(&self) -> &Path {
+        &self.hook_path
+    }
+
+    /// Opens a regular file for reading (links inside the root followed),
+    /// without reading it: for files read in pieces (shared libraries).
+    ///
+    /// # Errors
+    /// [`Error`] naming the file; [`Error::NotRegular`] for anything but a
+    /// regular file.
+    pub fn open_file(&self, host: &Path) -> Result<(PathBuf, fs::File), Error> {
+        let real = self.resolve(host)?;
+        let disk = self.disk_path(&real);
+        let file = crate::fsio::open(&disk, crate::fsio::Links::Refuse).map_err(|e| match e {
+            crate::fsio::Error::NotRegular { what, .. } => Error::NotRegular {
+                path: host.to_path_buf(),
+                disk: disk.clone(),
+                what,
+            },
+            other => self.io_error(host, io::Error::other(other.reason())),
+        })?;
+        // A snapshot keeps what was opened when it is small (a fixture's
+        // libraries); a real driver's libraries are too large to carry, and
+        // are found through the linker cache, which is kept.
+        if self.record.is_some()
+            && let Ok(bytes) = self.read_limited(host, MAX_RECORDED_OPEN)
+        {
+            self.note(|r| {
+                r.files.insert(real.clone(), bytes);
+            });
+        }
+        Ok((real, file))
     }
 
     /// Starts recording every path read (see [`HostRoot::take_record`]).

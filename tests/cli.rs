@@ -22,7 +22,9 @@ fn cdigen(dir: &Path) -> Command {
     let mut cmd = Command::cargo_bin("cdigen").unwrap();
     cmd.current_dir(dir)
         .env_remove("RUST_LOG")
-        .env_remove("CDIGEN_ROOT");
+        .env_remove("CDIGEN_ROOT")
+        // Hooks name cdigen where the package installs it (as the goldens do).
+        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen");
     cmd
 }
 

@@ -823,7 +823,7 @@ fn hotplug_and_health_changes_reach_list_and_watch() {
 /// spec; a GPU whose node leaves /dev is Unhealthy until it is back.
 #[test]
 fn dgx_gpus_by_uuid_packed_by_numa_with_legacy_edits() {
-    let (tmp, root) = support::machine_with_driver("dgx-8gpu");
+    let (tmp, root) = support::machine("dgx-8gpu");
     let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
     let plugin = Plugin::spawn(
         tmp.path(),
@@ -918,7 +918,7 @@ fn dgx_gpus_by_uuid_packed_by_numa_with_legacy_edits() {
     let libcuda = c
         .mounts
         .iter()
-        .find(|m| m.container_path == "/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+        .find(|m| m.container_path == "/usr/lib/x86_64-linux-gnu/libcuda.so.550.90.07")
         .expect("libcuda is mounted");
     assert_eq!(
         libcuda.host_path,
@@ -1068,13 +1068,10 @@ fn refused_at_start(
     let with_driver = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("fixtures")
         .join(machine)
-        .join("driver-root")
+        .join("root")
+        .join(support::DRIVER_ROOT.trim_start_matches('/'))
         .is_dir();
-    let (tmp, root) = if with_driver {
-        support::machine_with_driver(machine)
-    } else {
-        support::machine(machine)
-    };
+    let (tmp, root) = support::machine(machine);
     change(&root);
     let gens = tmp.path().join("generators");
     fs::create_dir_all(&gens).unwrap();

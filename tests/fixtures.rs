@@ -56,6 +56,11 @@ fn cdigen(args: &[&str]) -> (i32, String, String) {
             "CDIGEN_DEVINFO_DIR",
             "/nonexistent-cdigen-devinfo-dir-set-per-test",
         )
+        // The hooks name cdigen where the package installs it, not where
+        // this test's binary is.
+        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen")
+        .env_remove("CDIGEN_DRIVER_ROOT")
+        .env_remove("CDIGEN_LIBRARY_SEARCH_PATH")
         .output()
         .unwrap();
     (
@@ -118,33 +123,15 @@ fn generate_into(root: &Path, out: &Path) -> (i32, String, String) {
     ])
 }
 
-/// Where a machine's driver tree (`fixtures/<m>/driver-root`) is put in
-/// its root, as the GPU operator puts it on a host.
+/// Where a machine's driver tree is in its root, as the GPU operator puts
+/// it on a host.
 const DRIVER_ROOT: &str = "/run/nvidia/driver";
 
-/// The root to run on: the fixture's own, or, for a machine with a
-/// driver tree, a copy with the tree at [`DRIVER_ROOT`].
-fn prepared_root(m: &str, tmp: &Path) -> PathBuf {
-    let base = fixtures_dir().join(m);
-    let driver = base.join("driver-root");
-    if !driver.is_dir() {
-        return base.join("root");
-    }
-    let root = tmp.join("machine-root");
-    let copy = |from: &Path, to: &Path| {
-        fs::create_dir_all(to.parent().unwrap()).unwrap();
-        let ok = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(from)
-            .arg(to)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "cp -a {}", from.display());
-    };
-    copy(&base.join("root"), &root);
-    copy(&driver, &root.join(DRIVER_ROOT.trim_start_matches('/')));
-    root
+/// The root to run on: the fixture's own (a machine with a driver has its
+/// tree at [`DRIVER_ROOT`] in it, where the GPU operator puts it and
+/// where cdigen looks by default).
+fn prepared_root(m: &str, _tmp: &Path) -> PathBuf {
+    fixtures_dir().join(m).join("root")
 }
 
 /// Device-info files (`*-device.json`) of a directory, by name.
@@ -527,14 +514,18 @@ fn snapshot_of_hostile_dev_link_names_replays_exactly() {
 /// A copy of `fixtures/<m>/root` in `tmp`, to be changed by a test.
 fn copy_machine(m: &str, tmp: &Path) -> PathBuf {
     let root = tmp.join(m);
-    let ok = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(fixtures_dir().join(m).join("root"))
-        .arg(&root)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "cp -a {m}");
+    let copy = |from: &Path, to: &Path| {
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(from)
+            .arg(to)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "cp -a {}", from.display());
+    };
+    copy(&fixtures_dir().join(m).join("root"), &root);
     root
 }
 

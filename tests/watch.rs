@@ -67,7 +67,9 @@ fn pipeline(tmp: &Path) -> Pipeline {
         SourceArgs {
             root: tmp.join("root"),
             backends: Vec::new(),
-            driver_root: "/".into(),
+            driver_root: None,
+            library_search_path: Vec::new(),
+            hook_path: Some("/usr/bin/cdigen".into()),
         },
         DefinitionArgs {
             generators: Some("/nonexistent-cdigen-user-generators".into()),

@@ -103,7 +103,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__check)
-            opts="-o -v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -118,6 +118,14 @@ _cdigen() {
                     return 0
                     ;;
                 --driver-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --library-search-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hook-path)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -179,7 +187,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__device__subcmd__plugin)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-dir --devinfo-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -194,6 +202,14 @@ _cdigen() {
                     return 0
                     ;;
                 --driver-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --library-search-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hook-path)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -257,7 +273,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__discover)
-            opts="-o -v -q -h --root --backend --driver-root --generators --generator --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --generator --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -272,6 +288,14 @@ _cdigen() {
                     return 0
                     ;;
                 --driver-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --library-search-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hook-path)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -299,7 +323,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__generate)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --output --format --dry-run --diff --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-dir --devinfo-dir --output --format --dry-run --diff --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -314,6 +338,14 @@ _cdigen() {
                     return 0
                     ;;
                 --driver-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --library-search-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hook-path)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -521,7 +553,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__list)
-            opts="-o -v -q -h --spec-dir --discovered --root --backend --driver-root --generators --templates --generator --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --spec-dir --discovered --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -540,6 +572,14 @@ _cdigen() {
                     return 0
                     ;;
                 --driver-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --library-search-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hook-path)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -653,7 +693,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__watch)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-dir --devinfo-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -668,6 +708,14 @@ _cdigen() {
                     return 0
                     ;;
                 --driver-root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --library-search-path)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --hook-path)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

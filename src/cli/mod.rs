@@ -214,14 +214,11 @@ pub struct PluginArgs {
     /// Read sysfs, procfs and /dev under this directory instead of / (a fixture or a snapshot).
     #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
     pub root: PathBuf,
-    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root).
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "/",
-        env = "CDIGEN_DRIVER_ROOT"
-    )]
-    pub driver_root: PathBuf,
+    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root)
+    /// [default: /run/nvidia/driver when it exists and is not empty (the GPU operator's driver
+    /// container), else /].
+    #[arg(long, value_name = "DIR", env = "CDIGEN_DRIVER_ROOT")]
+    pub driver_root: Option<PathBuf>,
     /// Directory of generator definitions (*.yaml) that add to or replace the built-in ones
     /// [default: /etc/cdigen/generators.d]; skipped when it does not exist.
     #[arg(long, value_name = "DIR", env = "CDIGEN_GENERATORS")]
@@ -325,14 +322,11 @@ pub struct SnapshotArgs {
     /// Read sysfs, procfs and /dev under this directory instead of /.
     #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
     pub root: PathBuf,
-    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root).
-    #[arg(
-        long,
-        value_name = "DIR",
-        default_value = "/",
-        env = "CDIGEN_DRIVER_ROOT"
-    )]
-    pub driver_root: PathBuf,
+    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root)
+    /// [default: /run/nvidia/driver when it exists and is not empty (the GPU operator's driver
+    /// container), else /].
+    #[arg(long, value_name = "DIR", env = "CDIGEN_DRIVER_ROOT")]
+    pub driver_root: Option<PathBuf>,
     /// Directory to create the fixture tree in (must not exist or be empty).
     #[arg(long, value_name = "DIR")]
     pub output: PathBuf,
@@ -352,15 +346,46 @@ pub struct SourceArgs {
     /// Only run this backend (repeatable).
     #[arg(long = "backend", value_name = "NAME")]
     pub backends: Vec<String>,
-    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root):
-    /// /run/nvidia/driver with the GPU operator, for example.
+    /// Where the NVIDIA driver's user-space files are, as a path on the host (under --root)
+    /// [default: /run/nvidia/driver when it exists and is not empty (the GPU operator's driver
+    /// container), else /].
+    #[arg(long, value_name = "DIR", env = "CDIGEN_DRIVER_ROOT")]
+    pub driver_root: Option<PathBuf>,
+    /// Another directory to look for the NVIDIA driver's libraries in, under --driver-root,
+    /// after the linker cache and the usual directories (repeatable; colon-separated in the
+    /// environment variable).
     #[arg(
-        long,
+        long = "library-search-path",
         value_name = "DIR",
-        default_value = "/",
-        env = "CDIGEN_DRIVER_ROOT"
+        env = "CDIGEN_LIBRARY_SEARCH_PATH",
+        value_delimiter = ':'
     )]
-    pub driver_root: PathBuf,
+    pub library_search_path: Vec<PathBuf>,
+    /// Where container runtimes find cdigen on the host, for the `cdigen hook` steps NVIDIA
+    /// specs ask them to run [default: this cdigen's own path]. In a container (a
+    /// DaemonSet), the path of a cdigen installed on the host.
+    #[arg(long, value_name = "PATH", env = "CDIGEN_HOOK_PATH")]
+    pub hook_path: Option<PathBuf>,
+}
+
+impl SourceArgs {
+    /// Opens the root with the driver's locations and the hook path.
+    ///
+    /// # Errors
+    /// When the root cannot be used.
+    pub fn host_root(&self) -> anyhow::Result<crate::root::HostRoot> {
+        use anyhow::Context as _;
+        let hook_path = match &self.hook_path {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()
+                .unwrap_or_else(|_| PathBuf::from(crate::root::DEFAULT_HOOK_PATH)),
+        };
+        Ok(crate::root::HostRoot::open(&self.root)
+            .with_context(|| format!("cannot use {} as the root", crate::text::path(&self.root)))?
+            .with_driver_root_or_detect(self.driver_root.as_deref())
+            .with_library_search_path(&self.library_search_path)
+            .with_hook_path(&hook_path))
+    }
 }
 
 /// Which generator definitions and templates to use.
@@ -698,7 +723,7 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     use anyhow::Context as _;
     let root = crate::root::HostRoot::open(&args.root)
         .with_context(|| format!("cannot use {} as the root", crate::text::path(&args.root)))?
-        .with_driver_root(&args.driver_root)
+        .with_driver_root_or_detect(args.driver_root.as_deref())
         .recording();
     // Every definition, enabled or not, so that a later run with any of
     // them finds on the snapshot what it would find on the host.
@@ -713,7 +738,8 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     // The devices counted are those `cdigen discover` lists (for the
     // enabled definitions); those only disabled ones match are said apart.
     let listed = crate::discover::discover_for(
-        &crate::root::HostRoot::open(&args.root)?.with_driver_root(&args.driver_root),
+        &crate::root::HostRoot::open(&args.root)?
+            .with_driver_root_or_detect(args.driver_root.as_deref()),
         &[],
         all.iter()
             .filter(|l| l.generator.enabled)

@@ -3,8 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::Context as _;
-
 use super::{DefinitionArgs, SourceArgs};
 use crate::discover::{self, Discovery};
 use crate::generator::{self, Loaded};
@@ -21,9 +19,7 @@ pub(crate) fn discover(
     source: &SourceArgs,
     generators: &[Loaded],
 ) -> anyhow::Result<(HostRoot, Discovery)> {
-    let root = HostRoot::open(&source.root)
-        .with_context(|| format!("cannot use {} as the root", text::path(&source.root)))?
-        .with_driver_root(&source.driver_root);
+    let root = source.host_root()?;
     let found = discover::discover_for(
         &root,
         &source.backends,
@@ -147,7 +143,9 @@ mod tests {
         SourceArgs {
             root: PathBuf::from("/"),
             backends: backends.iter().map(|b| b.to_string()).collect(),
-            driver_root: PathBuf::from("/"),
+            driver_root: None,
+            library_search_path: Vec::new(),
+            hook_path: None,
         }
     }
 

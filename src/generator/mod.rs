@@ -117,6 +117,59 @@ pub struct Generator {
     /// How `cdigen device-plugin` offers the devices to the kubelet.
     #[serde(default)]
     pub device_plugin: DevicePlugin,
+    /// The driver files the devices' containers get (backend `nvidia`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<DriverSettings>,
+}
+
+/// Which of a driver's user-space files a generator's spec gives, and how.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DriverSettings {
+    /// What containers get the driver for (default compute, utility,
+    /// video, graphics; `display` adds the Xorg modules).
+    #[serde(default = "default_capabilities")]
+    pub capabilities: Vec<crate::model::Capability>,
+    /// Whether the driver's libraries must be found: `required` fails the
+    /// generator when `libcuda` of the running version is not there (or
+    /// another version is), `optional` writes what there is with a
+    /// warning, `none` gives device nodes only.
+    #[serde(default)]
+    pub files: DriverFiles,
+    /// Whether the spec asks the runtime to run `cdigen hook` (linker
+    /// cache, soname and development links, CUDA forward compatibility);
+    /// `false` is the no-hook mode: links are bind mounts, and the
+    /// container's linker cache is left alone.
+    #[serde(default = "yes")]
+    pub hooks: bool,
+}
+
+impl Default for DriverSettings {
+    fn default() -> Self {
+        DriverSettings {
+            capabilities: default_capabilities(),
+            files: DriverFiles::default(),
+            hooks: true,
+        }
+    }
+}
+
+fn default_capabilities() -> Vec<crate::model::Capability> {
+    use crate::model::Capability::*;
+    vec![Compute, Utility, Video, Graphics]
+}
+
+/// Whether a generator needs the driver's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum DriverFiles {
+    /// Fail without them.
+    #[default]
+    Required,
+    /// Give what there is; warn about what is missing.
+    Optional,
+    /// Device nodes only.
+    None,
 }
 
 /// A generator's device plugin settings.
@@ -482,6 +535,24 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
         }
     }
     Kind::parse(&g.kind).map_err(|e| invalid("kind", e.to_string()))?;
+    if g.driver.is_some() && g.backend != "nvidia" {
+        return Err(invalid(
+            "driver",
+            format!(
+                "only for backend nvidia (backend {} has no driver files)",
+                g.backend
+            ),
+        ));
+    }
+    if let Some(d) = &g.driver
+        && d.capabilities.is_empty()
+        && d.files != DriverFiles::None
+    {
+        return Err(invalid(
+            "driver.capabilities",
+            "must list at least one of compute, utility, video, graphics, display (or set `files: none`)".into(),
+        ));
+    }
     if !is_plain_name(&g.template) {
         return Err(invalid(
             "template",

@@ -240,6 +240,7 @@ fn builtin_amd_gpu_is_exactly_as_written() {
             device_info: false,
             static_devices: vec![],
             device_plugin: Default::default(),
+            driver: None,
         }
     );
     assert_eq!(g.file_name(g.output.format), "amd.com-gpu.yaml");
@@ -269,6 +270,7 @@ fn defaults_of_a_minimal_definition() {
             device_info: false,
             static_devices: vec![],
             device_plugin: Default::default(),
+            driver: None,
         }
     );
 }
@@ -327,6 +329,7 @@ fn full_definition() {
             device_info: false,
             static_devices: vec![],
             device_plugin: Default::default(),
+            driver: None,
         }
     );
 }
@@ -339,7 +342,7 @@ fn unknown_key_names_file_line_and_expected_keys() {
         err_with("vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of name, \
          description, enabled, backend, kind, match, join, select, reserve, names, template, \
-         output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices, device_plugin \
+         output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver \
          at line 5, column 1"
     );
     assert_eq!(
@@ -911,7 +914,7 @@ fn load_broken_file_is_its_error() {
         format!(
             "{}: unknown field `vendorids`, expected one of name, description, enabled, backend, \
              kind, match, join, select, reserve, names, template, output, device_nodes, links, \
-             cdi_version, vfio_mode, device_info, static_devices, device_plugin at line 5, column 1",
+             cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver at line 5, column 1",
             bad.display()
         )
     );

@@ -248,7 +248,7 @@ pub struct Options {
     /// The root to discover under (`/`, or a fixture).
     pub root: PathBuf,
     /// The NVIDIA driver root (a host path).
-    pub driver_root: PathBuf,
+    pub driver_root: Option<PathBuf>,
     /// Directories of user generator definitions.
     pub generator_dirs: Vec<PathBuf>,
     /// The state directory.
@@ -543,7 +543,7 @@ fn discover_host(opts: &Options, all: &[Loaded]) -> Result<Host, Failure> {
                 opts.root.display()
             ))
         })?
-        .with_driver_root(&opts.driver_root);
+        .with_driver_root_or_detect(opts.driver_root.as_deref());
     let discovery = discover::discover_for(&root, &[], all.iter().map(|l| &l.generator))
         .map_err(|e| Failure::host(&e))?;
     for w in &discovery.warnings {

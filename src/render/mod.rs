@@ -458,6 +458,9 @@ pub struct TemplateContext<'a> {
     /// Mounts every device of this spec needs (NVIDIA driver files), in
     /// container-path order.
     pub common_mounts: Vec<crate::model::MountSpec>,
+    /// Hooks every device of this spec needs (`cdigen hook` steps for
+    /// NVIDIA driver files), in the order they run.
+    pub common_hooks: Vec<crate::cdi::Hook>,
     /// The kind as an environment variable suffix: `nvidia.com/mlx_rdma`
     /// → `NVIDIA_COM_MLX_RDMA` (the SR-IOV device plugin's convention).
     pub resource_env: String,
@@ -605,16 +608,13 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             common_nodes.push(to_cdi(n));
         }
     }
-    let mut common_mounts: Vec<crate::model::MountSpec> = Vec::new();
-    for m in sorted.iter().flat_map(|d| d.mounts.iter()) {
-        if !common_mounts
-            .iter()
-            .any(|x| x.container_path == m.container_path)
-        {
-            common_mounts.push(m.clone());
-        }
-    }
-    common_mounts.sort_by(|a, b| a.container_path.cmp(&b.container_path));
+    // Every device of a driver shares its files: the first device's say
+    // what the spec mounts.
+    let driver_edits = sorted
+        .iter()
+        .find_map(|d| d.driver_files.as_deref())
+        .map(|drv| driver::edits(&generator.driver.clone().unwrap_or_default(), drv))
+        .unwrap_or_default();
     let entry = |name: String, members: Vec<&'a Device>| {
         let mut own_nodes: Vec<DeviceNode> = Vec::new();
         for n in members
@@ -833,7 +833,8 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
         generator: &generator.name,
         resource_env: env_suffix(&generator.kind),
         common_nodes,
-        common_mounts,
+        common_mounts: driver_edits.mounts,
+        common_hooks: driver_edits.hooks,
         devices: out,
         warnings,
     }
@@ -867,6 +868,8 @@ fn strategy_name(strategy: &NameStrategy, d: &Device) -> Result<String, String> 
     cdi::name::validate_device_name(&name).map_err(|e| e.to_string())?;
     Ok(name)
 }
+
+pub mod driver;
 
 #[cfg(test)]
 mod tests;

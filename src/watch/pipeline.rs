@@ -11,8 +11,6 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::Context as _;
-
 use super::{FileChange, Pass, Regenerate, Scope, Watched};
 use crate::cdi::{self, Format};
 use crate::cli::{DefinitionArgs, SourceArgs};
@@ -146,9 +144,7 @@ impl Pipeline {
     }
 
     fn root(&self) -> anyhow::Result<HostRoot> {
-        Ok(HostRoot::open(&self.source.root)
-            .with_context(|| format!("cannot use {} as the root", self.source.root.display()))?
-            .with_driver_root(&self.source.driver_root))
+        self.source.host_root()
     }
 }
 

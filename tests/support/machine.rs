@@ -44,6 +44,7 @@ pub fn cdigen(cwd: &Path, args: &[&str]) -> (i32, String, String) {
         .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
         // Never the host's device-info directory.
         .env("CDIGEN_DEVINFO_DIR", "devinfo")
+        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen")
         .output()
         .unwrap();
     (
@@ -66,28 +67,7 @@ pub fn visible_names(dir: &Path) -> Vec<String> {
     v
 }
 
-/// Where a machine's driver tree (`fixtures/<m>/driver-root`) goes in its
-/// root, as the GPU operator puts it on a host: pass it as
-/// `--driver-root`.
+/// Where a machine's driver tree is in its root (`fixtures/<m>/root/run/
+/// nvidia/driver`), as the GPU operator puts it on a host, and where
+/// cdigen looks by default.
 pub const DRIVER_ROOT: &str = "/run/nvidia/driver";
-
-/// Like [`machine`], with the fixture's `driver-root/` copied into the
-/// root at [`DRIVER_ROOT`] (`dgx-8gpu`).
-pub fn machine_with_driver(name: &str) -> (TempDir, PathBuf) {
-    let (tmp, root) = machine(name);
-    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name)
-        .join("driver-root");
-    let dst = root.join(DRIVER_ROOT.trim_start_matches('/'));
-    fs::create_dir_all(dst.parent().unwrap()).unwrap();
-    let ok = StdCommand::new("cp")
-        .arg("-a")
-        .arg(&src)
-        .arg(&dst)
-        .status()
-        .unwrap()
-        .success();
-    assert!(ok, "cp -a {}", src.display());
-    (tmp, root)
-}

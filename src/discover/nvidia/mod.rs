@@ -138,16 +138,7 @@ impl Backend for Nvidia {
             majors.contains_key("nvidia-modeset"),
             report,
         );
-        let mounts = match &version {
-            Some(v) => driver::files(root, root.driver_root(), v, report),
-            None => {
-                report.warn(
-                    proc_path("driver/nvidia/version"),
-                    "no driver version: driver files (libraries, utilities, firmware) are left out",
-                );
-                Vec::new()
-            }
-        };
+        let driver = std::sync::Arc::new(driver::find(root, version.as_deref(), report));
         let caps_major = majors.get("nvidia-caps").copied();
         let mig_admin = mig_admin_nodes(root, caps_major);
         let ids = cx.pci_ids();
@@ -233,7 +224,7 @@ impl Backend for Nvidia {
                     driver: f.driver.clone(),
                     numa_node: f.numa_node,
                     nodes: mig_nodes,
-                    mounts: mounts.clone(),
+                    driver_files: Some(driver.clone()),
                     nvidia: Some(NvidiaInfo {
                         mig: Some(MigInfo {
                             parent: f.info.address.clone(),
@@ -256,7 +247,7 @@ impl Backend for Nvidia {
                 driver: f.driver,
                 numa_node: f.numa_node,
                 nodes,
-                mounts: mounts.clone(),
+                driver_files: Some(driver.clone()),
                 nvidia: Some(nv),
                 ..Default::default()
             });

@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::os::unix::fs::symlink;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::*;
 use crate::generator::{Generator, NameStrategy};
@@ -529,31 +529,28 @@ fn driver_files_of_the_running_version() {
         .discover(&crate::discover::Context::new(&root), &mut report)
         .unwrap();
     assert_eq!(report.warnings, vec![]);
-    let mounts: Vec<String> = devices[0]
-        .mounts
+    let files: Vec<String> = devices[0]
+        .driver_files
+        .as_ref()
+        .unwrap()
+        .files
         .iter()
-        .map(|m| {
-            format!(
-                "{} <- {} {}",
-                m.container_path,
-                m.host_path,
-                m.options.join(",")
-            )
-        })
+        .map(describe)
         .collect();
     let lib = "/usr/lib/x86_64-linux-gnu";
-    let o = "ro,nosuid,nodev,bind";
     assert_eq!(
-        mounts,
+        files,
         [
+            "compute firmware /lib/firmware/nvidia/580.159.04/gsp_ga10x.bin <- /lib/firmware/nvidia/580.159.04/gsp_ga10x.bin".to_string(),
+            "utility executable /usr/bin/nvidia-smi <- /usr/bin/nvidia-smi".to_string(),
             format!(
-                "/lib/firmware/nvidia/580.159.04/gsp_ga10x.bin <- /lib/firmware/nvidia/580.159.04/gsp_ga10x.bin {o}"
+                "compute library {lib}/libcuda.so.580.159.04 <- {lib}/libcuda.so.580.159.04 \
+                 [{lib}/libcuda.so.1 -> libcuda.so.580.159.04, {lib}/libcuda.so -> libcuda.so.1]"
             ),
-            format!("/usr/bin/nvidia-smi <- /usr/bin/nvidia-smi {o}"),
-            format!("{lib}/libcuda.so.1 <- {lib}/libcuda.so.580.159.04 {o}"),
-            format!("{lib}/libcuda.so.580.159.04 <- {lib}/libcuda.so.580.159.04 {o}"),
-            format!("{lib}/libnvidia-ml.so.1 <- {lib}/libnvidia-ml.so.580.159.04 {o}"),
-            format!("{lib}/libnvidia-ml.so.580.159.04 <- {lib}/libnvidia-ml.so.580.159.04 {o}"),
+            format!(
+                "utility library {lib}/libnvidia-ml.so.580.159.04 <- {lib}/libnvidia-ml.so.580.159.04 \
+                 [{lib}/libnvidia-ml.so.1 -> libnvidia-ml.so.580.159.04]"
+            ),
         ]
     );
     // A driver root elsewhere: host paths under it, container paths not.
@@ -573,18 +570,36 @@ fn driver_files_of_the_running_version() {
     let outer = HostRoot::open(moved.path())
         .unwrap()
         .with_driver_root(Path::new("/run/nvidia/driver"));
-    let files = driver::files(
-        &outer,
-        outer.driver_root(),
-        "580.159.04",
-        &mut Report::default(),
-    );
+    let d = driver::find(&outer, Some("580.159.04"), &mut Report::default());
+    assert_eq!(d.problem, None);
     assert!(
-        files.iter().any(|m| m.host_path
+        d.files.iter().any(|f| f.host_path
             == "/run/nvidia/driver/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"
-            && m.container_path == "/usr/lib/x86_64-linux-gnu/libcuda.so.1"),
-        "{files:?}"
+            && f.container_path == "/usr/lib/x86_64-linux-gnu/libcuda.so.580.159.04"),
+        "{:?}",
+        d.files
     );
+}
+
+/// One driver file as `capability kind container <- host [links]`.
+fn describe(f: &crate::model::DriverFile) -> String {
+    let kind = serde_json::to_value(f.kind).unwrap();
+    let links: Vec<String> = f
+        .links
+        .iter()
+        .map(|l| format!("{} -> {}", l.path, l.target))
+        .collect();
+    let mut s = format!(
+        "{} {} {} <- {}",
+        f.capability.as_str(),
+        kind.as_str().unwrap(),
+        f.container_path,
+        f.host_path
+    );
+    if !links.is_empty() {
+        s.push_str(&format!(" [{}]", links.join(", ")));
+    }
+    s
 }
 
 #[test]
@@ -601,7 +616,8 @@ fn corrupt_linker_cache_is_said() {
         .discover(&crate::discover::Context::new(&root), &mut report)
         .unwrap();
     assert_eq!(devices.len(), 1, "the GPU is still there");
-    assert!(devices[0].mounts.is_empty());
+    let d = devices[0].driver_files.as_ref().unwrap();
+    assert!(d.files.is_empty());
     let w: Vec<String> = report
         .warnings
         .iter()
@@ -609,37 +625,99 @@ fn corrupt_linker_cache_is_said() {
         .collect();
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(w[0].starts_with("/etc/ld.so.cache: "), "{w:?}");
-    assert!(w[0].ends_with("; driver libraries are left out"), "{w:?}");
+    assert!(
+        w[0].ends_with("; looking for the driver's libraries by name instead"),
+        "{w:?}"
+    );
+    // No libcuda anywhere: said, with where it looked.
+    assert_eq!(
+        d.problem.as_deref(),
+        Some(
+            "no libcuda.so.580.159.04 under the driver root /: looked in /etc/ld.so.cache (not \
+             usable) and /usr/lib/x86_64-linux-gnu, /usr/lib/aarch64-linux-gnu, /usr/lib64, \
+             /lib/x86_64-linux-gnu, /lib/aarch64-linux-gnu, /lib64, /usr/lib, /lib; point \
+             --driver-root or --library-search-path at the driver's files"
+        )
+    );
 }
 
 #[test]
 fn without_a_linker_cache_libraries_are_found_by_name() {
     let tmp = h100(false, FULL_DEV);
     let r = tmp.path();
-    write(r, "usr/lib64/libcuda.so.580.159.04", "x");
-    write(r, "usr/lib64/libcuda.so.535.183.01", "x");
-    write(r, "usr/lib64/libnvidia-ml.so.580.159.04", "x");
-    write(r, "usr/lib64/libother.so.580.159.04", "x");
-    let root = HostRoot::open(r).unwrap();
+    let lib64 = r.join("usr/lib64");
+    // No soname links (nothing ran ldconfig): the sonames come from the files.
+    shared_object(&lib64, "libcuda.so.580.159.04", "libcuda.so.1");
+    shared_object(&lib64, "libcuda.so.535.183.01", "libcuda.so.1");
+    shared_object(&lib64, "libnvidia-ml.so.580.159.04", "libnvidia-ml.so.1");
+    shared_object(&lib64, "libother.so.580.159.04", "libother.so.1");
+    // Not an ELF object: said, left out.
+    write(r, "usr/lib64/libnvidia-cfg.so.580.159.04", "x");
+    // Only with --library-search-path.
+    shared_object(
+        &r.join("opt/nv/lib"),
+        "libnvcuvid.so.580.159.04",
+        "libnvcuvid.so.1",
+    );
+    let root = HostRoot::open(r)
+        .unwrap()
+        .with_library_search_path(&[PathBuf::from("/opt/nv/lib")]);
     let mut report = Report::default();
-    let files = driver::files(&root, Path::new("/"), "580.159.04", &mut report);
-    assert_eq!(report.warnings, vec![]);
-    let got: Vec<(&str, &str)> = files
+    let d = driver::find(&root, Some("580.159.04"), &mut report);
+    let w: Vec<String> = report
+        .warnings
         .iter()
-        .map(|m| (m.host_path.as_str(), m.container_path.as_str()))
+        .map(|w| format!("{}: {}", w.path.display(), w.message))
         .collect();
+    assert_eq!(
+        w,
+        [
+            "/usr/lib64/libnvidia-cfg.so.580.159.04: not an ELF shared object: no ELF magic \
+          number; leaving it out"
+        ]
+    );
+    assert_eq!(d.problem, None);
+    let got: Vec<String> = d.files.iter().map(describe).collect();
     assert_eq!(
         got,
         [
-            (
-                "/usr/lib64/libcuda.so.580.159.04",
-                "/usr/lib64/libcuda.so.580.159.04"
-            ),
-            (
-                "/usr/lib64/libnvidia-ml.so.580.159.04",
-                "/usr/lib64/libnvidia-ml.so.580.159.04"
-            ),
+            "video library /opt/nv/lib/libnvcuvid.so.580.159.04 <- /opt/nv/lib/libnvcuvid.so.580.159.04 \
+             [/opt/nv/lib/libnvcuvid.so.1 -> libnvcuvid.so.580.159.04]",
+            "compute library /usr/lib64/libcuda.so.580.159.04 <- /usr/lib64/libcuda.so.580.159.04 \
+             [/usr/lib64/libcuda.so.1 -> libcuda.so.580.159.04, /usr/lib64/libcuda.so -> libcuda.so.1]",
+            "utility library /usr/lib64/libnvidia-ml.so.580.159.04 <- /usr/lib64/libnvidia-ml.so.580.159.04 \
+             [/usr/lib64/libnvidia-ml.so.1 -> libnvidia-ml.so.580.159.04]",
         ]
+    );
+}
+
+#[test]
+fn a_driver_of_another_version_is_said() {
+    let tmp = h100(false, FULL_DEV);
+    let r = tmp.path();
+    shared_object(
+        &r.join("usr/lib64"),
+        "libcuda.so.535.183.01",
+        "libcuda.so.1",
+    );
+    let root = HostRoot::open(r).unwrap();
+    let d = driver::find(&root, Some("580.159.04"), &mut Report::default());
+    assert_eq!(
+        d.problem.as_deref(),
+        Some(
+            "the running driver is 580.159.04 (/proc/driver/nvidia/version) but the libraries \
+             under / are 535.183.01 (/usr/lib64/libcuda.so.535.183.01): the user-space driver \
+             does not match the kernel module (reboot after a driver upgrade, or point \
+             --driver-root at the running driver's files)"
+        )
+    );
+    let none = driver::find(&root, None, &mut Report::default());
+    assert_eq!(
+        none.problem.as_deref(),
+        Some(
+            "the running driver's version is unknown (/proc/driver/nvidia/version is missing or \
+             unreadable), so its libraries cannot be chosen"
+        )
     );
 }
 
