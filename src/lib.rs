@@ -26,6 +26,9 @@
 //!   [`check`] compares what is on disk with what it would write.
 //! - [`snapshot`]: records what discovery read into a fixture tree;
 //!   [`ldcache`]: the glibc linker cache reader for driver files.
+//! - [`hook`]: `cdigen hook`, the OCI `createContainer` hooks NVIDIA specs
+//!   name (links, CUDA forward compatibility, the linker cache), confined
+//!   to the container's root ([`hook::inroot`]).
 //! - [`plugin`]: the 2017 draft's CDI plugin protocol (`cdigen plugin`):
 //!   allocates discovered devices to request IDs.
 //! - [`text`]: escaping of host-derived text for terminals and logs.
@@ -41,6 +44,7 @@ pub mod discover;
 pub mod fsio;
 pub mod generate;
 pub mod generator;
+pub mod hook;
 pub mod ldcache;
 pub mod model;
 pub mod plugin;
