@@ -100,7 +100,7 @@ pub(crate) fn run(args: &HookArgs, input: &mut dyn Read, err: &mut dyn Write) ->
     let code = match run_step(&args.step, input, &mut notes) {
         Ok(()) => super::EXIT_OK,
         Err(e) => {
-            notes.push(format!("{e:#}"));
+            notes.push(e.to_string());
             super::EXIT_FINDINGS
         }
     };

@@ -136,20 +136,20 @@ pub enum Occupant {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// The root directory cannot be opened.
-    #[error("{}: cannot open the container root: {source}", root.display())]
+    #[error("{}: cannot open the container root: {cause}", root.display())]
     Root {
         /// The root, as a host path.
         root: PathBuf,
-        /// The cause.
-        source: io::Error,
+        /// The cause (in the message, not a chained error).
+        cause: io::Error,
     },
     /// A path could not be resolved, created, listed or written.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Io {
         /// The path in the root.
         path: PathBuf,
-        /// The cause.
-        source: io::Error,
+        /// The cause (in the message, not a chained error).
+        cause: io::Error,
     },
     /// Something other than a regular file where one is to be replaced or
     /// removed: left alone, never opened.
@@ -184,8 +184,8 @@ impl Error {
     /// The error number, for errors of the system.
     pub fn errno(&self) -> Option<Errno> {
         match self {
-            Error::Root { source, .. } | Error::Io { source, .. } => {
-                source.raw_os_error().map(Errno::from_raw_os_error)
+            Error::Root { cause, .. } | Error::Io { cause, .. } => {
+                cause.raw_os_error().map(Errno::from_raw_os_error)
             }
             _ => None,
         }
@@ -263,7 +263,7 @@ fn relative(comps: &[OsString]) -> OsString {
 fn io_err(path: PathBuf) -> impl FnOnce(Errno) -> Error {
     move |e| Error::Io {
         path,
-        source: io::Error::from(e),
+        cause: io::Error::from(e),
     }
 }
 
@@ -305,7 +305,7 @@ impl InRoot {
             Err(e) => {
                 return Err(Error::Root {
                     root: path.to_path_buf(),
-                    source: e.into(),
+                    cause: e.into(),
                 });
             }
         };
@@ -332,7 +332,7 @@ impl InRoot {
     fn open_fd(path: &Path) -> Result<OwnedFd, Error> {
         rustix::fs::open(path, DIR_FLAGS, Mode::empty()).map_err(|e| Error::Root {
             root: path.to_path_buf(),
-            source: e.into(),
+            cause: e.into(),
         })
     }
 

@@ -249,9 +249,9 @@ fn run(
         .stderr(Stdio::piped())
         .process_group(0)
         .spawn()
-        .map_err(|source| Error::LdconfigSpawn {
+        .map_err(|cause| Error::LdconfigSpawn {
             path: program.to_path_buf(),
-            source,
+            cause,
         })?;
     let kept = Arc::new(Mutex::new(Vec::new()));
     let (done_tx, done_rx) = mpsc::channel();

@@ -42,31 +42,31 @@ pub const MAX_STATE: u64 = 1 << 20;
 pub const MAX_CONFIG: u64 = 4 << 20;
 
 /// Why a hook failed; each variant says what, and names the file or
-/// argument.
+/// argument. Causes are part of the message, not a chain of errors.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     /// Stdin could not be read.
     #[error("cannot read the container state from stdin: {0}")]
-    StateRead(#[source] io::Error),
+    StateRead(io::Error),
     /// Stdin holds more than [`MAX_STATE`] bytes.
     #[error("the container state on stdin is larger than {MAX_STATE} bytes")]
     StateTooLarge,
     /// Stdin is not an OCI state.
     #[error("the container state on stdin is not valid: {0}")]
-    StateJson(#[source] serde_json::Error),
+    StateJson(serde_json::Error),
     /// The state's bundle is empty.
     #[error("the container state on stdin has an empty bundle")]
     NoBundle,
     /// `config.json` could not be read.
-    #[error(transparent)]
-    Config(#[from] fsio::Error),
+    #[error("{0}")]
+    Config(fsio::Error),
     /// `config.json` is not an OCI runtime configuration.
-    #[error("{}: not a valid OCI runtime configuration: {source}", path.display())]
+    #[error("{}: not a valid OCI runtime configuration: {cause}", path.display())]
     ConfigJson {
         /// The file.
         path: PathBuf,
         /// The cause.
-        source: serde_json::Error,
+        cause: serde_json::Error,
     },
     /// `config.json` has no `root.path`.
     #[error("{}: no root.path", path.display())]
@@ -108,12 +108,12 @@ pub enum Error {
         tried: String,
     },
     /// ldconfig could not be started.
-    #[error("cannot run {}: {source}", path.display())]
+    #[error("cannot run {}: {cause}", path.display())]
     LdconfigSpawn {
         /// The ldconfig.
         path: PathBuf,
         /// The cause.
-        source: io::Error,
+        cause: io::Error,
     },
     /// ldconfig ran too long.
     #[error("{command} did not finish within {secs} s: killed it")]
@@ -194,10 +194,10 @@ struct ConfigRoot {
 /// [`Error::Config`], [`Error::ConfigJson`], [`Error::NoRootPath`].
 pub fn container_root(bundle: &Path) -> Result<PathBuf, Error> {
     let path = bundle.join("config.json");
-    let bytes = fsio::read(&path, MAX_CONFIG, fsio::Links::Follow)?;
-    let config: Config = serde_json::from_slice(&bytes).map_err(|source| Error::ConfigJson {
+    let bytes = fsio::read(&path, MAX_CONFIG, fsio::Links::Follow).map_err(Error::Config)?;
+    let config: Config = serde_json::from_slice(&bytes).map_err(|cause| Error::ConfigJson {
         path: path.clone(),
-        source,
+        cause,
     })?;
     match config.root.and_then(|r| r.path) {
         Some(root) if !root.as_os_str().is_empty() => Ok(bundle.join(root)),
@@ -216,7 +216,7 @@ pub fn open_root(state: &State) -> Result<InRoot, Error> {
     let opened = InRoot::open(&root)?;
     let st = rustix::fs::fstat(opened.root_fd()).map_err(|e| inroot::Error::Root {
         root: root.clone(),
-        source: e.into(),
+        cause: e.into(),
     })?;
     if let Ok(host) = std::fs::metadata("/")
         && host.dev() == st.st_dev
@@ -253,6 +253,50 @@ pub(crate) mod test_support {
             Ok(v) => v,
             Err(mpsc::RecvTimeoutError::Timeout) => panic!("blocked: still running after 10 s"),
             Err(mpsc::RecvTimeoutError::Disconnected) => panic!("the checked code panicked"),
+        }
+    }
+
+    /// A tmpfs mounted on a temp dir, filled by the caller, then made
+    /// read-only; unmounted when dropped. `None` (with the reason printed)
+    /// where mounting is not allowed (not root, no `CAP_SYS_ADMIN`).
+    pub(crate) struct ReadOnlyMount {
+        dir: tempfile::TempDir,
+    }
+
+    impl ReadOnlyMount {
+        pub(crate) fn new(fill: impl FnOnce(&Path)) -> Option<ReadOnlyMount> {
+            let dir = tempfile::tempdir().unwrap();
+            let mounted = std::process::Command::new("mount")
+                .args(["-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+                .arg(dir.path())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if !mounted {
+                println!("skipped: cannot mount a tmpfs here (needs root)");
+                return None;
+            }
+            let m = ReadOnlyMount { dir };
+            fill(m.path());
+            let status = std::process::Command::new("mount")
+                .args(["-o", "remount,ro"])
+                .arg(m.path())
+                .status()
+                .unwrap();
+            assert!(status.success(), "remount read-only");
+            Some(m)
+        }
+
+        pub(crate) fn path(&self) -> &Path {
+            self.dir.path()
+        }
+    }
+
+    impl Drop for ReadOnlyMount {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("umount")
+                .arg(self.dir.path())
+                .status();
         }
     }
 
