@@ -264,7 +264,7 @@ fn run(
     }
     let status = wait(&mut child, timeout).map_err(|()| Error::LdconfigTimeout {
         command: command.to_string(),
-        secs: timeout.as_secs(),
+        limit: timeout,
     })?;
     // What it left running may hold the pipe open: do not wait for ever.
     let _ = done_rx.recv_timeout(Duration::from_secs(1));

@@ -116,12 +116,12 @@ pub enum Error {
         cause: io::Error,
     },
     /// ldconfig ran too long.
-    #[error("{command} did not finish within {secs} s: killed it")]
+    #[error("{command} did not finish within {}: killed it", humantime::format_duration(*limit))]
     LdconfigTimeout {
         /// The command line, shortened.
         command: String,
         /// The limit.
-        secs: u64,
+        limit: std::time::Duration,
     },
     /// ldconfig failed.
     #[error("{command} failed ({status}){}", stderr_suffix(stderr))]

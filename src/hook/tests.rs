@@ -57,7 +57,10 @@ fn a_state_over_the_limit_is_refused_without_reading_it_all() {
     );
     let mut just = format!(r#"{{"bundle":"/b"}}"#).into_bytes();
     just.resize(MAX_STATE as usize, b' ');
-    assert_eq!(read_state(&mut just.as_slice()).unwrap().bundle, Path::new("/b"));
+    assert_eq!(
+        read_state(&mut just.as_slice()).unwrap().bundle,
+        Path::new("/b")
+    );
 }
 
 /// A bundle with `config.json` (when given) and `rootfs/`.
@@ -72,7 +75,9 @@ fn bundle(config: Option<&str>) -> tempfile::TempDir {
 
 #[test]
 fn the_root_is_root_path_relative_to_the_bundle_or_absolute() {
-    let b = bundle(Some(r#"{"ociVersion":"1.2.0","root":{"path":"rootfs","readonly":true},"process":{}}"#));
+    let b = bundle(Some(
+        r#"{"ociVersion":"1.2.0","root":{"path":"rootfs","readonly":true},"process":{}}"#,
+    ));
     assert_eq!(container_root(b.path()).unwrap(), b.path().join("rootfs"));
     let abs = b.path().join("rootfs");
     std::fs::write(
@@ -110,7 +115,11 @@ fn config_problems_name_the_file() {
         ),
     ] {
         let b = bundle(Some(text));
-        assert_eq!(err(container_root(b.path())), format!("{}: {why}", cfg(&b)), "{text}");
+        assert_eq!(
+            err(container_root(b.path())),
+            format!("{}: {why}", cfg(&b)),
+            "{text}"
+        );
     }
     // A FIFO instead of config.json is never opened.
     let b = bundle(None);

@@ -24,8 +24,19 @@ fn versions_parse_and_compare_by_number() {
     assert!(v("1000.1") > v("999.99.99"));
     assert_eq!(v("550.90.07"), v("550.90.7"));
     for bad in [
-        "", ".", "550.", ".550", "550..90", "550.90.07.1.2", "v550", "550.9a", "-1", "550 90",
-        "1234567890", "550.90.07\n", "٥٥٠",
+        "",
+        ".",
+        "550.",
+        ".550",
+        "550..90",
+        "550.90.07.1.2",
+        "v550",
+        "550.9a",
+        "-1",
+        "550 90",
+        "1234567890",
+        "550.90.07\n",
+        "٥٥٠",
     ] {
         assert_eq!(DriverVersion::parse(bad), None, "{bad:?}");
     }
@@ -98,7 +109,10 @@ fn the_highest_regular_libcuda_is_the_compat_version() {
     }
     // libcuda.so.1 alone (as a file) is a soname, not a version.
     let (_tmp, root) = root_with(&["libcuda.so.1"]);
-    assert_eq!(compat_version(&open(&root, Resolver::Openat2)).unwrap(), None);
+    assert_eq!(
+        compat_version(&open(&root, Resolver::Openat2)).unwrap(),
+        None
+    );
 }
 
 #[test]
@@ -106,9 +120,15 @@ fn a_newer_compat_driver_is_enabled() {
     for resolver in [Resolver::Openat2, Resolver::Walk] {
         let (_tmp, root) = root_with(&["libcuda.so.555.42.06"]);
         let got = enable_cuda_compat(&open(&root, resolver), &v("550.90.07")).unwrap();
-        assert_eq!(got, Outcome::Enabled { compat: v("555.42.06") });
-        let text = std::fs::read_to_string(root.join("etc/ld.so.conf.d/00-cdigen-cuda-compat.conf"))
-            .unwrap();
+        assert_eq!(
+            got,
+            Outcome::Enabled {
+                compat: v("555.42.06")
+            }
+        );
+        let text =
+            std::fs::read_to_string(root.join("etc/ld.so.conf.d/00-cdigen-cuda-compat.conf"))
+                .unwrap();
         assert_eq!(
             text,
             format!(
@@ -127,7 +147,11 @@ fn a_compat_driver_of_the_same_major_or_older_is_not_enabled() {
         let (_tmp, root) = root_with(&["libcuda.so.555.42.06"]);
         // Left by an earlier start on an older host driver.
         std::fs::create_dir_all(root.join("etc/ld.so.conf.d")).unwrap();
-        std::fs::write(root.join("etc/ld.so.conf.d/00-cdigen-cuda-compat.conf"), CONF_TEXT).unwrap();
+        std::fs::write(
+            root.join("etc/ld.so.conf.d/00-cdigen-cuda-compat.conf"),
+            CONF_TEXT,
+        )
+        .unwrap();
         std::fs::write(root.join("etc/ld.so.conf.d/other.conf"), "/x\n").unwrap();
         let got = enable_cuda_compat(&open(&root, Resolver::Openat2), &v(host)).unwrap();
         assert_eq!(
@@ -140,7 +164,9 @@ fn a_compat_driver_of_the_same_major_or_older_is_not_enabled() {
         );
         assert_eq!(
             listing(&root.join("etc")),
-            ["ld.so.conf.d", "ld.so.conf.d/other.conf"].map(String::from).into()
+            ["ld.so.conf.d", "ld.so.conf.d/other.conf"]
+                .map(String::from)
+                .into()
         );
     }
 }
@@ -149,13 +175,23 @@ fn a_compat_driver_of_the_same_major_or_older_is_not_enabled() {
 fn no_compat_directory_writes_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     let got = enable_cuda_compat(&open(tmp.path(), Resolver::Openat2), &v("550.90.07")).unwrap();
-    assert_eq!(got, Outcome::NoCompat { removed_stale: false });
+    assert_eq!(
+        got,
+        Outcome::NoCompat {
+            removed_stale: false
+        }
+    );
     assert!(listing(tmp.path()).is_empty());
     // /usr/local/cuda a file: no compat either.
     std::fs::create_dir_all(tmp.path().join("usr/local")).unwrap();
     std::fs::write(tmp.path().join("usr/local/cuda"), "").unwrap();
     let got = enable_cuda_compat(&open(tmp.path(), Resolver::Walk), &v("550.90.07")).unwrap();
-    assert_eq!(got, Outcome::NoCompat { removed_stale: false });
+    assert_eq!(
+        got,
+        Outcome::NoCompat {
+            removed_stale: false
+        }
+    );
 }
 
 #[test]
@@ -172,7 +208,12 @@ fn hostile_conf_directories_stay_inside_the_root() {
         };
         let before = outside(&tmp);
         let got = enable_cuda_compat(&open(&root, resolver), &v("550.90.07")).unwrap();
-        assert_eq!(got, Outcome::Enabled { compat: v("555.42.06") });
+        assert_eq!(
+            got,
+            Outcome::Enabled {
+                compat: v("555.42.06")
+            }
+        );
         // ../../.. from /etc is the root.
         assert!(
             std::fs::read_to_string(root.join("00-cdigen-cuda-compat.conf"))
@@ -195,7 +236,12 @@ fn a_fifo_where_the_conf_goes_is_an_error_and_never_opened() {
         e.to_string(),
         "/etc/ld.so.conf.d/00-cdigen-cuda-compat.conf: a FIFO is there, not a regular file: not replacing it"
     );
-    assert!(std::fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    assert!(
+        std::fs::symlink_metadata(&fifo)
+            .unwrap()
+            .file_type()
+            .is_fifo()
+    );
     // Not needed: the FIFO is not removed either.
     let r = open(&root, Resolver::Openat2);
     let e = with_timeout(move || enable_cuda_compat(&r, &v("560.1")).unwrap_err());
@@ -229,7 +275,12 @@ fn a_read_only_root_is_reported() {
         return;
     };
     let got = enable_cuda_compat(&open(ro.path(), Resolver::Openat2), &v("550.90.07")).unwrap();
-    assert_eq!(got, Outcome::ReadOnly { compat: v("555.42.06") });
+    assert_eq!(
+        got,
+        Outcome::ReadOnly {
+            compat: v("555.42.06")
+        }
+    );
     let got = enable_cuda_compat(&open(ro.path(), Resolver::Openat2), &v("560.1")).unwrap();
     assert_eq!(
         got,

@@ -49,17 +49,33 @@ fn bad_links_say_why() {
         ("libcuda.so.1", "expected TARGET::LINK, with one ::"),
         ("a::b::/c", "expected TARGET::LINK, with one ::"),
         ("::/usr/lib/x", "the target is empty"),
-        ("a::usr/lib/x", "the link must be an absolute path in the container"),
+        (
+            "a::usr/lib/x",
+            "the link must be an absolute path in the container",
+        ),
         ("a::", "the link must be an absolute path in the container"),
-        ("a::/usr/../../etc/passwd", "the link path must not contain .."),
+        (
+            "a::/usr/../../etc/passwd",
+            "the link path must not contain ..",
+        ),
         ("a::/usr/lib/..", "the link path must not contain .."),
         ("a::/", "the link path names no file"),
     ] {
-        assert_eq!(link(arg).unwrap_err(), format!("--link {arg}: {why}"), "{arg}");
+        assert_eq!(
+            link(arg).unwrap_err(),
+            format!("--link {arg}: {why}"),
+            "{arg}"
+        );
     }
     let long = format!("a::/{}", "x".repeat(4096));
-    assert!(link(&long).unwrap_err().ends_with(": longer than 4096 bytes"));
-    let many: Vec<OsString> = (0..=MAX_LINKS).map(|i| format!("t::/l{i}").into()).collect();
+    assert!(
+        link(&long)
+            .unwrap_err()
+            .ends_with(": longer than 4096 bytes")
+    );
+    let many: Vec<OsString> = (0..=MAX_LINKS)
+        .map(|i| format!("t::/l{i}").into())
+        .collect();
     assert_eq!(
         parse_links(&many).unwrap_err().to_string(),
         "more than 1024 --link arguments"
@@ -128,12 +144,18 @@ fn creates_links_and_leaves_the_images_files_alone() {
         assert_eq!(
             outcomes,
             [
-                ("/lib64/libcuda.so".into(), Outcome::Occupied("a regular file is there".into())),
+                (
+                    "/lib64/libcuda.so".into(),
+                    Outcome::Occupied("a regular file is there".into())
+                ),
                 (
                     "/lib64/libcuda.so.1".into(),
                     Outcome::Occupied("a symbolic link to libcuda.so.2 is there".into())
                 ),
-                ("/usr/lib64/libnvidia-ml.so".into(), Outcome::Occupied("a FIFO is there".into())),
+                (
+                    "/usr/lib64/libnvidia-ml.so".into(),
+                    Outcome::Occupied("a FIFO is there".into())
+                ),
                 (
                     "/lib64/gbm/nvidia-drm_gbm.so".into(),
                     Outcome::Occupied(
@@ -141,11 +163,17 @@ fn creates_links_and_leaves_the_images_files_alone() {
                     )
                 ),
                 ("/usr/lib64/libnvidia-ml.so.1".into(), Outcome::Created),
-                ("/dev/dri/by-path/pci-0000:41:00.0-card".into(), Outcome::Created),
+                (
+                    "/dev/dri/by-path/pci-0000:41:00.0-card".into(),
+                    Outcome::Created
+                ),
             ],
             "{resolver:?}"
         );
-        assert_eq!(std::fs::read(r.join("usr/lib64/libcuda.so")).unwrap(), b"the image's");
+        assert_eq!(
+            std::fs::read(r.join("usr/lib64/libcuda.so")).unwrap(),
+            b"the image's"
+        );
         assert_eq!(
             std::fs::read_link(r.join("usr/lib64/libnvidia-ml.so.1")).unwrap(),
             Path::new("libnvidia-ml.so.550.90.07")
