@@ -482,68 +482,83 @@ impl InRoot {
         self.dir_all_comps(comps).map_err(io_err(shown_path))
     }
 
+    /// `mkdir -p` inside the root. The longest prefix of the path that
+    /// exists is found by bisection (resolving a prefix fails from the
+    /// first missing component on); from there each component is created
+    /// or, when it is a real directory, entered, with one name relative to
+    /// the last directory and no link followed. A dangling symlink is
+    /// spliced into the path (its target from the root when absolute, else
+    /// from where the link is), and a `..` below the existing prefix
+    /// restarts the search: both go back through the resolver, so the
+    /// result is what resolving the path gives once the directories exist.
+    /// The path, links spliced in, is at most [`MAX_PATH`] bytes, which
+    /// bounds the work.
     fn dir_all_comps(&self, mut comps: Components) -> Result<OwnedFd, Errno> {
         let mut links = 0usize;
-        'splice: loop {
+        'restart: loop {
             match self.resolve(&comps) {
                 Err(Errno::NOENT) => {}
                 other => return other,
             }
-            // Find the first missing component, create it (or follow the
-            // dangling link it is), go on.
-            let mut parent = self.root_dup()?;
-            for i in 0..comps.len() {
-                let (done, rest) = comps.split_at(i + 1);
-                match self.resolve(done) {
-                    Ok(fd) => {
-                        parent = fd;
-                        continue;
-                    }
-                    Err(Errno::NOENT) => {}
-                    Err(e) => return Err(e),
-                }
-                let Some(name) = done.last() else {
-                    return Err(Errno::NOENT);
-                };
-                if name == ".." {
-                    // Its parent resolved, so `..` cannot be missing.
-                    return Err(Errno::NOENT);
-                }
-                match rustix::fs::statat(&parent, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
-                    Err(Errno::NOENT) => {
-                        make_dir(&parent, name)?;
-                        parent = self.resolve(done)?;
-                    }
-                    Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Symlink => {
-                        links += 1;
-                        if links > MAX_LINKS {
-                            return Err(Errno::LOOP);
-                        }
-                        let target = rustix::fs::readlinkat(&parent, name.as_os_str(), Vec::new())?;
-                        let bytes = target.as_bytes();
-                        if bytes.is_empty() {
-                            return Err(Errno::NOENT);
-                        }
-                        let mut spliced: Components = if bytes.first() == Some(&b'/') {
-                            Vec::new()
-                        } else {
-                            done.get(..i).map(<[OsString]>::to_vec).unwrap_or_default()
-                        };
-                        spliced.extend(split_bytes(bytes));
-                        spliced.extend(rest.iter().cloned());
-                        let len: usize = spliced.iter().map(|c| c.len() + 1).sum();
-                        if len > MAX_STEPS {
-                            return Err(Errno::NAMETOOLONG);
-                        }
-                        comps = spliced;
-                        continue 'splice;
-                    }
-                    // There, but the resolution said missing: it changed
-                    // under us.
-                    Ok(_) => return Err(Errno::NOENT),
+            // The empty prefix (the root) resolves, the whole path does not.
+            let (mut have, mut missing) = (0, comps.len());
+            while missing - have > 1 {
+                let mid = have + (missing - have) / 2;
+                match self.resolve(comps.get(..mid).unwrap_or_default()) {
+                    Ok(_) => have = mid,
+                    Err(Errno::NOENT) => missing = mid,
                     Err(e) => return Err(e),
                 }
             }
+            let mut dir = self.resolve(comps.get(..have).unwrap_or_default())?;
+            for i in have..comps.len() {
+                let Some(name) = comps.get(i) else {
+                    break;
+                };
+                if name == ".." {
+                    // Never first (its prefix exists, so it would have
+                    // resolved): the directories before it exist now.
+                    continue 'restart;
+                }
+                match rustix::fs::statat(&dir, name.as_os_str(), AtFlags::SYMLINK_NOFOLLOW) {
+                    Err(Errno::NOENT) => {
+                        make_dir(&dir, name)?;
+                        dir = enter(&dir, name)?;
+                    }
+                    Ok(st) => match FileType::from_raw_mode(st.st_mode) {
+                        FileType::Directory => dir = enter(&dir, name)?,
+                        FileType::Symlink => {
+                            links += 1;
+                            if links > MAX_LINKS {
+                                return Err(Errno::LOOP);
+                            }
+                            let target =
+                                rustix::fs::readlinkat(&dir, name.as_os_str(), Vec::new())?;
+                            let bytes = target.as_bytes();
+                            if bytes.is_empty() {
+                                return Err(Errno::NOENT);
+                            }
+                            let mut spliced: Components = if bytes.first() == Some(&b'/') {
+                                Vec::new()
+                            } else {
+                                comps.get(..i).map(<[OsString]>::to_vec).unwrap_or_default()
+                            };
+                            spliced.extend(split_bytes(bytes));
+                            spliced.extend(comps.get(i + 1..).unwrap_or_default().iter().cloned());
+                            let len: usize = spliced.iter().map(|c| c.len() + 1).sum();
+                            if len > MAX_PATH {
+                                return Err(Errno::NAMETOOLONG);
+                            }
+                            comps = spliced;
+                            continue 'restart;
+                        }
+                        _ => return Err(Errno::NOTDIR),
+                    },
+                    Err(e) => return Err(e),
+                }
+            }
+            // Resolved again, so that what is returned is what the
+            // resolver gives for the path.
             return self.resolve(&comps);
         }
     }
@@ -742,6 +757,11 @@ fn shown_with(parent: &[OsString], name: &OsStr) -> PathBuf {
     let mut p = shown(parent);
     p.push(name);
     p
+}
+
+/// Opens the directory `name` in `dir`, refusing a symlink.
+fn enter(dir: &OwnedFd, name: &OsStr) -> Result<OwnedFd, Errno> {
+    rustix::fs::openat(dir, name, DIR_FLAGS | OFlags::NOFOLLOW, Mode::empty())
 }
 
 /// Creates the directory `name` in `parent` with mode 0755 (whatever the

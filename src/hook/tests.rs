@@ -55,7 +55,7 @@ fn a_state_over_the_limit_is_refused_without_reading_it_all() {
         err(read_state(&mut endless)),
         "the container state on stdin is larger than 1048576 bytes"
     );
-    let mut just = format!(r#"{{"bundle":"/b"}}"#).into_bytes();
+    let mut just = br#"{"bundle":"/b"}"#.to_vec();
     just.resize(MAX_STATE as usize, b' ');
     assert_eq!(
         read_state(&mut just.as_slice()).unwrap().bundle,

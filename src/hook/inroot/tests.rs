@@ -435,3 +435,28 @@ fn both_resolvers_agree_on_hostile_trees() {
         assert_eq!(ra, rb, "{p}");
     }
 }
+
+#[test]
+fn dot_dot_after_created_directories_and_long_link_paths_are_bounded() {
+    for resolver in RESOLVERS {
+        let f = Fixture::new(resolver);
+        // A dangling link whose target creates, climbs back, 800 times.
+        let target = format!("{}x", "m/../".repeat(800));
+        symlink(&target, f.root().join("d")).unwrap();
+        let start = std::time::Instant::now();
+        f.root.dir_all(Path::new("/d/y")).unwrap();
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(5),
+            "{:?}",
+            start.elapsed()
+        );
+        assert!(f.root().join("x/y").is_dir(), "{resolver:?}");
+        assert!(f.root().join("m").is_dir());
+        // Two links, each under the kernel's limit, spliced into one path
+        // of over 4096 bytes.
+        symlink(format!("/l2/{}", "m/".repeat(1500)), f.root().join("long")).unwrap();
+        symlink(format!("/{}", "n/".repeat(1500)), f.root().join("l2")).unwrap();
+        let e = f.root.dir_all(Path::new("/long/y")).unwrap_err();
+        assert_eq!(e.to_string(), "/long/y: File name too long (os error 36)");
+    }
+}
