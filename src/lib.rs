@@ -28,6 +28,9 @@
 //!   [`ldcache`]: the glibc linker cache reader for driver files;
 //!   [`elf`]: a shared library's machine and soname, for driver roots
 //!   without a cache.
+//! - [`hook`]: `cdigen hook`, the OCI `createContainer` hooks NVIDIA specs
+//!   name (links, CUDA forward compatibility, the linker cache), confined
+//!   to the container's root ([`hook::inroot`]).
 //! - [`plugin`]: the 2017 draft's CDI plugin protocol (`cdigen plugin`):
 //!   allocates discovered devices to request IDs.
 //! - [`text`]: escaping of host-derived text for terminals and logs.
@@ -44,6 +47,7 @@ pub mod elf;
 pub mod fsio;
 pub mod generate;
 pub mod generator;
+pub mod hook;
 pub mod ldcache;
 pub mod model;
 pub mod plugin;

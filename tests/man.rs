@@ -1,6 +1,7 @@
 //! The man pages in `man/` are generated from the clap definitions in
 //! `src/cli/mod.rs` with `clap_mangen`: `cdigen.1` for the command and
-//! `cdigen-<subcommand>.1` for each subcommand. This test renders them all
+//! `cdigen-<subcommand>.1` for each subcommand (and `cdigen-hook-<step>.1`
+//! for the steps of one that has them). This test renders them all
 //! in memory and fails when a file differs; `CDIGEN_BLESS=1 cargo test
 //! --test man` rewrites them (and removes the pages of subcommands that no
 //! longer exist).
@@ -58,21 +59,79 @@ fn pages() -> BTreeMap<String, Vec<u8>> {
         .version(None::<&str>);
     pages.insert(
         format!("{top_name}.{SECTION}"),
-        render(page, &source, &sub_pages),
+        render(page, &source, &sub_pages, DEFAULT_EXITS),
     );
     for (sub, page_name) in subs.into_iter().zip(&sub_pages) {
+        // A command with steps of its own (`cdigen hook`) gets a page per
+        // step too: `cdigen-hook-update-ldcache`, each seeing its parent.
+        let steps: Vec<clap::Command> = sub
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+            .cloned()
+            .collect();
+        let step_pages: Vec<String> = steps
+            .iter()
+            .map(|s| format!("{page_name}-{}", s.get_name()))
+            .collect();
+        let exits = exit_status(sub.get_name());
         // Title and NAME `cdigen-list`, SYNOPSIS `cdigen list`.
         let bin_name = format!("{top_name} {}", sub.get_name());
-        let page = sub.display_name(page_name.clone()).bin_name(bin_name);
+        for (step, step_page) in steps.into_iter().zip(&step_pages) {
+            let step_bin = format!("{bin_name} {}", step.get_name());
+            let page = step.display_name(step_page.clone()).bin_name(step_bin);
+            pages.insert(
+                format!("{step_page}.{SECTION}"),
+                render(page, &source, std::slice::from_ref(page_name), exits),
+            );
+        }
+        let mut page = sub.display_name(page_name.clone()).bin_name(bin_name);
+        if exits != DEFAULT_EXITS {
+            // Its own exit status section says it.
+            page = page.after_help(None::<&str>).after_long_help(None::<&str>);
+        }
+        let see_also: Vec<String> = std::iter::once(top_name.clone())
+            .chain(step_pages)
+            .collect();
         pages.insert(
             format!("{page_name}.{SECTION}"),
-            render(page, &source, std::slice::from_ref(&top_name)),
+            render(page, &source, &see_also, exits),
         );
     }
     pages
 }
 
-fn render(cmd: clap::Command, source: &str, see_also: &[String]) -> Vec<u8> {
+/// The exit codes of most commands, and what they mean.
+const DEFAULT_EXITS: &[(u8, &str)] = &[
+    (EXIT_OK, "Success."),
+    (
+        EXIT_FINDINGS,
+        "Findings or failures: an invalid spec, a file not written.",
+    ),
+    (
+        EXIT_ERROR,
+        "Usage or environment errors: bad arguments, unreadable inputs.",
+    ),
+];
+
+/// The exit codes of `subcommand` (and its steps), and what they mean.
+fn exit_status(subcommand: &str) -> &'static [(u8, &'static str)] {
+    match subcommand {
+        "hook" => &[
+            (
+                EXIT_OK,
+                "Success (something of the image's left alone, or a read-only root, is one line on stderr).",
+            ),
+            (
+                EXIT_FINDINGS,
+                "The step failed (one line on stderr): the runtime fails the container's start.",
+            ),
+            (EXIT_ERROR, "Usage errors: bad arguments."),
+        ],
+        _ => DEFAULT_EXITS,
+    }
+}
+
+fn render(cmd: clap::Command, source: &str, see_also: &[String], exits: &[(u8, &str)]) -> Vec<u8> {
     let mut out = Vec::new();
     Man::new(cmd)
         .section(SECTION)
@@ -82,17 +141,7 @@ fn render(cmd: clap::Command, source: &str, see_also: &[String]) -> Vec<u8> {
 
     let mut roff = Roff::new();
     roff.control("SH", ["EXIT STATUS"]);
-    for (code, meaning) in [
-        (EXIT_OK, "Success."),
-        (
-            EXIT_FINDINGS,
-            "Findings or failures: an invalid spec, a file not written.",
-        ),
-        (
-            EXIT_ERROR,
-            "Usage or environment errors: bad arguments, unreadable inputs.",
-        ),
-    ] {
+    for &(code, meaning) in exits {
         roff.control("TP", []);
         roff.text([bold(code.to_string())]);
         roff.text([roman(meaning)]);
@@ -177,10 +226,17 @@ fn man_pages_are_up_to_date() {
 #[test]
 fn one_page_per_subcommand_and_none_for_help() {
     let pages = pages();
-    for name in ["cdigen.1", "cdigen-list.1", "cdigen-validate.1"] {
+    for name in [
+        "cdigen.1",
+        "cdigen-list.1",
+        "cdigen-validate.1",
+        "cdigen-hook.1",
+        "cdigen-hook-update-ldcache.1",
+    ] {
         assert!(pages.contains_key(name), "{name}: {:?}", pages.keys());
     }
     assert!(!pages.contains_key("cdigen-help.1"));
+    assert!(!pages.contains_key("cdigen-hook-help.1"));
     let page = String::from_utf8(pages["cdigen.1"].clone()).unwrap();
     assert!(!page.contains("cdigen\\-help"), "{page}");
 }

@@ -34,6 +34,9 @@ _cdigen() {
             cdigen,help)
                 cmd="cdigen__subcmd__help"
                 ;;
+            cdigen,hook)
+                cmd="cdigen__subcmd__hook"
+                ;;
             cdigen,list)
                 cmd="cdigen__subcmd__list"
                 ;;
@@ -67,6 +70,9 @@ _cdigen() {
             cdigen__subcmd__help,help)
                 cmd="cdigen__subcmd__help__subcmd__help"
                 ;;
+            cdigen__subcmd__help,hook)
+                cmd="cdigen__subcmd__help__subcmd__hook"
+                ;;
             cdigen__subcmd__help,list)
                 cmd="cdigen__subcmd__help__subcmd__list"
                 ;;
@@ -82,6 +88,39 @@ _cdigen() {
             cdigen__subcmd__help,watch)
                 cmd="cdigen__subcmd__help__subcmd__watch"
                 ;;
+            cdigen__subcmd__help__subcmd__hook,create-symlinks)
+                cmd="cdigen__subcmd__help__subcmd__hook__subcmd__create__subcmd__symlinks"
+                ;;
+            cdigen__subcmd__help__subcmd__hook,enable-cuda-compat)
+                cmd="cdigen__subcmd__help__subcmd__hook__subcmd__enable__subcmd__cuda__subcmd__compat"
+                ;;
+            cdigen__subcmd__help__subcmd__hook,update-ldcache)
+                cmd="cdigen__subcmd__help__subcmd__hook__subcmd__update__subcmd__ldcache"
+                ;;
+            cdigen__subcmd__hook,create-symlinks)
+                cmd="cdigen__subcmd__hook__subcmd__create__subcmd__symlinks"
+                ;;
+            cdigen__subcmd__hook,enable-cuda-compat)
+                cmd="cdigen__subcmd__hook__subcmd__enable__subcmd__cuda__subcmd__compat"
+                ;;
+            cdigen__subcmd__hook,help)
+                cmd="cdigen__subcmd__hook__subcmd__help"
+                ;;
+            cdigen__subcmd__hook,update-ldcache)
+                cmd="cdigen__subcmd__hook__subcmd__update__subcmd__ldcache"
+                ;;
+            cdigen__subcmd__hook__subcmd__help,create-symlinks)
+                cmd="cdigen__subcmd__hook__subcmd__help__subcmd__create__subcmd__symlinks"
+                ;;
+            cdigen__subcmd__hook__subcmd__help,enable-cuda-compat)
+                cmd="cdigen__subcmd__hook__subcmd__help__subcmd__enable__subcmd__cuda__subcmd__compat"
+                ;;
+            cdigen__subcmd__hook__subcmd__help,help)
+                cmd="cdigen__subcmd__hook__subcmd__help__subcmd__help"
+                ;;
+            cdigen__subcmd__hook__subcmd__help,update-ldcache)
+                cmd="cdigen__subcmd__hook__subcmd__help__subcmd__update__subcmd__ldcache"
+                ;;
             *)
                 ;;
         esac
@@ -89,7 +128,7 @@ _cdigen() {
 
     case "${cmd}" in
         cdigen)
-            opts="-v -q -h -V --verbose --quiet --help --version generate discover list validate check snapshot plugin watch device-plugin completions help"
+            opts="-v -q -h -V --verbose --quiet --help --version generate discover list validate check snapshot plugin watch device-plugin hook completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -385,7 +424,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__help)
-            opts="generate discover list validate check snapshot plugin watch device-plugin completions help"
+            opts="generate discover list validate check snapshot plugin watch device-plugin hook completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -482,6 +521,62 @@ _cdigen() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        cdigen__subcmd__help__subcmd__hook)
+            opts="create-symlinks enable-cuda-compat update-ldcache"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__help__subcmd__hook__subcmd__create__subcmd__symlinks)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__help__subcmd__hook__subcmd__enable__subcmd__cuda__subcmd__compat)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__help__subcmd__hook__subcmd__update__subcmd__ldcache)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         cdigen__subcmd__help__subcmd__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -545,6 +640,148 @@ _cdigen() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook)
+            opts="-v -q -h --verbose --quiet --help create-symlinks enable-cuda-compat update-ldcache help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__create__subcmd__symlinks)
+            opts="-v -q -h --link --verbose --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --link)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__enable__subcmd__cuda__subcmd__compat)
+            opts="-v -q -h --host-driver-version --verbose --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --host-driver-version)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__help)
+            opts="create-symlinks enable-cuda-compat update-ldcache help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__help__subcmd__create__subcmd__symlinks)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__help__subcmd__enable__subcmd__cuda__subcmd__compat)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__help__subcmd__help)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__help__subcmd__update__subcmd__ldcache)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__update__subcmd__ldcache)
+            opts="-v -q -h --folder --ldconfig --verbose --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --folder)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ldconfig)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

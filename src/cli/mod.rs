@@ -11,6 +11,7 @@ mod completions;
 mod device_plugin;
 mod discover;
 mod generate;
+mod hook;
 mod list;
 mod output;
 pub(crate) mod pipeline;
@@ -25,6 +26,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use completions::{Shell, script as completion_script};
+pub use hook::{CreateSymlinksArgs, EnableCudaCompatArgs, HookArgs, HookStep, UpdateLdcacheArgs};
 pub use output::OutputFormat;
 
 /// Exit code: success.
@@ -199,6 +201,24 @@ pub enum Command {
     ///
     /// It needs no API-server access. Logs go to stderr, without timestamps.
     DevicePlugin(DevicePluginArgs),
+    /// Run as an OCI createContainer hook of a CDI spec: create-symlinks, enable-cuda-compat,
+    /// update-ldcache.
+    ///
+    /// Container runtimes (runc, crun) run the command a spec's containerEdits.hooks name, from
+    /// that host path, after the container's mounts are set up and before it starts, with the
+    /// container's state (JSON) on stdin. The container's root filesystem is root.path of the
+    /// bundle's config.json. Every path in it is resolved inside it (openat2 RESOLVE_IN_ROOT, or
+    /// a walk that does the same on older kernels): no symlink of the image leads out of it, and
+    /// no FIFO or device in it is opened. No lock is taken and no generator definition read.
+    ///
+    /// Nothing is printed on stdout. Errors are one line on stderr, `cdigen hook STEP: what`,
+    /// with exit status 1, which fails the container's start.
+    #[command(
+        after_help = "Exit status: 0 success (something of the image's left alone, or a \
+read-only root, is one line on stderr), 1 failure (the runtime fails the container's start), 2 \
+usage errors."
+    )]
+    Hook(HookArgs),
     /// Print a shell completion script (bash, zsh or fish) to stdout.
     ///
     /// The Debian package installs all three. For one user, without the package: `cdigen
@@ -688,6 +708,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Plugin(args) => plugin::run(args, out),
         Command::Watch(args) => watch::run(args),
         Command::DevicePlugin(args) => device_plugin::run(args),
+        Command::Hook(args) => Ok(hook::run(args, &mut io::stdin().lock(), err)),
         Command::Completions(args) => completions::run(args, out),
     }
 }
