@@ -897,10 +897,10 @@ fn fill(
             return Ok(dev);
         }
         Ok(None) => {
+            // `unix.Lstat` gives a bare errno: no path in its text.
             return Err(format!(
-                "failed to stat CDI host device {}: lstat {}: no such file or directory",
-                go_quote(host_path),
-                host_path
+                "failed to stat CDI host device {}: no such file or directory",
+                go_quote(host_path)
             ));
         }
         Ok(Some(HostEntry::Other(what))) if minimal => {
@@ -934,7 +934,7 @@ fn fill(
         }
         Err(reason) => {
             return Err(format!(
-                "failed to stat CDI host device {}: lstat {host_path}: {reason}",
+                "failed to stat CDI host device {}: {reason}",
                 go_quote(host_path)
             ));
         }
