@@ -34,6 +34,9 @@ _cdigen() {
             cdigen,help)
                 cmd="cdigen__subcmd__help"
                 ;;
+            cdigen,inject)
+                cmd="cdigen__subcmd__inject"
+                ;;
             cdigen,list)
                 cmd="cdigen__subcmd__list"
                 ;;
@@ -67,6 +70,9 @@ _cdigen() {
             cdigen__subcmd__help,help)
                 cmd="cdigen__subcmd__help__subcmd__help"
                 ;;
+            cdigen__subcmd__help,inject)
+                cmd="cdigen__subcmd__help__subcmd__inject"
+                ;;
             cdigen__subcmd__help,list)
                 cmd="cdigen__subcmd__help__subcmd__list"
                 ;;
@@ -89,7 +95,7 @@ _cdigen() {
 
     case "${cmd}" in
         cdigen)
-            opts="-v -q -h -V --verbose --quiet --help --version generate discover list validate check snapshot plugin watch device-plugin completions help"
+            opts="-v -q -h -V --verbose --quiet --help --version generate discover list validate check inject snapshot plugin watch device-plugin completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -353,7 +359,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__help)
-            opts="generate discover list validate check snapshot plugin watch device-plugin completions help"
+            opts="generate discover list validate check inject snapshot plugin watch device-plugin completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -450,6 +456,20 @@ _cdigen() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        cdigen__subcmd__help__subcmd__inject)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         cdigen__subcmd__help__subcmd__list)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
@@ -513,6 +533,36 @@ _cdigen() {
                 return 0
             fi
             case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__inject)
+            opts="-o -v -q -h --spec-dir --root --output-format --verbose --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --spec-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output-format)
+                    COMPREPLY=($(compgen -W "text json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "text json yaml" -- "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;

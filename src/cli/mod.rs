@@ -131,7 +131,9 @@ pub enum Command {
     /// with the same path and adds a cgroup rule (the earlier rule stays); type, numbers and mode
     /// missing from the spec are taken from the host's node (under --root); a mount replaces an
     /// earlier one with the same destination, and mounts are sorted by depth; hooks are appended;
-    /// additional GIDs are added once each.
+    /// additional GIDs are added once each. The container's own environment (the image's) is not
+    /// known here: the library does not replace a variable the image sets, it appends its own after
+    /// it.
     ///
     /// Prints the resulting OCI edits (env, devices, cgroup device rules, mounts, hooks,
     /// additional GIDs, intelRdt, net devices), then one line per finding, SEVERITY: KIND:
