@@ -19,7 +19,8 @@
 //! - [`generator`]: the declarative generator definitions and device
 //!   selection; [`render`]: the handlebars templates.
 //! - [`cdi`]: the CDI spec model, names, versions, validation, encoding, and
-//!   the runtime's view of spec directories (used by `validate`/`list`);
+//!   the runtime's view of spec directories (used by `validate`/`list`),
+//!   and injection as the runtimes' library does it (`inject`);
 //!   [`devinfo`]: the NPWG device-info model.
 //! - [`generate`]: the pipeline from discovered devices to files, through
 //!   [`mod@write`], the safe writer (atomic, idempotent, ownership-checked);

@@ -37,6 +37,9 @@ _cdigen() {
             cdigen,hook)
                 cmd="cdigen__subcmd__hook"
                 ;;
+            cdigen,inject)
+                cmd="cdigen__subcmd__inject"
+                ;;
             cdigen,list)
                 cmd="cdigen__subcmd__list"
                 ;;
@@ -72,6 +75,9 @@ _cdigen() {
                 ;;
             cdigen__subcmd__help,hook)
                 cmd="cdigen__subcmd__help__subcmd__hook"
+                ;;
+            cdigen__subcmd__help,inject)
+                cmd="cdigen__subcmd__help__subcmd__inject"
                 ;;
             cdigen__subcmd__help,list)
                 cmd="cdigen__subcmd__help__subcmd__list"
@@ -128,7 +134,7 @@ _cdigen() {
 
     case "${cmd}" in
         cdigen)
-            opts="-v -q -h -V --verbose --quiet --help --version generate discover list validate check snapshot plugin watch device-plugin hook completions help"
+            opts="-v -q -h -V --verbose --quiet --help --version generate discover list validate check inject snapshot plugin watch device-plugin hook completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 1 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -424,7 +430,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__help)
-            opts="generate discover list validate check snapshot plugin watch device-plugin hook completions help"
+            opts="generate discover list validate check inject snapshot plugin watch device-plugin hook completions help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -566,6 +572,20 @@ _cdigen() {
         cdigen__subcmd__help__subcmd__hook__subcmd__update__subcmd__ldcache)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__help__subcmd__inject)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi
@@ -780,6 +800,36 @@ _cdigen() {
                     ;;
                 --ldconfig)
                     COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__inject)
+            opts="-o -v -q -h --spec-dir --root --output-format --verbose --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                --spec-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --root)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --output-format)
+                    COMPREPLY=($(compgen -W "text json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                -o)
+                    COMPREPLY=($(compgen -W "text json yaml" -- "${cur}"))
                     return 0
                     ;;
                 *)

@@ -5,8 +5,8 @@
 //! priority order (later wins), non-recursively, loading only `*.json` and
 //! `*.yaml`. A device defined in two files of one directory is dropped by
 //! runtimes (both definitions), and a device in a higher-priority
-//! directory shadows the same device in a lower one. `cdigen validate`
-//! and `cdigen list` are built on this.
+//! directory shadows the same device in a lower one. `cdigen validate`,
+//! `cdigen list` and `cdigen inject` are built on this.
 
 use std::collections::BTreeMap;
 use std::os::unix::ffi::OsStrExt;
@@ -58,6 +58,13 @@ pub struct FileReport {
     /// own (its devices may still be dropped as conflicting).
     #[serde(skip)]
     pub loaded: bool,
+    /// The spec, when runtimes load it (what `inject` applies).
+    #[serde(skip)]
+    pub spec: Option<Spec>,
+    /// Which input (an index into the inputs scanned) the file comes from:
+    /// files of one input share a priority.
+    #[serde(skip)]
+    pub input: usize,
 }
 
 impl FileReport {
@@ -75,6 +82,9 @@ pub struct ResolvedDevice {
     /// The spec file defining it (written lossily where it is not UTF-8).
     #[serde(serialize_with = "crate::text::lossy_path")]
     pub path: PathBuf,
+    /// That file's report: an index into [`Scan::files`].
+    #[serde(skip)]
+    pub file: usize,
 }
 
 /// The result of scanning spec directories and files.
@@ -115,8 +125,8 @@ struct Loaded {
 /// runtimes group them; a file given on its own is a group of one.
 pub fn scan(inputs: &[Input]) -> Scan {
     let mut out = Scan::default();
-    // Resolved devices so far: name -> (path, group index).
-    let mut resolved: BTreeMap<String, (PathBuf, usize)> = BTreeMap::new();
+    // Resolved devices so far: name -> (path, group index, report index).
+    let mut resolved: BTreeMap<String, (PathBuf, usize, usize)> = BTreeMap::new();
     let mut conflicted: Vec<String> = Vec::new();
     let mut seen: Vec<PathBuf> = Vec::new();
     for (group, input) in inputs.iter().enumerate() {
@@ -139,7 +149,7 @@ pub fn scan(inputs: &[Input]) -> Scan {
         };
         let mut loaded: Vec<Loaded> = Vec::new();
         for path in files {
-            if let Some(l) = load_one(&mut out, path) {
+            if let Some(l) = load_one(&mut out, path, group) {
                 loaded.push(l);
             }
         }
@@ -181,7 +191,8 @@ pub fn scan(inputs: &[Input]) -> Scan {
             let Some(path) = out.files.get(i).map(|f| f.path.clone()) else {
                 continue;
             };
-            if let Some((lower, lower_group)) = resolved.insert(name.clone(), (path.clone(), group))
+            if let Some((lower, lower_group, _)) =
+                resolved.insert(name.clone(), (path.clone(), group, i))
                 && lower_group != group
                 && let Some(f) = out.files.iter_mut().find(|f| f.path == lower)
             {
@@ -201,7 +212,7 @@ pub fn scan(inputs: &[Input]) -> Scan {
     }
     let mut devices: Vec<ResolvedDevice> = resolved
         .into_iter()
-        .map(|(name, (path, _))| ResolvedDevice { name, path })
+        .map(|(name, (path, _, file))| ResolvedDevice { name, path, file })
         .collect();
     devices.sort_by(|a, b| super::codec::natural_cmp(&a.name, &b.name));
     out.devices = devices;
@@ -215,13 +226,15 @@ pub fn scan(inputs: &[Input]) -> Scan {
 /// defines when it is valid (runtimes use only valid files). A file that
 /// is not a regular file (a symlink is followed to one, as runtimes do)
 /// is reported and never opened ([`crate::fsio`]).
-fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
+fn load_one(out: &mut Scan, path: PathBuf, input: usize) -> Option<Loaded> {
     let mut report = FileReport {
         path: path.clone(),
         kind: None,
         devices: Vec::new(),
         findings: Vec::new(),
         loaded: false,
+        spec: None,
+        input,
     };
     if Format::from_path(&path).is_none() {
         report.findings.push(Finding {
@@ -288,6 +301,7 @@ fn load_one(out: &mut Scan, path: PathBuf) -> Option<Loaded> {
                 kind,
                 names: report.devices.clone(),
             });
+            report.spec = Some(spec);
         }
     }
     out.files.push(report);

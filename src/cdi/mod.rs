@@ -1,6 +1,6 @@
 //! The Container Device Interface (CDI) spec: model, names, versions,
-//! validation, encoding, and the view of spec directories that runtimes
-//! build.
+//! validation, encoding, the view of spec directories that runtimes
+//! build, and what injecting devices gives a container ([`inject`]).
 //!
 //! In the pipeline this is the output format: rendered specs are parsed
 //! into [`Spec`], checked with [`validate()`], and serialized with
@@ -13,6 +13,7 @@
 
 pub mod codec;
 pub mod dirs;
+pub mod inject;
 pub mod name;
 pub mod spec;
 pub mod validate;

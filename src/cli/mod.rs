@@ -12,6 +12,7 @@ mod device_plugin;
 mod discover;
 mod generate;
 mod hook;
+mod inject;
 mod list;
 mod output;
 pub(crate) mod pipeline;
@@ -122,6 +123,42 @@ pub enum Command {
     /// problem, and 2 on usage or environment errors (bad arguments, an unusable root, broken
     /// generator definitions).
     Check(CheckArgs),
+    /// Show what a container gets when a runtime injects CDI devices, and what goes wrong.
+    ///
+    /// Resolves the devices in the spec directories as runtimes do (later directories win; a
+    /// device two files of one directory define is dropped) and applies their edits exactly as the
+    /// official CDI library (Go, v1.1.0) does, into an empty container spec: for each device in
+    /// order, its spec's own edits the first time a device of that spec comes, then the device's;
+    /// env entries replace earlier ones of the same name; a device node replaces an earlier one
+    /// with the same path and adds a cgroup rule (the earlier rule stays); type, numbers and mode
+    /// missing from the spec are taken from the host's node (under --root); a mount replaces an
+    /// earlier one with the same destination, and mounts are sorted by depth; hooks are appended;
+    /// additional GIDs are added once each. The container's own environment (the image's) is not
+    /// known here: the library does not replace a variable the image sets, it appends its own after
+    /// it.
+    ///
+    /// Prints the resulting OCI edits (env, devices, cgroup device rules, mounts, hooks,
+    /// additional GIDs, intelRdt, net devices), then one line per finding, SEVERITY: KIND:
+    /// SUBJECT: MESSAGE, then a summary. Warnings: env-collision (two devices, or a spec and a
+    /// device, set one variable to different values: which value survives), shadowed-node and
+    /// shadowed-mount (two devices give one container path differently: the later replaces the
+    /// earlier), shadowed-net-device, shadowed-intel-rdt, shadowed-definition (an earlier spec
+    /// directory's definition of the device is not used), missing-host-path (a device node's host
+    /// path or a mount's source is not on the host), host-node-mismatch (the host's node is not
+    /// what the spec says). Errors: unresolved (no such device, not a device name, dropped as
+    /// defined twice in one directory, or only in files runtimes do not load), injection-failed
+    /// (the library refuses, e.g. a node without numbers that is not on the host).
+    ///
+    /// With -o json: one document {"devices": [...], "injected": bool, "oci": {"env",
+    /// "devices", "cgroupDevices", "mounts", "hooks", "additionalGids", "intelRdt",
+    /// "netDevices"?} or null, "error"? (the library's message), "findings": [{"kind",
+    /// "severity", "subject", "sources": [{"device", "specLevel"?, "value"?}], "files"?,
+    /// "message"}]}.
+    ///
+    /// The exit status is 0 when the devices would be injected (warnings allowed), 1 when not
+    /// (a device unresolved, or the library refuses), and 2 on usage or environment errors (bad
+    /// arguments, a --spec-dir or --root that cannot be read).
+    Inject(InjectArgs),
     /// Record what cdigen reads from this host into a fixture tree, for bug reports and tests.
     ///
     /// Runs discovery with every backend and copies exactly the sysfs and procfs files, symlinks
@@ -552,6 +589,24 @@ pub struct ValidateArgs {
     pub output_format: ValidateFormat,
 }
 
+/// Arguments of `cdigen inject`.
+#[derive(Debug, Args)]
+pub struct InjectArgs {
+    /// The devices to inject (vendor/class=name), in the order a runtime is given them.
+    #[arg(value_name = "DEVICE", required = true)]
+    pub devices: Vec<String>,
+    /// A spec directory to read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi).
+    #[arg(long = "spec-dir", value_name = "DIR")]
+    pub spec_dirs: Vec<PathBuf>,
+    /// Look at device nodes and mount sources under this directory instead of / (a fixture or a
+    /// snapshot).
+    #[arg(long, value_name = "DIR", default_value = "/", env = "CDIGEN_ROOT")]
+    pub root: PathBuf,
+    /// Output format.
+    #[arg(short, long = "output-format", value_enum, default_value_t = OutputFormat::Text)]
+    pub output_format: OutputFormat,
+}
+
 /// Output formats of `validate`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ValidateFormat {
@@ -704,6 +759,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
         Command::Check(args) => check::run(args, out),
+        Command::Inject(args) => inject::run(args, out, err),
         Command::Snapshot(args) => snapshot(args, out),
         Command::Plugin(args) => plugin::run(args, out),
         Command::Watch(args) => watch::run(args),
