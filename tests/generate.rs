@@ -734,3 +734,147 @@ fn two_generators_writing_one_spec_are_refused_at_load() {
         "{names:?}"
     );
 }
+
+/// `generators/nvidia.yaml` with its `driver:` section replaced by `driver`.
+fn nvidia_definition(gens: &Path, driver: &str) {
+    let builtin =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/nvidia.yaml"))
+            .unwrap();
+    let (head, rest) = builtin.split_once("driver:\n").unwrap();
+    let (_, tail) = rest.split_once("output:").unwrap();
+    fs::create_dir_all(gens).unwrap();
+    fs::write(
+        gens.join("nvidia.yaml"),
+        format!("{head}{driver}\noutput:{tail}"),
+    )
+    .unwrap();
+}
+
+fn generate_nvidia(tmp: &Path, extra: &[&str]) -> (i32, String, String) {
+    let mut args = vec![
+        "generate",
+        "--root",
+        "root",
+        "--generator",
+        "nvidia",
+        "--output-dir",
+        "cdi",
+    ];
+    args.extend(extra);
+    cdigen(tmp, &args)
+}
+
+#[test]
+fn without_libcuda_the_nvidia_generator_fails_saying_where_it_looked() {
+    let (tmp, root) = machine("h100-vm");
+    fs::remove_dir_all(root.join("run/nvidia/driver")).unwrap();
+    let (code, out, err) = generate_nvidia(tmp.path(), &[]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(
+            "generator \"nvidia\": no libcuda.so.580.159.04 under the driver root /: looked in \
+             /etc/ld.so.cache (not usable) and /usr/lib/x86_64-linux-gnu, \
+             /usr/lib/aarch64-linux-gnu, /usr/lib64, /lib/x86_64-linux-gnu, \
+             /lib/aarch64-linux-gnu, /lib64, /usr/lib, /lib; point --driver-root or \
+             --library-search-path at the driver's files; not writing a spec without the \
+             driver's libraries (set `driver: {files: optional}` or `{files: none}` in \
+             builtin:generators/nvidia.yaml for specs with device nodes only)"
+        ),
+        "{err}"
+    );
+    assert!(!tmp.path().join("cdi/nvidia.com-gpu.yaml").exists());
+
+    // The opt-out: device nodes only.
+    nvidia_definition(&tmp.path().join("gens"), "driver:\n  files: none");
+    let (code, _, err) = generate_nvidia(tmp.path(), &["--generators", "gens"]);
+    assert_eq!(code, 0, "{err}");
+    let spec = fs::read_to_string(tmp.path().join("cdi/nvidia.com-gpu.yaml")).unwrap();
+    assert!(spec.contains("/dev/nvidia0") && !spec.contains("mounts:") && !spec.contains("hooks:"));
+}
+
+#[test]
+fn a_driver_tree_of_another_version_fails_the_generator() {
+    let (tmp, root) = machine("h100-vm");
+    let lib = root.join("run/nvidia/driver/lib");
+    fs::rename(
+        lib.join("libcuda.so.580.159.04"),
+        lib.join("libcuda.so.575.57.08"),
+    )
+    .unwrap();
+    let (code, _, err) = generate_nvidia(tmp.path(), &[]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(
+            "the running driver is 580.159.04 (/proc/driver/nvidia/version) but the libraries \
+             under /run/nvidia/driver are 575.57.08 (/run/nvidia/driver/lib/libcuda.so.575.57.08)"
+        ),
+        "{err}"
+    );
+    // `optional`: what there is, with a warning.
+    nvidia_definition(&tmp.path().join("gens"), "driver:\n  files: optional");
+    let (code, _, err) = generate_nvidia(tmp.path(), &["--generators", "gens"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        err.contains("writing the spec without the driver's libraries"),
+        "{err}"
+    );
+    let spec = fs::read_to_string(tmp.path().join("cdi/nvidia.com-gpu.yaml")).unwrap();
+    assert!(spec.contains("libnvidia-ml.so.580.159.04") && !spec.contains("libcuda.so"));
+}
+
+#[test]
+fn without_hooks_links_are_bind_mounts_and_capabilities_select() {
+    let (tmp, _root) = machine("old-driver");
+    nvidia_definition(
+        &tmp.path().join("gens"),
+        "driver:\n  capabilities: [compute]\n  hooks: false",
+    );
+    let (code, _, err) = generate_nvidia(tmp.path(), &["--generators", "gens"]);
+    assert_eq!(code, 0, "{err}");
+    let spec = fs::read_to_string(tmp.path().join("cdi/nvidia.com-gpu.yaml")).unwrap();
+    assert!(!spec.contains("hooks:"), "{spec}");
+    for path in [
+        "/usr/lib64/libcuda.so.535.183.01",
+        "/usr/lib64/libcuda.so.1",
+        "/usr/lib64/libcuda.so'",
+    ] {
+        assert!(
+            spec.contains(&format!("containerPath: '{path}")),
+            "{path}: {spec}"
+        );
+    }
+    // compute only: no NVML (utility), no EGL (graphics)
+    assert!(
+        !spec.contains("libnvidia-ml") && !spec.contains("libEGL"),
+        "{spec}"
+    );
+}
+
+#[test]
+fn a_driver_section_is_only_for_the_nvidia_backend() {
+    let (tmp, _root) = machine("example");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(
+        gens.join("mine.yaml"),
+        "name: mine\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\ndriver:\n  hooks: false\n",
+    )
+    .unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--generators",
+            "gens",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("driver: only for backend nvidia (backend drm has no driver files)"),
+        "{err}"
+    );
+}
