@@ -205,7 +205,11 @@ impl Backend for Nvidia {
                 },
             };
             let mut nodes = vec![gpu_node.clone()];
-            nodes.extend(drm_nodes(root, &pci_dir, report));
+            let drm = drm_nodes(root, &pci_dir, report);
+            // udev's /dev/dri/by-path links, as the DRM backend records them.
+            let links =
+                devnode::by_path_links(root, &format!("pci-{}", f.info.address), &drm, report);
+            nodes.extend(drm);
             nodes.extend(control.iter().cloned());
             let migs = mig_devices(root, info.minor, caps_major, report);
             if !migs.is_empty() {
@@ -256,6 +260,7 @@ impl Backend for Nvidia {
                 driver: f.driver,
                 numa_node: f.numa_node,
                 nodes,
+                links,
                 mounts: mounts.clone(),
                 nvidia: Some(nv),
                 ..Default::default()
