@@ -75,7 +75,7 @@ fn pipeline(
         .map(|p| p.devinfo.len())
         .sum();
     let t2 = Instant::now();
-    let (_, errors) = apply(out, &plans).expect("apply");
+    let (_, errors) = apply(out, &[], &plans).expect("apply");
     assert!(errors.is_empty(), "{errors:?}");
     if let Some(dir) = devinfo {
         let (_, errors) = apply_devinfo(dir, &plans, &with_devinfo).expect("apply_devinfo");

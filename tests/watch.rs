@@ -589,7 +589,8 @@ fn a_generator_failing_at_start_still_gives_readiness_with_a_status() {
     let notify = Notify::bind(tmp.path());
     let mut child = spawn_watch(tmp.path(), &[], &[notify.env()]);
     let error = "not writing cdi/intel.com-gpu.yaml: intel.com/gpu=0 is already defined in \
-cdi/other-tool.yaml (not written by cdigen); runtimes would drop both definitions";
+cdi/other-tool.yaml, which cdigen did not write (runtimes would drop both definitions); remove \
+cdi/other-tool.yaml (or move it out of the spec directories) if cdigen is to provide these devices";
     assert_eq!(notify.recv(), format!("READY=1\nSTATUS=1 error: {error}\n"));
     assert!(tmp.path().join("ready").exists(), "ready file first");
     assert!(

@@ -179,7 +179,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__device__subcmd__plugin)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -214,6 +214,10 @@ _cdigen() {
                     return 0
                     ;;
                 --devinfo-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --spec-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -299,7 +303,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__generate)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --output --format --dry-run --diff --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --spec-dir --output --format --dry-run --diff --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -334,6 +338,10 @@ _cdigen() {
                     return 0
                     ;;
                 --devinfo-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --spec-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -653,7 +661,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__watch)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -688,6 +696,10 @@ _cdigen() {
                     return 0
                     ;;
                 --devinfo-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --spec-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -47,6 +47,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l templates -d 
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l output-dir -d 'Directory to write CDI specs to: /etc/cdi for driver install hooks, /var/run/cdi for regeneration at boot or on hotplug' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l spec-dir -d 'A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi, under --root): a spec is not written while a file another tool wrote there defines one of its devices' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l output -d 'Write the one selected generator\'s spec to FILE instead (- for stdout); no device-info files are written then' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l format -d 'Spec format, overriding the generators\' (default: each generator\'s, YAML for the built-in ones)' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
@@ -93,7 +94,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l templates -d 'Di
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l output-dir -d 'Directory generate writes CDI specs to' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l devinfo-dir -d 'Directory generate writes NPWG device-info files to' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l spec-dir -d 'A spec directory runtimes read, lowest priority first, for conflicts and shadowing (repeatable; default: /etc/cdi then /var/run/cdi)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l spec-dir -d 'A spec directory runtimes read, lowest priority first, for conflicts, shadowing and other tools\' files (repeatable; default: /etc/cdi then /var/run/cdi, under --root)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l format -d 'Spec format generate is given with --format, if any' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s o -l output-format -d 'Output format' -r -f -a "text\t'Plain text, for people'
@@ -124,6 +125,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l templates -d 'Di
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l output-dir -d 'Directory to write CDI specs to' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l spec-dir -d 'A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi, under --root): a spec is not written while a file another tool wrote there defines one of its devices' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l format -d 'Spec format, overriding the generators\'' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l source -d 'Where device events come from' -r -f -a "auto\t'udev when built with it and udevd runs, else netlink, else none'
@@ -145,6 +147,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l template
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l output-dir -d 'Directory to write CDI specs to' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l spec-dir -d 'A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi, under --root): a spec is not written while a file another tool wrote there defines one of its devices' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l format -d 'Spec format, overriding the generators\'' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l source -d 'Where device events come from' -r -f -a "auto\t'udev when built with it and udevd runs, else netlink, else none'

@@ -102,7 +102,10 @@ pub enum Command {
     /// or that no longer exists on the host, changed by hand, else the first difference), orphan
     /// (a file cdigen wrote that generate would remove), foreign (our file name, not written by
     /// cdigen: generate will not replace it), conflict (another file in the output directory
-    /// defines the device, or another spec directory defines it twice: runtimes drop it), shadowed
+    /// defines the device, or another spec directory defines it twice: runtimes drop it), competing
+    /// (a file another tool wrote, in the output directory or a --spec-dir, defines the device:
+    /// generate will not write ours; the reason names the tool when it is nvidia-ctk's
+    /// nvidia-cdi-refresh, intel-cdi-specs-generator or amd-ctk, and how to stop it), shadowed
     /// (a later --spec-dir defines the device: runtimes use that definition, not ours), unreadable
     /// (a file, directory or state file that cannot be read or parsed), failed (a generator that
     /// cannot produce its spec).
@@ -264,6 +267,11 @@ pub struct WatchArgs {
     /// Directory for NPWG device-info files of generators that write them.
     #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
     pub devinfo_dir: PathBuf,
+    /// A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then
+    /// /var/run/cdi, under --root): a spec is not written while a file another tool wrote there
+    /// defines one of its devices.
+    #[arg(long = "spec-dir", value_name = "DIR")]
+    pub spec_dirs: Vec<PathBuf>,
     /// Spec format, overriding the generators'.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<SpecFormat>,
@@ -395,6 +403,11 @@ pub struct GenerateArgs {
     /// Directory for NPWG device-info files of generators that write them.
     #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
     pub devinfo_dir: PathBuf,
+    /// A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then
+    /// /var/run/cdi, under --root): a spec is not written while a file another tool wrote there
+    /// defines one of its devices.
+    #[arg(long = "spec-dir", value_name = "DIR")]
+    pub spec_dirs: Vec<PathBuf>,
     /// Write the one selected generator's spec to FILE instead (- for stdout); no device-info
     /// files are written then.
     #[arg(long, value_name = "FILE", conflicts_with = "output_dir")]
@@ -426,8 +439,8 @@ pub struct CheckArgs {
     /// Directory generate writes NPWG device-info files to.
     #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
     pub devinfo_dir: PathBuf,
-    /// A spec directory runtimes read, lowest priority first, for conflicts and shadowing
-    /// (repeatable; default: /etc/cdi then /var/run/cdi).
+    /// A spec directory runtimes read, lowest priority first, for conflicts, shadowing and other
+    /// tools' files (repeatable; default: /etc/cdi then /var/run/cdi, under --root).
     #[arg(long = "spec-dir", value_name = "DIR")]
     pub spec_dirs: Vec<PathBuf>,
     /// Spec format generate is given with --format, if any.

@@ -43,6 +43,9 @@ pub struct Pipeline {
     device_info: bool,
     /// Each generator's latest plan (what its files on disk say), by name.
     plans: BTreeMap<String, Arc<Planned>>,
+    /// The spec directories runtimes read (`--spec-dir`); empty: the
+    /// standard ones under the root ([`crate::generate::coexist::runtime_dirs`]).
+    spec_dirs: Vec<PathBuf>,
 }
 
 /// The subsystems among [`subsystems_of`] whose parentless devices (under
@@ -112,6 +115,7 @@ impl Pipeline {
             warned: BTreeSet::new(),
             device_info: true,
             plans: BTreeMap::new(),
+            spec_dirs: Vec::new(),
         })
     }
 
@@ -122,6 +126,14 @@ impl Pipeline {
         if !on {
             no_device_info(&mut self.generators);
         }
+        self
+    }
+
+    /// The spec directories runtimes read (`--spec-dir`), where another
+    /// tool's file defining one of a spec's devices keeps it from being
+    /// written; none: `/etc/cdi` and `/var/run/cdi` under the root.
+    pub fn with_spec_dirs(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.spec_dirs = dirs;
         self
     }
 
@@ -220,8 +232,15 @@ impl Regenerate for Pipeline {
         let plans = planning.planned;
         let plan_errors = planning.failed.into_iter().map(|f| f.error);
         let before = old_names(&self.output_dir, &plans);
-        let applied =
-            apply_all_until(&self.output_dir, &self.devinfo_dir, &selected, &plans, stop)?;
+        let spec_dirs = crate::generate::coexist::runtime_dirs(&root, &self.spec_dirs);
+        let applied = apply_all_until(
+            &self.output_dir,
+            &self.devinfo_dir,
+            &spec_dirs,
+            &selected,
+            &plans,
+            stop,
+        )?;
         let mut pass = Pass {
             generators: selected.iter().map(|l| l.generator.name.clone()).collect(),
             changes: Vec::new(),
