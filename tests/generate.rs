@@ -924,3 +924,53 @@ fn other_tools_files_are_recognized_by_name_and_kind() {
          /etc/cdi/amd.json"
     );
 }
+
+// ------------------------------------------------------------------ NVML
+
+#[test]
+fn nvml_of_a_driver_root_is_loaded_only_when_root_alone_could_have_put_it_there() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (tmp, root) = support::machine_with_driver("dgx-8gpu");
+    // Whoever runs the tests, and wherever the temp directory is: a
+    // directory on the way that its group may write.
+    let lib_dir = root.join("run/nvidia/driver/usr/lib/x86_64-linux-gnu");
+    fs::set_permissions(&lib_dir, fs::Permissions::from_mode(0o775)).unwrap();
+    let run = |extra: &[&str]| {
+        let mut cmd = assert_cmd::Command::cargo_bin("cdigen").unwrap();
+        cmd.current_dir(tmp.path())
+            .args([
+                "discover",
+                "--root",
+                "root",
+                "--driver-root",
+                support::DRIVER_ROOT,
+                "-v",
+            ])
+            .args(extra)
+            .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+            .env_remove("CDIGEN_NO_NVML")
+            .env_remove("RUST_LOG");
+        let out = cmd.output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let err = run(&[]);
+    let line = err
+        .lines()
+        .find(|l| l.contains("NVML"))
+        .unwrap_or_else(|| panic!("{err}"));
+    let prefix = " INFO not loading NVML from /run/nvidia/driver/usr/lib/x86_64-linux-gnu/\
+                  libnvidia-ml.so.550.90.07 (loading it would run its code): ";
+    assert!(line.starts_with(prefix), "{line}");
+    assert!(line.ends_with("; using what procfs says"), "{line}");
+    // The directory at fault is named: ours, or one above it.
+    let at = line[prefix.len()..].split(' ').next().unwrap();
+    assert!(
+        fs::canonicalize(&lib_dir).unwrap().starts_with(at),
+        "{line}"
+    );
+    // --no-nvml: not even looked at.
+    let err = run(&["--no-nvml"]);
+    assert!(err.contains(" INFO NVML not asked (--no-nvml)\n"), "{err}");
+    assert!(!err.contains("not loading NVML"), "{err}");
+}

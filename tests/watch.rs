@@ -68,6 +68,7 @@ fn pipeline(tmp: &Path) -> Pipeline {
             root: tmp.join("root"),
             backends: Vec::new(),
             driver_root: "/".into(),
+            no_nvml: true,
         },
         DefinitionArgs {
             generators: Some("/nonexistent-cdigen-user-generators".into()),

@@ -103,7 +103,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__check)
-            opts="-o -v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --root --backend --driver-root --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -179,7 +179,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__device__subcmd__plugin)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -261,7 +261,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__discover)
-            opts="-o -v -q -h --root --backend --driver-root --generators --generator --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --root --backend --driver-root --no-nvml --generators --generator --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -303,7 +303,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__generate)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --spec-dir --output --format --dry-run --diff --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --output --format --dry-run --diff --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -529,7 +529,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__list)
-            opts="-o -v -q -h --spec-dir --discovered --root --backend --driver-root --generators --templates --generator --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --spec-dir --discovered --root --backend --driver-root --no-nvml --generators --templates --generator --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -661,7 +661,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__watch)
-            opts="-v -q -h --root --backend --driver-root --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0

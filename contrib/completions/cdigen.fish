@@ -51,6 +51,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l spec-dir -d '
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l output -d 'Write the one selected generator\'s spec to FILE instead (- for stdout); no device-info files are written then' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l format -d 'Spec format, overriding the generators\' (default: each generator\'s, YAML for the built-in ones)' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l dry-run -d 'Print what would change and write nothing'
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l diff -d 'With --dry-run, also print a unified diff of each change'
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
@@ -64,6 +65,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l generator -d 
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s o -l output-format -d 'Output format' -r -f -a "text\t'Plain text, for people'
 json\t'One JSON document'
 yaml\t'One YAML document (every string quoted)'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -78,6 +80,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s o -l output-forma
 json\t'One JSON document'
 yaml\t'One YAML document (every string quoted)'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l discovered -d 'List the names `cdigen generate` would write, from the devices discovered now'
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -100,6 +103,7 @@ yaml\t'YAML, every string quoted'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s o -l output-format -d 'Output format' -r -f -a "text\t'Plain text, for people'
 json\t'One JSON document'
 yaml\t'One YAML document (every string quoted)'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -136,6 +140,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Qui
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as a MIG reconfiguration, are caught within a day)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -160,6 +165,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l interval
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l plugin-dir -d 'The kubelet\'s device plugin directory: where kubelet.sock is and the plugins\' sockets go' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l pod-resources-socket -d 'The kubelet\'s pod resources socket: which allocations are live (for device-info files)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l legacy-edits -d 'Also answer Allocate with the legacy devices, mounts and envs fields, for runtimes without CDI support (or kubelets before 1.29 that ignore CDI devices). Hooks cannot be expressed so'
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -s q -l quiet -d 'Log only errors on stderr'

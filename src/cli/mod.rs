@@ -369,6 +369,13 @@ pub struct SourceArgs {
         env = "CDIGEN_DRIVER_ROOT"
     )]
     pub driver_root: PathBuf,
+    /// Never load NVIDIA's NVML library (loading a library runs its code): procfs and sysfs alone
+    /// describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the
+    /// system's with --root / and --driver-root /, else the driver root's libnvidia-ml.so.<version>,
+    /// loaded only when it and every directory above it are owned by root and writable by root
+    /// alone.
+    #[arg(long, env = "CDIGEN_NO_NVML", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_nvml: bool,
 }
 
 /// Which generator definitions and templates to use.

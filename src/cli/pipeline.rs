@@ -23,7 +23,8 @@ pub(crate) fn discover(
 ) -> anyhow::Result<(HostRoot, Discovery)> {
     let root = HostRoot::open(&source.root)
         .with_context(|| format!("cannot use {} as the root", text::path(&source.root)))?
-        .with_driver_root(&source.driver_root);
+        .with_driver_root(&source.driver_root)
+        .with_nvml(!source.no_nvml);
     let found = discover::discover_for(
         &root,
         &source.backends,
@@ -148,6 +149,7 @@ mod tests {
             root: PathBuf::from("/"),
             backends: backends.iter().map(|b| b.to_string()).collect(),
             driver_root: PathBuf::from("/"),
+            no_nvml: false,
         }
     }
 

@@ -160,7 +160,8 @@ impl Pipeline {
     fn root(&self) -> anyhow::Result<HostRoot> {
         Ok(HostRoot::open(&self.source.root)
             .with_context(|| format!("cannot use {} as the root", self.source.root.display()))?
-            .with_driver_root(&self.source.driver_root))
+            .with_driver_root(&self.source.driver_root)
+            .with_nvml(!self.source.no_nvml))
     }
 }
 

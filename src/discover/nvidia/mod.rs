@@ -266,10 +266,14 @@ impl Backend for Nvidia {
                 ..Default::default()
             });
         }
-        // NVML describes this host: ask it only when the root is the host.
+        // NVML: the system's for the host itself, else the driver root's
+        // own file when it may be trusted; never with --no-nvml.
         #[cfg(feature = "nvml")]
-        if root.base() == Path::new("/") && !gpus.is_empty() {
-            nvml::enrich(&mut gpus, &nvml::Library, report);
+        if !gpus.is_empty() {
+            match nvml::Library::for_root(root, &mounts) {
+                Ok(lib) => nvml::enrich(&mut gpus, &lib, report),
+                Err(why) => tracing::info!("{why}"),
+            }
         }
         Ok(gpus)
     }

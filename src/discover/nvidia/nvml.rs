@@ -197,15 +197,80 @@ fn match_migs(devices: &mut [Device], id: &str, nvml: &[NvmlMig], report: &mut R
     }
 }
 
-/// NVML itself, loaded at run time.
+/// NVML itself, loaded at run time: `libnvidia-ml.so.1` through the
+/// system's loader, or a given file ([`Library::for_root`]).
 #[cfg(feature = "nvml")]
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Library;
+#[derive(Debug, Default, Clone)]
+pub struct Library {
+    /// The library file on disk; `None`: the system's `libnvidia-ml.so.1`.
+    pub path: Option<std::path::PathBuf>,
+}
+
+/// The driver's NVML library among its files (`mounts`, host paths): the
+/// host file of `libnvidia-ml.so.<version>`.
+pub fn library_file(mounts: &[crate::model::MountSpec]) -> Option<&str> {
+    mounts
+        .iter()
+        .find(|m| {
+            std::path::Path::new(&m.container_path)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_prefix("libnvidia-ml.so."))
+                .is_some_and(|v| v.contains('.'))
+        })
+        .map(|m| m.host_path.as_str())
+}
+
+#[cfg(feature = "nvml")]
+impl Library {
+    /// The NVML to ask about the host `root` describes, or why none may
+    /// be loaded: `--no-nvml`; when `root` and its driver root are `/`,
+    /// the system's library; else the driver's own file among `mounts`
+    /// (the host at `/host` in a DaemonSet, the GPU operator's driver
+    /// root), loaded by its path on disk only when only root could have
+    /// put it there ([`HostRoot::trusted_file`]): loading a library runs
+    /// its code.
+    ///
+    /// # Errors
+    /// Why NVML is not asked, for an informational line.
+    ///
+    /// [`HostRoot::trusted_file`]: crate::root::HostRoot::trusted_file
+    pub fn for_root(
+        root: &crate::root::HostRoot,
+        mounts: &[crate::model::MountSpec],
+    ) -> Result<Library, String> {
+        use std::path::Path;
+        if !root.nvml_allowed() {
+            return Err("NVML not asked (--no-nvml)".into());
+        }
+        if root.base() == Path::new("/") && root.driver_root() == Path::new("/") {
+            return Ok(Library::default());
+        }
+        let Some(host) = library_file(mounts) else {
+            return Err(format!(
+                "no libnvidia-ml.so.<version> among the driver's files under {}; NVML not asked",
+                root.driver_root().display()
+            ));
+        };
+        match root.trusted_file(Path::new(host)) {
+            Ok(path) => Ok(Library { path: Some(path) }),
+            Err(why) => Err(format!(
+                "not loading NVML from {host} (loading it would run its code): {why}; using what procfs says"
+            )),
+        }
+    }
+}
 
 #[cfg(feature = "nvml")]
 impl GpuSource for Library {
     fn gpus(&self) -> Result<Vec<NvmlGpu>, String> {
-        let nvml = nvml_wrapper::Nvml::init().map_err(|e| e.to_string())?;
+        let nvml = match &self.path {
+            Some(p) => nvml_wrapper::Nvml::builder()
+                .lib_path(p.as_os_str())
+                .init()
+                .map_err(|e| format!("{}: {e}", p.display()))?,
+            None => nvml_wrapper::Nvml::init().map_err(|e| e.to_string())?,
+        };
         let count = nvml.device_count().map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for i in 0..count {

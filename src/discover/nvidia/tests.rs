@@ -498,7 +498,7 @@ fn the_real_library_fails_softly_without_a_driver() {
     // On machines without libnvidia-ml this is an error string, never a
     // panic; on a GPU host it lists the GPUs.
     use nvml::GpuSource as _;
-    match nvml::Library.gpus() {
+    match nvml::Library::default().gpus() {
         Ok(gpus) => assert!(gpus.iter().all(|g| g.uuid.starts_with("GPU-"))),
         Err(e) => assert!(!e.is_empty()),
     }
@@ -801,5 +801,45 @@ fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
     assert!(
         warnings[2]
             .starts_with("/sys/bus/pci/drivers/nvidia/0000:00:0a.0: GPU 0000:00:0a.0 is bound")
+    );
+}
+
+#[test]
+fn nvmls_library_file_is_the_driver_roots_versioned_one() {
+    let m = |host: &str, container: &str| crate::model::MountSpec {
+        host_path: host.into(),
+        container_path: container.into(),
+        options: Vec::new(),
+    };
+    let lib = "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.550.90.07";
+    let mounts = [
+        m(
+            "/run/nvidia/driver/usr/lib64/libcuda.so.550.90.07",
+            "/usr/lib64/libcuda.so.550.90.07",
+        ),
+        // The soname mount comes from the same file; either gives it.
+        m(lib, "/usr/lib64/libnvidia-ml.so.1"),
+        m(lib, "/usr/lib64/libnvidia-ml.so.550.90.07"),
+    ];
+    assert_eq!(nvml::library_file(&mounts), Some(lib));
+    assert_eq!(nvml::library_file(&mounts[..2]), None);
+}
+
+#[cfg(feature = "nvml")]
+#[test]
+fn nvml_is_the_systems_on_the_host_and_never_with_no_nvml() {
+    let host = HostRoot::open(Path::new("/")).unwrap();
+    assert_eq!(nvml::Library::for_root(&host, &[]).unwrap().path, None);
+    let host = HostRoot::open(Path::new("/")).unwrap().with_nvml(false);
+    assert_eq!(
+        nvml::Library::for_root(&host, &[]).unwrap_err(),
+        "NVML not asked (--no-nvml)"
+    );
+    // Another root: the driver root's own file, and there is none.
+    let tmp = h100(false, FULL_DEV);
+    let root = HostRoot::open(tmp.path()).unwrap();
+    assert_eq!(
+        nvml::Library::for_root(&root, &[]).unwrap_err(),
+        "no libnvidia-ml.so.<version> among the driver's files under /; NVML not asked"
     );
 }
