@@ -158,9 +158,11 @@ pub enum Command {
     /// generators whose backends care about the events' subsystems (drm, accel, pci, vfio, net,
     /// infiniband, vdpa, module, ...). Only files whose content changed are written, atomically;
     /// each change is logged on one line (`updated /var/run/cdi/amd.com-gpu.yaml: 2 devices (added
-    /// amd.com/gpu=1)`). Everything is also regenerated every --interval, since some changes send no
-    /// event (MIG reconfiguration, nodes made by nvidia-modprobe), and on SIGHUP, which first
-    /// re-reads the generator definitions and templates.
+    /// amd.com/gpu=1)`). A MIG reconfiguration sends no event: while NVIDIA GPUs exist, the MIG
+    /// capability directories in /proc/driver/nvidia are listed every 2s, and the NVIDIA generators
+    /// regenerated when they change. Everything is also regenerated every --interval, since some
+    /// changes send no event (nodes made by nvidia-modprobe), and on SIGHUP, which first re-reads
+    /// the generator definitions and templates.
     ///
     /// Event sources (--source): `netlink` reads the kernel's uevents directly (no libudev needed;
     /// it works in a pod without hostNetwork); `udev` reads udevd's events through libudev, after its
@@ -287,7 +289,7 @@ pub struct WatchArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::max_delay)]
     pub max_delay: std::time::Duration,
     /// Regenerate everything this often, events or not (from 1s to 24h: changes that send no
-    /// event, such as a MIG reconfiguration, are caught within a day).
+    /// event, such as nodes made by nvidia-modprobe, are caught within a day).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = watch::interval)]
     pub interval: std::time::Duration,
     /// Create FILE once the first full generation completed, even if some generators failed;

@@ -46,6 +46,9 @@ pub struct Pipeline {
     /// The spec directories runtimes read (`--spec-dir`); empty: the
     /// standard ones under the root ([`crate::generate::coexist::runtime_dirs`]).
     spec_dirs: Vec<PathBuf>,
+    /// The MIG instances ([`super::mig::fingerprint`]) when the NVIDIA
+    /// generators last ran and found GPUs: polled for changes while set.
+    mig: Option<Vec<String>>,
 }
 
 /// The subsystems among [`subsystems_of`] whose parentless devices (under
@@ -116,6 +119,7 @@ impl Pipeline {
             device_info: true,
             plans: BTreeMap::new(),
             spec_dirs: Vec::new(),
+            mig: None,
         })
     }
 
@@ -209,11 +213,19 @@ impl Regenerate for Pipeline {
     fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
         let root = self.root()?;
         let backends = crate::cli::pipeline::generate_backends(&self.source, &self.generators);
+        // Taken before discovery: a MIG change after it is seen by the
+        // next poll.
+        let nvidia_in_scope = self.nvidia_generators().any(|g| scope.contains(g));
+        let mig = nvidia_in_scope.then(|| super::mig::fingerprint(&root));
         let found = discover::discover_for(
             &root,
             &backends,
             self.generators.iter().map(|l| &l.generator),
         )?;
+        if nvidia_in_scope {
+            let gpus = found.devices.iter().any(|d| d.backend == NVIDIA);
+            self.mig = mig.filter(|_| gpus);
+        }
         let warnings: BTreeSet<(PathBuf, String)> = found
             .warnings
             .iter()
@@ -296,6 +308,35 @@ impl Regenerate for Pipeline {
 
     fn udev_busy(&self) -> bool {
         self.root().is_ok_and(|r| r.exists(Path::new(UDEV_QUEUE)))
+    }
+
+    fn poll_every(&self) -> Option<std::time::Duration> {
+        self.mig.as_ref().map(|_| super::mig::POLL)
+    }
+
+    fn poll(&mut self) -> Option<Scope> {
+        let before = self.mig.as_ref()?;
+        let now = super::mig::fingerprint(&self.root().ok()?);
+        if now == *before {
+            return None;
+        }
+        tracing::debug!("MIG instances changed: regenerating the NVIDIA generators");
+        Some(Scope::Only(
+            self.nvidia_generators().map(str::to_string).collect(),
+        ))
+    }
+}
+
+/// The NVIDIA backend's name.
+const NVIDIA: &str = "nvidia";
+
+impl Pipeline {
+    /// The generators of the NVIDIA backend (those MIG changes affect).
+    fn nvidia_generators(&self) -> impl Iterator<Item = &str> {
+        self.generators
+            .iter()
+            .filter(|l| l.generator.backend == NVIDIA)
+            .map(|l| l.generator.name.as_str())
     }
 }
 

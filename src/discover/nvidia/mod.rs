@@ -89,8 +89,9 @@ impl Backend for Nvidia {
 
     fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
         // Loading the driver (module), GPUs binding it (pci) and nvidia-drm
-        // (drm). MIG reconfiguration and nodes made by nvidia-modprobe send
-        // no event: `watch` catches those on its periodic re-check.
+        // (drm). MIG reconfiguration sends no event: `watch` polls for it
+        // (crate::watch::mig); nodes made by nvidia-modprobe, on its
+        // periodic re-check.
         Some(&["pci", "module", "drm"])
     }
 
