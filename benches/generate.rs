@@ -10,6 +10,12 @@
 //! an empty spec dir (and, for the NIC machines, an empty device-info
 //! dir), an unchanged re-run of the whole pipeline, and `check` of the
 //! written (current) files: discovery, planning and the comparison.
+//!
+//! Last, `watch`'s MIG poll (`cdigen::watch::mig`), which runs every 2 s
+//! while NVIDIA GPUs exist: one poll (a fresh root and the listing of the
+//! MIG capability directories) on the 1024-GPU machine given the MIG
+//! procfs tree of 8 GPUs split into 7 instances each, against an
+//! unchanged re-run of the whole pipeline on the same machine.
 
 #![allow(
     clippy::unwrap_used,
@@ -30,6 +36,7 @@ use cdigen::generate::{apply, apply_devinfo, plan_all, plan_one};
 use cdigen::generator;
 use cdigen::render::Templates;
 use cdigen::root::HostRoot;
+use cdigen::watch::mig;
 
 const RUNS: usize = 7;
 
@@ -75,7 +82,7 @@ fn pipeline(
         .map(|p| p.devinfo.len())
         .sum();
     let t2 = Instant::now();
-    let (_, errors) = apply(out, &plans).expect("apply");
+    let (_, errors) = apply(out, &[], &plans).expect("apply");
     assert!(errors.is_empty(), "{errors:?}");
     if let Some(dir) = devinfo {
         let (_, errors) = apply_devinfo(dir, &plans, &with_devinfo).expect("apply_devinfo");
@@ -141,6 +148,61 @@ fn row(label: &str, build: impl FnOnce(&Path), devinfo: bool) {
     );
 }
 
+/// The MIG procfs tree of `gpus` GPUs with 7 GPU instances of one
+/// compute instance each (an A100/H100 split into 1g slices), cap files
+/// with the driver's minors.
+fn mig_tree(root: &Path, gpus: u32) {
+    let caps = root.join("proc/driver/nvidia/capabilities");
+    let access = |minor: u32| {
+        format!("DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+    };
+    for gpu in 0..gpus {
+        for gi in 1..=7u32 {
+            let dir = caps.join(format!("gpu{gpu}/mig/gi{gi}"));
+            std::fs::create_dir_all(dir.join("ci0")).unwrap();
+            std::fs::write(dir.join("access"), access(3 + 135 * gpu + 9 * gi)).unwrap();
+            std::fs::write(dir.join("ci0/access"), access(4 + 135 * gpu + 9 * gi)).unwrap();
+        }
+    }
+}
+
+/// One MIG poll as `watch` runs it: a fresh root, then the fingerprint.
+fn poll_once(root: &Path) -> usize {
+    let host = HostRoot::open(root).expect("root");
+    mig::fingerprint(&host).len()
+}
+
+/// Times one MIG poll on the machine `build` writes (plus [`mig_tree`]),
+/// against an unchanged re-run of the pipeline there, and prints it.
+fn poll_row(label: &str, build: impl FnOnce(&Path)) {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path().join("root");
+    build(&root);
+    mig_tree(&root, 8);
+    let out = tmp.path().join("cdi");
+    pipeline(&root, &out, None);
+    let mut rerun = Vec::new();
+    for _ in 0..RUNS {
+        let t = Instant::now();
+        pipeline(&root, &out, None);
+        rerun.push(t.elapsed());
+    }
+    let mut polls = Vec::new();
+    let mut entries = 0;
+    for _ in 0..(RUNS * 15) {
+        let t = Instant::now();
+        entries = poll_once(&root);
+        polls.push(t.elapsed());
+    }
+    assert_eq!(entries, 8 * 7 * 4);
+    let (rerun, poll) = (median(rerun), median(polls));
+    println!(
+        "{label:<14} {entries:<8} {poll:<11?} {rerun:<22?} {:<10.5} {:.5}%",
+        poll.as_secs_f64() / rerun.as_secs_f64(),
+        100.0 * poll.as_secs_f64() / mig::POLL.as_secs_f64()
+    );
+}
+
 fn main() {
     let header = "devices           discover    plan        write(first)  full-rerun(unchanged)  check(current)";
     println!("AMD GPUs\n{:<14} {header}", "gpus");
@@ -156,4 +218,13 @@ fn main() {
             true,
         );
     }
+    println!(
+        "\nwatch's MIG poll (every {:?} while NVIDIA GPUs exist), 8 GPUs x 7 MIG instances",
+        mig::POLL
+    );
+    println!(
+        "{:<14} entries  poll        full-rerun(unchanged)  ratio      of one core",
+        "gpus"
+    );
+    poll_row("1024", |root| synth::amd_gpus(root, 1024));
 }

@@ -7,6 +7,8 @@
 //! that finds no device removes the spec it wrote earlier (a spec without
 //! devices is invalid, and a stale one would offer hardware that is gone).
 
+pub mod coexist;
+
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
@@ -82,9 +84,10 @@ pub enum Error {
         #[source]
         source: cdi::codec::SerializeError,
     },
-    /// Another file in the output directory defines the same device.
+    /// Another of cdigen's generators wrote a file in the output
+    /// directory that defines the same device.
     #[error(
-        "not writing {}: {name} is already defined in {} (not written by cdigen); runtimes would drop both definitions",
+        "not writing {}: {name} is already defined in {}, which cdigen's generator {owner:?} wrote; runtimes would drop both definitions",
         path.display(), other.display()
     )]
     Conflict {
@@ -94,6 +97,27 @@ pub enum Error {
         name: String,
         /// The other file.
         other: PathBuf,
+        /// The generator that wrote it.
+        owner: String,
+    },
+    /// A file cdigen did not write, in the output directory or another
+    /// spec directory runtimes read, defines the same device: another tool
+    /// produces these names ([`coexist`]).
+    #[error(
+        "not writing {}: {name} is already defined in {}, which cdigen did not write ({}); {}",
+        path.display(), other.display(), consequence(*.same_dir), coexist::fix(*.producer, .other)
+    )]
+    Competing {
+        /// The file that would be written.
+        path: PathBuf,
+        /// The device.
+        name: String,
+        /// The other file.
+        other: PathBuf,
+        /// Whether it is in the output directory.
+        same_dir: bool,
+        /// The tool that writes it, when recognized.
+        producer: Option<coexist::Producer>,
     },
     /// The writer refused or failed.
     #[error(transparent)]
@@ -709,51 +733,142 @@ impl Action {
     }
 }
 
-/// Checks that no other file in `dir` (one cdigen did not write for this
-/// generator) already defines a device of `planned`.
-fn check_conflicts(dir: &Path, planned: &Planned, owned: &BTreeSet<String>) -> Result<(), Error> {
-    match conflicts(dir, planned, owned).into_iter().next() {
-        Some((name, other)) => Err(Error::Conflict {
-            path: dir.join(&planned.file),
-            name,
-            other,
-        }),
+/// What runtimes do with a device defined in our file and in another
+/// one: in the same directory they drop both; across directories the
+/// later one wins.
+pub fn consequence(same_dir: bool) -> &'static str {
+    if same_dir {
+        "runtimes would drop both definitions"
+    } else {
+        "runtimes would use only the definition in the later spec directory"
+    }
+}
+
+/// Another file defining a device a generator would write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Clash {
+    /// The device (`vendor/class=name`).
+    pub name: String,
+    /// The other file.
+    pub other: PathBuf,
+    /// Whether it is in the output directory (else in another spec
+    /// directory runtimes read).
+    pub same_dir: bool,
+    /// The generator that wrote it, when cdigen did (only in the output
+    /// directory: cdigen's files elsewhere are not clashes).
+    pub owner: Option<String>,
+    /// For a file cdigen did not write, the tool that writes it, when
+    /// recognized.
+    pub producer: Option<coexist::Producer>,
+}
+
+impl Clash {
+    /// The refusal this clash means for the file at `path`.
+    pub fn error(self, path: PathBuf) -> Error {
+        match self.owner {
+            Some(owner) => Error::Conflict {
+                path,
+                name: self.name,
+                other: self.other,
+                owner,
+            },
+            None => Error::Competing {
+                path,
+                name: self.name,
+                other: self.other,
+                same_dir: self.same_dir,
+                producer: self.producer,
+            },
+        }
+    }
+}
+
+/// Checks that no other file already defines a device of `planned`
+/// ([`conflicts`]).
+fn check_conflicts(
+    dir: &Path,
+    spec_dirs: &[PathBuf],
+    planned: &Planned,
+    owned: &BTreeSet<String>,
+) -> Result<(), Error> {
+    match conflicts(dir, spec_dirs, planned, owned).into_iter().next() {
+        Some(c) => Err(c.error(dir.join(&planned.file))),
         None => Ok(()),
     }
 }
 
-/// The devices of `planned` that another file in `dir` already defines
-/// (name, other file), in scan order: files other than `planned.file` and
-/// those in `owned` (this generator's own) count, whether written by
-/// another tool or by another of cdigen's generators. [`apply`] refuses
-/// to write a spec with any.
+/// The devices of `planned` that another file already defines, in scan
+/// order: in the output directory `dir`, every file other than
+/// `planned.file` and those in `owned` (this generator's own), whether
+/// written by another tool or by another of cdigen's generators; in the
+/// other spec directories runtimes read (`spec_dirs`, the output
+/// directory left out), the files cdigen did not write there (its state
+/// file there does not record them): another tool's, which runtimes
+/// would weigh against ours. [`apply`] refuses to write a spec with any;
+/// `check` reports them.
 pub fn conflicts(
     dir: &Path,
+    spec_dirs: &[PathBuf],
     planned: &Planned,
     owned: &BTreeSet<String>,
-) -> Vec<(String, PathBuf)> {
+) -> Vec<Clash> {
     let names: BTreeSet<String> = planned.names().into_iter().collect();
-    let view = scan(&[Input {
-        path: dir.to_path_buf(),
-        explicit: false,
-    }]);
     let mut found = Vec::new();
-    for f in &view.files {
-        // By the name's bytes: a name that is not UTF-8 is another file,
-        // never one of ours (runtimes load it all the same).
-        let Some(file_name) = f.path.file_name() else {
-            continue;
-        };
-        let ours = file_name == std::ffi::OsStr::new(&planned.file)
-            || file_name.to_str().is_some_and(|n| owned.contains(n));
-        if ours {
-            continue;
+    let mut scanned: Vec<&Path> = vec![dir];
+    let dirs = std::iter::once(dir).chain(spec_dirs.iter().map(PathBuf::as_path));
+    for (i, d) in dirs.enumerate() {
+        let same_dir = i == 0;
+        if !same_dir {
+            if scanned.iter().any(|s| coexist::same_dir(s, d)) {
+                continue;
+            }
+            scanned.push(d);
         }
-        let Some(kind) = &f.kind else { continue };
-        for d in &f.devices {
-            let q = format!("{kind}={d}");
-            if names.contains(&q) {
-                found.push((q, f.path.clone()));
+        // A state that cannot be read records nothing: its files count as
+        // another tool's (generate would not write in that directory
+        // either, and says so there).
+        let own = write::Ownership::read(d).unwrap_or_default();
+        let view = scan(&[Input {
+            path: d.to_path_buf(),
+            explicit: false,
+        }]);
+        for f in &view.files {
+            // By the name's bytes: a name that is not UTF-8 is another file,
+            // never one of ours (runtimes load it all the same).
+            let Some(file_name) = f.path.file_name() else {
+                continue;
+            };
+            let recorded = file_name
+                .to_str()
+                .and_then(|n| own.owner(n))
+                .map(str::to_string);
+            if same_dir {
+                let ours = file_name == std::ffi::OsStr::new(&planned.file)
+                    || file_name.to_str().is_some_and(|n| owned.contains(n));
+                if ours {
+                    continue;
+                }
+            } else if recorded.is_some() || !f.loaded {
+                // cdigen's file there: shadowing, which `check` reports;
+                // and a file runtimes do not load defines nothing.
+                continue;
+            }
+            let Some(kind) = &f.kind else { continue };
+            let producer = recorded
+                .is_none()
+                .then(|| coexist::Producer::recognize(file_name, kind))
+                .flatten();
+            for d in &f.devices {
+                let q = format!("{kind}={d}");
+                if names.contains(&q) {
+                    found.push(Clash {
+                        name: q,
+                        other: f.path.clone(),
+                        same_dir,
+                        owner: recorded.clone(),
+                        producer,
+                    });
+                }
             }
         }
     }
@@ -762,15 +877,25 @@ pub fn conflicts(
 
 /// Writes the planned specs into `dir` through the safe writer and removes
 /// the stale files of these generators. Per-generator failures are
-/// returned alongside the changes that succeeded.
+/// returned alongside the changes that succeeded. `spec_dirs` are the
+/// directories runtimes read ([`coexist::runtime_dirs`]), for the files
+/// of other tools ([`conflicts`]).
 ///
 /// # Errors
 /// [`write::Error`] when the directory itself cannot be opened or locked.
-pub fn apply(dir: &Path, plans: &[Planned]) -> Result<(Vec<Change>, Vec<Error>), write::Error> {
-    Ok(apply_to(ManagedDir::open(dir)?, plans))
+pub fn apply(
+    dir: &Path,
+    spec_dirs: &[PathBuf],
+    plans: &[Planned],
+) -> Result<(Vec<Change>, Vec<Error>), write::Error> {
+    Ok(apply_to(ManagedDir::open(dir)?, spec_dirs, plans))
 }
 
-fn apply_to(mut managed: ManagedDir, plans: &[Planned]) -> (Vec<Change>, Vec<Error>) {
+fn apply_to(
+    mut managed: ManagedDir,
+    spec_dirs: &[PathBuf],
+    plans: &[Planned],
+) -> (Vec<Change>, Vec<Error>) {
     let dir = managed.path().to_path_buf();
     let dir = dir.as_path();
     let mut changes = Vec::new();
@@ -781,7 +906,7 @@ fn apply_to(mut managed: ManagedDir, plans: &[Planned]) -> (Vec<Change>, Vec<Err
             // Files of cdigen's other generators are checked too: two
             // generators must not define one device either.
             let mine: BTreeSet<String> = managed.owned_by(&p.generator).into_iter().collect();
-            if let Err(e) = check_conflicts(dir, p, &mine) {
+            if let Err(e) = check_conflicts(dir, spec_dirs, p, &mine) {
                 errors.push(e);
                 continue;
             }
@@ -918,6 +1043,7 @@ pub struct Preview {
 pub fn preview_all(
     output_dir: &Path,
     devinfo_dir: &Path,
+    spec_dirs: &[PathBuf],
     generators: &[Loaded],
     plans: &[Planned],
 ) -> Result<Previewed, DirError> {
@@ -929,7 +1055,7 @@ pub fn preview_all(
             let mut keep = BTreeSet::new();
             if p.spec.is_some() {
                 let mine: BTreeSet<String> = own.owned_by(&p.generator).into_iter().collect();
-                if let Err(e) = check_conflicts(output_dir, p, &mine) {
+                if let Err(e) = check_conflicts(output_dir, spec_dirs, p, &mine) {
                     out.errors.push(e);
                     continue;
                 }
@@ -1073,19 +1199,23 @@ pub struct DirError {
 /// `output_dir`, device-info files of the generators that write them into
 /// `devinfo_dir`, and removes those generators' stale files. A directory
 /// is not even created when there is nothing to write into it and nothing
-/// stale could be there.
+/// stale could be there. A spec that another file defines a device of
+/// (in the output directory, or a file of another tool in `spec_dirs`,
+/// the directories runtimes read) is not written ([`conflicts`]).
 ///
 /// # Errors
 /// [`DirError`] when a directory cannot be created, opened or locked.
 pub fn apply_all(
     output_dir: &Path,
     devinfo_dir: &Path,
+    spec_dirs: &[PathBuf],
     generators: &[Loaded],
     plans: &[Planned],
 ) -> Result<Applied, DirError> {
     apply_all_with(
         output_dir,
         devinfo_dir,
+        spec_dirs,
         generators,
         plans,
         &ManagedDir::open,
@@ -1101,18 +1231,25 @@ pub fn apply_all(
 pub fn apply_all_until(
     output_dir: &Path,
     devinfo_dir: &Path,
+    spec_dirs: &[PathBuf],
     generators: &[Loaded],
     plans: &[Planned],
     stop: &dyn Fn() -> bool,
 ) -> Result<Applied, DirError> {
-    apply_all_with(output_dir, devinfo_dir, generators, plans, &|dir| {
-        ManagedDir::open_until(dir, stop)
-    })
+    apply_all_with(
+        output_dir,
+        devinfo_dir,
+        spec_dirs,
+        generators,
+        plans,
+        &|dir| ManagedDir::open_until(dir, stop),
+    )
 }
 
 fn apply_all_with(
     output_dir: &Path,
     devinfo_dir: &Path,
+    spec_dirs: &[PathBuf],
     generators: &[Loaded],
     plans: &[Planned],
     open: &dyn Fn(&Path) -> Result<ManagedDir, write::Error>,
@@ -1121,7 +1258,7 @@ fn apply_all_with(
     let mut applied = Applied::default();
     if touched.specs {
         let managed = open(output_dir).map_err(dir_error(output_dir))?;
-        let (changes, errors) = apply_to(managed, plans);
+        let (changes, errors) = apply_to(managed, spec_dirs, plans);
         applied.specs = changes;
         applied.errors.extend(errors);
     }

@@ -226,6 +226,9 @@ pub struct HostRoot {
     /// Where container runtimes find cdigen on the host (for the hooks
     /// specs ask them to run).
     hook_path: PathBuf,
+    /// Whether NVIDIA's NVML library may be loaded (`--no-nvml` turns it
+    /// off): loading a library runs its code.
+    nvml: bool,
     /// Symlink lookups by host path (None: exists, not a link). Make a new
     /// root for each discovery run so that changes are seen.
     links: Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
@@ -266,6 +269,7 @@ impl HostRoot {
             driver_root: PathBuf::from("/"),
             library_search_path: Vec::new(),
             hook_path: PathBuf::from(DEFAULT_HOOK_PATH),
+            nvml: true,
             links: Mutex::new(std::collections::HashMap::new()),
         };
         // Read like every other root file: resolved inside the root, a
@@ -369,6 +373,17 @@ impl HostRoot {
             });
         }
         Ok((real, file))
+    }
+
+    /// Sets whether NVIDIA's NVML library may be loaded (`--no-nvml`).
+    pub fn with_nvml(mut self, allowed: bool) -> Self {
+        self.nvml = allowed;
+        self
+    }
+
+    /// Whether NVIDIA's NVML library may be loaded.
+    pub fn nvml_allowed(&self) -> bool {
+        self.nvml
     }
 
     /// Starts recording every path read (see [`HostRoot::take_record`]).
@@ -692,6 +707,40 @@ impl HostRoot {
             .map(str::to_string))
     }
 
+    /// Where the host file `host` is on disk, as an absolute path with no
+    /// symlink in it, when it may be trusted with code execution (a
+    /// library to load): it is a regular file, and it and every directory
+    /// above it on disk, from `/` down, are owned by root (uid 0) and
+    /// writable by no group or other user, so that only root could have
+    /// put it there or could swap it before it is opened. Symlinks in the
+    /// host path are followed inside the root first.
+    ///
+    /// # Errors
+    /// Why the file is not trusted, naming the path at fault.
+    pub fn trusted_file(&self, host: &Path) -> Result<PathBuf, String> {
+        let real = self.resolve(host).map_err(|e| e.reason())?;
+        let disk = self.disk_path(&real);
+        let disk = fs::canonicalize(&disk).map_err(|e| format!("{}: {e}", disk.display()))?;
+        let mut at = PathBuf::new();
+        let last = disk.components().count();
+        for (i, c) in disk.components().enumerate() {
+            at.push(c);
+            let meta = fs::symlink_metadata(&at).map_err(|e| format!("{}: {e}", at.display()))?;
+            let kind = if meta.file_type().is_symlink() {
+                EntryKind::Symlink
+            } else if meta.is_dir() {
+                EntryKind::Dir
+            } else if meta.is_file() {
+                EntryKind::File
+            } else {
+                EntryKind::Other
+            };
+            untrusted(kind, meta.uid(), meta.mode(), i + 1 == last)
+                .map_err(|why| format!("{} {why}", at.display()))?;
+        }
+        Ok(disk)
+    }
+
     /// Whether this root has a `/dev` to look at (a manifest, or a `dev`
     /// directory). Without one, no statement about missing nodes is made.
     pub fn has_devfs(&self) -> bool {
@@ -796,6 +845,36 @@ impl HostRoot {
             target,
         }))
     }
+}
+
+/// What an entry on the way to a trusted file is ([`HostRoot::trusted_file`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum EntryKind {
+    Dir,
+    File,
+    Symlink,
+    Other,
+}
+
+/// Why an entry on the way to a trusted file (`last`: the file itself)
+/// with this owner and mode is not trusted; `Ok` when it is.
+fn untrusted(kind: EntryKind, uid: u32, mode: u32, last: bool) -> Result<(), String> {
+    match (kind, last) {
+        (EntryKind::Symlink, _) => return Err("is a symlink".into()),
+        (EntryKind::File, true) | (EntryKind::Dir, false) => {}
+        (_, true) => return Err("is not a regular file".into()),
+        (_, false) => return Err("is not a directory".into()),
+    }
+    if uid != 0 {
+        return Err(format!("is owned by uid {uid}, not root"));
+    }
+    if mode & 0o002 != 0 {
+        return Err("is writable by others".into());
+    }
+    if mode & 0o020 != 0 {
+        return Err("is writable by its group".into());
+    }
+    Ok(())
 }
 
 /// The normal and `..` components of `p` (root and `.` dropped).

@@ -374,21 +374,100 @@ fn corrupt_state_file_is_a_finding_naming_it() {
 const FOREIGN_GPU0: &str = "{\"cdiVersion\":\"0.5.0\",\"kind\":\"intel.com/gpu\",\"devices\":[{\"name\":\"0\",\"containerEdits\":{\"env\":[\"A=1\"]}}]}";
 
 #[test]
-fn foreign_spec_defining_our_name_in_the_same_dir_is_a_conflict() {
+fn foreign_spec_defining_our_name_in_the_same_dir_is_competing() {
     let (tmp, _root) = machine("intel-laptop");
     generate(tmp.path());
     fs::write(tmp.path().join("cdi/other.json"), FOREIGN_GPU0).unwrap();
     let (code, out) = check(tmp.path(), &[]);
     assert_eq!(
         out,
-        "conflict: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in cdi/other.json in the same directory: runtimes drop both definitions, and generate will not write this file\n\
+        "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in cdi/other.json, which cdigen did not write: runtimes would drop both definitions, and generate will not write this file; remove cdi/other.json (or move it out of the spec directories) if cdigen is to provide these devices\n\
          not current: 2 spec files and 0 device-info files checked, 1 problem, 0 warnings\n"
     );
     assert_eq!(code, 1);
 }
 
 #[test]
+fn cdigens_spec_in_the_same_dir_defining_our_name_is_a_conflict() {
+    let (tmp, _root) = machine("intel-laptop");
+    generate(tmp.path());
+    // A copy of intel-gpu under another name and file, written by cdigen.
+    let defs = tmp.path().join("defs");
+    fs::create_dir(&defs).unwrap();
+    fs::write(
+        defs.join("copy.yaml"),
+        "name: copy\nbackend: drm\nkind: intel.com/gpu\nselect: {vendor_ids: [\"0x8086\"], node_roles: [primary, render]}\nnames: [index]\ntemplate: drm\noutput: {file: copy}\n",
+    )
+    .unwrap();
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--output-dir",
+            "cdi",
+            "--generators",
+            "defs",
+            "--generator",
+            "copy",
+        ],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        err,
+        "cdigen: not writing cdi/copy.yaml: intel.com/gpu=0 is already defined in cdi/intel.com-gpu.yaml, which cdigen's generator \"intel-gpu\" wrote; runtimes would drop both definitions\n"
+    );
+}
+
+#[test]
 fn a_later_spec_dir_shadows_ours_and_ours_shadows_an_earlier_one() {
+    let (tmp, _root) = machine("intel-laptop");
+    generate(tmp.path());
+    let dirs = [
+        "--spec-dir",
+        "early",
+        "--spec-dir",
+        "cdi",
+        "--spec-dir",
+        "late",
+    ];
+    // cdigen's own spec in another directory (a driver hook's in /etc/cdi,
+    // say): shadowing, not another tool.
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--output-dir",
+            "early",
+            "--generator",
+            "intel-gpu",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    let (code, out) = check(tmp.path(), &dirs);
+    assert_eq!(
+        out,
+        "shadows (warning): cdi/intel.com-gpu.yaml: intel.com/gpu=0: overrides the definition in early/intel.com-gpu.yaml (an earlier spec directory): runtimes use this one\n\
+         shadows (warning): cdi/intel.com-gpu.yaml: intel.com/gpu=all: overrides the definition in early/intel.com-gpu.yaml (an earlier spec directory): runtimes use this one\n\
+         current: 2 spec files and 0 device-info files checked, 0 problems, 2 warnings\n"
+    );
+    assert_eq!(code, 0, "runtimes see our device: only a warning");
+    fs::rename(tmp.path().join("early"), tmp.path().join("late")).unwrap();
+    let (code, out) = check(tmp.path(), &dirs);
+    assert_eq!(
+        out,
+        "shadowed: cdi/intel.com-gpu.yaml: intel.com/gpu=0: overridden by late/intel.com-gpu.yaml: a later spec directory wins, so runtimes use that definition, not this one\n\
+         shadowed: cdi/intel.com-gpu.yaml: intel.com/gpu=all: overridden by late/intel.com-gpu.yaml: a later spec directory wins, so runtimes use that definition, not this one\n\
+         not current: 2 spec files and 0 device-info files checked, 2 problems, 0 warnings\n"
+    );
+    assert_eq!(code, 1, "runtimes do not see our device");
+}
+
+#[test]
+fn another_tools_spec_in_another_spec_dir_is_competing() {
     let (tmp, _root) = machine("intel-laptop");
     generate(tmp.path());
     for d in ["early", "late"] {
@@ -402,42 +481,32 @@ fn a_later_spec_dir_shadows_ours_and_ours_shadows_an_earlier_one() {
         "--spec-dir",
         "late",
     ];
-    fs::write(tmp.path().join("early/other.json"), FOREIGN_GPU0).unwrap();
+    // Earlier or later, another tool writes the name: an error either way.
+    for d in ["early", "late"] {
+        fs::write(tmp.path().join(d).join("other.json"), FOREIGN_GPU0).unwrap();
+        let (code, out) = check(tmp.path(), &dirs);
+        assert_eq!(
+            out,
+            format!(
+                "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in {d}/other.json, which cdigen did not write: runtimes would use only the definition in the later spec directory, and generate will not write this file; remove {d}/other.json (or move it out of the spec directories) if cdigen is to provide these devices\n\
+                 not current: 2 spec files and 0 device-info files checked, 1 problem, 0 warnings\n"
+            )
+        );
+        assert_eq!(code, 1);
+        fs::remove_file(tmp.path().join(d).join("other.json")).unwrap();
+    }
+    // Intel's generator's file, by its name and kind: the report says so.
+    fs::write(tmp.path().join("early/intel.com-gpu.yaml"), FOREIGN_GPU0).unwrap();
     let (code, out) = check(tmp.path(), &dirs);
     assert_eq!(
         out,
-        "shadows (warning): cdi/intel.com-gpu.yaml: intel.com/gpu=0: overrides the definition in early/other.json (an earlier spec directory): runtimes use this one\n\
-         current: 2 spec files and 0 device-info files checked, 0 problems, 1 warning\n"
-    );
-    assert_eq!(code, 0, "runtimes see our device: only a warning");
-    fs::rename(
-        tmp.path().join("early/other.json"),
-        tmp.path().join("late/other.json"),
-    )
-    .unwrap();
-    let (code, out) = check(tmp.path(), &dirs);
-    assert_eq!(
-        out,
-        "shadowed: cdi/intel.com-gpu.yaml: intel.com/gpu=0: overridden by late/other.json: a later spec directory wins, so runtimes use that definition, not this one\n\
-         not current: 2 spec files and 0 device-info files checked, 1 problem, 0 warnings\n"
-    );
-    assert_eq!(code, 1, "runtimes do not see our device");
-    // Defined twice over there: runtimes drop it everywhere, ours included.
-    fs::write(tmp.path().join("late/again.yaml"), FOREIGN_GPU0).unwrap();
-    let (code, out) = check(tmp.path(), &dirs);
-    assert_eq!(
-        out,
-        "conflict: cdi/intel.com-gpu.yaml: intel.com/gpu=0: defined twice in late (late/again.yaml, late/other.json): runtimes drop every definition of it, this one included\n\
+        "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in early/intel.com-gpu.yaml, which cdigen did not write: runtimes would use only the definition in the later spec directory, and generate will not write this file; it looks like the output of intel-cdi-specs-generator (Intel's resource drivers for Kubernetes), which writes it each time it is run: stop running it for these devices (a script, cron job or DaemonSet may), then remove early/intel.com-gpu.yaml\n\
          not current: 2 spec files and 0 device-info files checked, 1 problem, 0 warnings\n"
     );
     assert_eq!(code, 1);
-    // Files runtimes do not load (invalid, *.yml) shadow nothing.
-    fs::remove_file(tmp.path().join("late/again.yaml")).unwrap();
-    fs::rename(
-        tmp.path().join("late/other.json"),
-        tmp.path().join("late/other.yml"),
-    )
-    .unwrap();
+    fs::remove_file(tmp.path().join("early/intel.com-gpu.yaml")).unwrap();
+    // Files runtimes do not load (invalid, *.yml) compete with nothing.
+    fs::write(tmp.path().join("late/other.yml"), FOREIGN_GPU0).unwrap();
     fs::write(
         tmp.path().join("late/bad.json"),
         FOREIGN_GPU0.replace("0.5.0", "9.9"),
@@ -510,13 +579,13 @@ fn json_report_has_stable_fields() {
                     "reason": "/dev/dri/card1 is 226:1 on disk but 226:2 now"
                 },
                 {
-                    "kind": "conflict",
+                    "kind": "competing",
                     "severity": "error",
                     "file": "cdi/intel.com-gpu.yaml",
                     "generator": "intel-gpu",
                     "device": "intel.com/gpu=0",
                     "other": "cdi/other.json",
-                    "reason": "also defined in cdi/other.json in the same directory: runtimes drop both definitions, and generate will not write this file"
+                    "reason": "also defined in cdi/other.json, which cdigen did not write: runtimes would drop both definitions, and generate will not write this file; remove cdi/other.json (or move it out of the spec directories) if cdigen is to provide these devices"
                 }
             ]
         })

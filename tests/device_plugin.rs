@@ -98,6 +98,8 @@ impl Plugin {
         let log = fs::File::create(tmp.join("log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_cdigen"))
             .current_dir(tmp)
+            // Never the stub libnvidia-ml of a fixture's driver root.
+            .env("CDIGEN_NO_NVML", "1")
             .args([
                 "device-plugin",
                 "--root",

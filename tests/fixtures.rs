@@ -52,6 +52,8 @@ fn cdigen(args: &[&str]) -> (i32, String, String) {
         .env_remove("CDIGEN_GENERATORS")
         .env_remove("CDIGEN_TEMPLATES")
         .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        // Never the stub libnvidia-ml of a fixture's driver root.
+        .env("CDIGEN_NO_NVML", "1")
         .env(
             "CDIGEN_DEVINFO_DIR",
             "/nonexistent-cdigen-devinfo-dir-set-per-test",

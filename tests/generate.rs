@@ -286,7 +286,7 @@ fn foreign_file_defining_the_same_device_is_refused() {
     assert_eq!(out, "");
     assert_eq!(
         err,
-        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd.json (not written by cdigen); runtimes would drop both definitions\n"
+        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd.json, which cdigen did not write (runtimes would drop both definitions); it looks like the output of `amd-ctk cdi generate` (ROCm's container toolkit), which writes it each time it is run: stop running it (a script or cron job may), then remove cdi/amd.json\n"
     );
     assert_eq!(code, 1);
     assert_eq!(fs::read_to_string(cdi.join("amd.json")).unwrap(), foreign);
@@ -318,7 +318,7 @@ fn foreign_file_with_a_non_utf8_name_defining_the_same_device_is_refused() {
     assert_eq!(out, "");
     assert_eq!(
         err,
-        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd\u{fffd}.json (not written by cdigen); runtimes would drop both definitions\n"
+        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd\u{fffd}.json, which cdigen did not write (runtimes would drop both definitions); remove cdi/amd\u{fffd}.json (or move it out of the spec directories) if cdigen is to provide these devices\n"
     );
     assert_eq!(code, 1);
     assert!(!cdi.join("amd.com-gpu.yaml").exists());
@@ -877,4 +877,244 @@ fn a_driver_section_is_only_for_the_nvidia_backend() {
         err.contains("driver: only for backend nvidia (backend drm has no driver files)"),
         "{err}"
     );
+}
+
+// ------------------------------------------------- other producers of our names
+
+/// nvidia-ctk's `nvidia-cdi-refresh` output: `nvidia.com/gpu` devices `0`
+/// and `all`, as the example machine's NVIDIA generator names them.
+const NVIDIA_CTK_SPEC: &str = "{\"cdiVersion\":\"0.5.0\",\"kind\":\"nvidia.com/gpu\",\"devices\":[{\"name\":\"0\",\"containerEdits\":{\"env\":[\"A=1\"]}},{\"name\":\"all\",\"containerEdits\":{\"env\":[\"A=1\"]}}]}";
+
+/// How cdigen says that nvidia-ctk's refresh units write `file`.
+fn nvidia_ctk_fix(file: &str) -> String {
+    format!(
+        "it is written by nvidia-ctk's nvidia-cdi-refresh units: stop them with \
+         `systemctl disable --now nvidia-cdi-refresh.path nvidia-cdi-refresh.service` and \
+         `systemctl mask nvidia-cdi-refresh.service` (the toolkit's udev rule starts the service \
+         whenever the driver's devices appear, enabled or not), then remove {file}"
+    )
+}
+
+/// The example machine with the host's `/var/run` a link to `/run` (as on
+/// most distributions) and nvidia-ctk's spec in `/run/cdi`: generate
+/// writes to the root's `/etc/cdi`, as a driver hook does, and the
+/// standard spec directories are read under the root.
+fn machine_with_nvidia_ctk() -> tempfile::TempDir {
+    let (tmp, root) = machine("example");
+    fs::create_dir_all(root.join("run/cdi")).unwrap();
+    fs::create_dir_all(root.join("var")).unwrap();
+    std::os::unix::fs::symlink("/run", root.join("var/run")).unwrap();
+    fs::write(root.join("run/cdi/nvidia.yaml"), NVIDIA_CTK_SPEC).unwrap();
+    tmp
+}
+
+const TO_ETC: [&str; 5] = ["--root", "root", "--output-dir", "root/etc/cdi", "-q"];
+
+#[test]
+fn nvidia_ctks_spec_in_the_other_standard_dir_keeps_ours_unwritten_and_says_how_to_stop_it() {
+    let tmp = machine_with_nvidia_ctk();
+    let expected = format!(
+        "cdigen: not writing root/etc/cdi/nvidia.com-gpu.yaml: nvidia.com/gpu=0 is already defined in \
+         root/run/cdi/nvidia.yaml, which cdigen did not write (runtimes would use only the definition \
+         in the later spec directory); {}\n",
+        nvidia_ctk_fix("root/run/cdi/nvidia.yaml")
+    );
+    // The dry run refuses as the real run does.
+    let mut args = vec!["generate"];
+    args.extend(TO_ETC);
+    args.push("--dry-run");
+    let (code, out, err) = cdigen(tmp.path(), &args);
+    assert_eq!(err, expected);
+    assert!(!out.contains("nvidia.com-gpu"), "{out}");
+    assert!(
+        out.contains("would be created: root/etc/cdi/amd.com-gpu.yaml"),
+        "{out}"
+    );
+    assert_eq!(code, 1);
+    // The NVIDIA generator fails; the others write their specs.
+    args.pop();
+    let (code, _, err) = cdigen(tmp.path(), &args);
+    assert_eq!(err, expected);
+    assert_eq!(code, 1);
+    assert_eq!(
+        support::visible_names(&tmp.path().join("root/etc/cdi")),
+        [
+            "amd.com-gpu.yaml",
+            "cdigen.io-vdpa.yaml",
+            "cdigen.io-vf.yaml",
+            "cdigen.io-vfio.yaml"
+        ]
+    );
+    assert_eq!(
+        fs::read_to_string(tmp.path().join("root/run/cdi/nvidia.yaml")).unwrap(),
+        NVIDIA_CTK_SPEC
+    );
+    // check: a finding of its own kind, per device.
+    let mut args = vec!["check"];
+    args.extend(TO_ETC);
+    let (code, out, _) = cdigen(tmp.path(), &args);
+    let finding = |device: &str| {
+        format!(
+            "competing: root/etc/cdi/nvidia.com-gpu.yaml: nvidia.com/gpu={device}: also defined in \
+             root/run/cdi/nvidia.yaml, which cdigen did not write: runtimes would use only the \
+             definition in the later spec directory, and generate will not write this file; {}\n",
+            nvidia_ctk_fix("root/run/cdi/nvidia.yaml")
+        )
+    };
+    assert_eq!(
+        out,
+        format!(
+            "missing: root/etc/cdi/nvidia.com-gpu.yaml: not on disk: generate would write it (5 devices)\n\
+             {}{}not current: 5 spec files and 5 device-info files checked, 3 problems, 0 warnings\n",
+            finding("0"),
+            finding("all")
+        )
+    );
+    assert_eq!(code, 1);
+    // Gone (the units disabled, the file removed): ours is written.
+    fs::remove_file(tmp.path().join("root/run/cdi/nvidia.yaml")).unwrap();
+    let mut args = vec!["generate"];
+    args.extend(TO_ETC);
+    let (code, _, err) = cdigen(tmp.path(), &args);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(
+        tmp.path()
+            .join("root/etc/cdi/nvidia.com-gpu.yaml")
+            .is_file()
+    );
+}
+
+#[test]
+fn cdigens_own_spec_in_the_other_standard_dir_is_not_another_producer() {
+    let tmp = machine_with_nvidia_ctk();
+    fs::remove_file(tmp.path().join("root/run/cdi/nvidia.yaml")).unwrap();
+    // cdigen writes the NVIDIA spec to /var/run/cdi (watch, say) and to
+    // /etc/cdi (a driver hook): both its own. (root/var/run is a link to
+    // the host's /run: the output directory is named by its real path.)
+    for dir in ["root/run/cdi", "root/etc/cdi"] {
+        let (code, out, err) = cdigen(
+            tmp.path(),
+            &[
+                "generate",
+                "--root",
+                "root",
+                "--output-dir",
+                dir,
+                "--generator",
+                "nvidia",
+            ],
+        );
+        assert_eq!((code, err.as_str()), (0, ""), "{dir}");
+        assert_eq!(
+            out,
+            format!("created: {dir}/nvidia.com-gpu.yaml (5 devices)\n")
+        );
+    }
+    // The one in /etc/cdi is overridden by the one in /var/run/cdi: that is
+    // shadowing (check's own finding), not another tool.
+    let (code, out, _) = cdigen(
+        tmp.path(),
+        &[
+            "check",
+            "--root",
+            "root",
+            "--output-dir",
+            "root/etc/cdi",
+            "--generator",
+            "nvidia",
+        ],
+    );
+    assert!(!out.contains("competing"), "{out}");
+    assert_eq!(
+        out.lines().next().unwrap(),
+        "shadowed: root/etc/cdi/nvidia.com-gpu.yaml: nvidia.com/gpu=0: overridden by \
+         root/run/cdi/nvidia.com-gpu.yaml: a later spec directory wins, so runtimes use that \
+         definition, not this one"
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn other_tools_files_are_recognized_by_name_and_kind() {
+    use std::ffi::OsStr;
+
+    use cdigen::generate::coexist::Producer;
+    let p = |name: &str, kind: &str| Producer::recognize(OsStr::new(name), kind);
+    assert_eq!(
+        p("nvidia.yaml", "nvidia.com/gpu"),
+        Some(Producer::NvidiaCdiRefresh)
+    );
+    assert_eq!(
+        p("nvidia.json", "nvidia.com/gpu"),
+        Some(Producer::NvidiaCdiRefresh)
+    );
+    assert_eq!(p("amd.json", "amd.com/gpu"), Some(Producer::AmdCtk));
+    assert_eq!(
+        p("intel.com-gpu.yaml", "intel.com/gpu"),
+        Some(Producer::IntelCdiSpecsGenerator)
+    );
+    assert_eq!(
+        p("intel.com-npu.yaml", "intel.com/npu"),
+        Some(Producer::IntelCdiSpecsGenerator)
+    );
+    // Another name or kind: an unknown producer.
+    assert_eq!(p("nvidia.yaml", "example.com/gpu"), None);
+    assert_eq!(p("gpus.yaml", "nvidia.com/gpu"), None);
+    assert_eq!(p("amd.yaml", "amd.com/gpu"), None);
+    assert_eq!(
+        Producer::AmdCtk.how_to_stop(Path::new("/etc/cdi/amd.json")),
+        "it looks like the output of `amd-ctk cdi generate` (ROCm's container toolkit), which \
+         writes it each time it is run: stop running it (a script or cron job may), then remove \
+         /etc/cdi/amd.json"
+    );
+}
+
+// ------------------------------------------------------------------ NVML
+
+#[test]
+fn nvml_of_a_driver_root_is_loaded_only_when_root_alone_could_have_put_it_there() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let (tmp, root) = support::machine("dgx-8gpu");
+    // Whoever runs the tests, and wherever the temp directory is: a
+    // directory on the way that its group may write.
+    let lib_dir = root.join("run/nvidia/driver/usr/lib/x86_64-linux-gnu");
+    fs::set_permissions(&lib_dir, fs::Permissions::from_mode(0o775)).unwrap();
+    let run = |extra: &[&str]| {
+        let mut cmd = assert_cmd::Command::cargo_bin("cdigen").unwrap();
+        cmd.current_dir(tmp.path())
+            .args([
+                "discover",
+                "--root",
+                "root",
+                "--driver-root",
+                support::DRIVER_ROOT,
+                "-v",
+            ])
+            .args(extra)
+            .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+            .env_remove("CDIGEN_NO_NVML")
+            .env_remove("RUST_LOG");
+        let out = cmd.output().unwrap();
+        assert!(out.status.success());
+        String::from_utf8(out.stderr).unwrap()
+    };
+    let err = run(&[]);
+    let line = err
+        .lines()
+        .find(|l| l.contains("NVML"))
+        .unwrap_or_else(|| panic!("{err}"));
+    let prefix = " INFO not loading NVML from /run/nvidia/driver/usr/lib/x86_64-linux-gnu/\
+                  libnvidia-ml.so.550.90.07 (loading it would run its code): ";
+    assert!(line.starts_with(prefix), "{line}");
+    assert!(line.ends_with("; using what procfs says"), "{line}");
+    // The directory at fault is named: ours, or one above it.
+    let at = line[prefix.len()..].split(' ').next().unwrap();
+    assert!(
+        fs::canonicalize(&lib_dir).unwrap().starts_with(at),
+        "{line}"
+    );
+    // --no-nvml: not even looked at.
+    let err = run(&["--no-nvml"]);
+    assert!(err.contains(" INFO NVML not asked (--no-nvml)\n"), "{err}");
+    assert!(!err.contains("not loading NVML"), "{err}");
 }

@@ -240,6 +240,9 @@ fn every_fixture_injects_as_the_official_library_does() {
     let (mut compared, mut failures) = (0, Vec::new());
     for dir in &machines {
         let specs = names_by_spec(dir);
+        if specs.is_empty() {
+            continue; // a machine with nothing to give
+        }
         let (n, f) = compare(&tool, dir, &requests(&specs));
         compared += n;
         failures.extend(f);

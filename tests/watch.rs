@@ -70,6 +70,7 @@ fn pipeline(tmp: &Path) -> Pipeline {
             driver_root: None,
             library_search_path: Vec::new(),
             hook_path: Some("/usr/bin/cdigen".into()),
+            no_nvml: true,
         },
         DefinitionArgs {
             generators: Some("/nonexistent-cdigen-user-generators".into()),
@@ -357,6 +358,74 @@ fn a_containers_veth_regenerates_nothing_and_a_vfs_netdev_only_sriov_and_vdpa() 
 /// loaded (the generic backend itself takes any event, so the union of
 /// the backends' lists would be no filter at all).
 #[test]
+fn a_mig_instance_created_without_any_event_is_in_the_spec_within_seconds() {
+    let (tmp, root) = machine("example");
+    let running = start(tmp.path(), 50);
+    let spec = tmp.path().join("cdi/nvidia.com-gpu.yaml");
+    let names = || -> Vec<String> {
+        let text = fs::read_to_string(&spec).unwrap();
+        text.lines()
+            .filter_map(|l| l.strip_prefix("- name: "))
+            .map(|n| n.trim_matches('\'').to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(),
+        [
+            "0",
+            "0:0",
+            "0:1",
+            "GPU-6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10",
+            "all"
+        ]
+    );
+    let before = running.passes();
+    // `nvidia-smi mig -cgi ... -C`: GPU instance 3 with compute instance
+    // 0 appears in procfs (cap minors from the driver's static table); no
+    // uevent is sent, and no scripted event either.
+    let mig = root.join("proc/driver/nvidia/capabilities/gpu0/mig");
+    let made = root.join("gi3.new");
+    fs::create_dir_all(made.join("ci0")).unwrap();
+    let access = |minor: u32| {
+        format!("DeviceFileMinor: {minor}\nDeviceFileMode: 292\nDeviceFileModify: 1\n")
+    };
+    fs::write(made.join("ci0/access"), access(31)).unwrap();
+    fs::write(made.join("access"), access(30)).unwrap();
+    let gi = mig.join("gi3");
+    let t = Instant::now();
+    fs::rename(&made, &gi).unwrap();
+    eventually("the new MIG device in the spec", || {
+        names().contains(&"0:2".to_string())
+    });
+    let took = t.elapsed();
+    assert!(took < Duration::from_secs(5), "took {took:?}");
+    assert_eq!(
+        names(),
+        [
+            "0",
+            "0:0",
+            "0:1",
+            "0:2",
+            "GPU-6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10",
+            "all"
+        ]
+    );
+    // Destroyed again: gone from the spec as quickly.
+    fs::remove_dir_all(&gi).unwrap();
+    eventually("the MIG device gone", || {
+        !names().contains(&"0:2".to_string())
+    });
+    let (summary, passes) = running.stop();
+    // Only the NVIDIA generator ran for it (one pass each way, maybe a
+    // second if a poll fell between two writes).
+    assert!(passes.len() - before >= 2, "{summary:?}");
+    for p in &passes[before..] {
+        assert_eq!(p.generators, ["nvidia"]);
+    }
+    assert_eq!(summary.events, 0);
+}
+
+#[test]
 fn the_event_filter_is_the_union_of_the_loaded_generators_subsystems() {
     use cdigen::watch::{Regenerate as _, all_subsystems};
     let (tmp, _root) = machine("empty");
@@ -591,7 +660,8 @@ fn a_generator_failing_at_start_still_gives_readiness_with_a_status() {
     let notify = Notify::bind(tmp.path());
     let mut child = spawn_watch(tmp.path(), &[], &[notify.env()]);
     let error = "not writing cdi/intel.com-gpu.yaml: intel.com/gpu=0 is already defined in \
-cdi/other-tool.yaml (not written by cdigen); runtimes would drop both definitions";
+cdi/other-tool.yaml, which cdigen did not write (runtimes would drop both definitions); remove \
+cdi/other-tool.yaml (or move it out of the spec directories) if cdigen is to provide these devices";
     assert_eq!(notify.recv(), format!("READY=1\nSTATUS=1 error: {error}\n"));
     assert!(tmp.path().join("ready").exists(), "ready file first");
     assert!(

@@ -148,7 +148,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__check)
-            opts="-o -v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -232,7 +232,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__device__subcmd__plugin)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-dir --devinfo-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -278,6 +278,10 @@ _cdigen() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --spec-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --format)
                     COMPREPLY=($(compgen -W "json yaml" -- "${cur}"))
                     return 0
@@ -318,7 +322,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__discover)
-            opts="-o -v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --generator --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --generator --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -368,7 +372,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__generate)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-dir --devinfo-dir --output --format --dry-run --diff --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --output --format --dry-run --diff --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -411,6 +415,10 @@ _cdigen() {
                     return 0
                     ;;
                 --devinfo-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --spec-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -840,7 +848,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__list)
-            opts="-o -v -q -h --spec-dir --discovered --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-format --verbose --quiet --help"
+            opts="-o -v -q -h --spec-dir --discovered --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-format --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -980,7 +988,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__watch)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --generators --templates --generator --output-dir --devinfo-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1023,6 +1031,10 @@ _cdigen() {
                     return 0
                     ;;
                 --devinfo-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --spec-dir)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -51,9 +51,11 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l templates -d 
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l output-dir -d 'Directory to write CDI specs to: /etc/cdi for driver install hooks, /var/run/cdi for regeneration at boot or on hotplug' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l spec-dir -d 'A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi, under --root): a spec is not written while a file another tool wrote there defines one of its devices' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l output -d 'Write the one selected generator\'s spec to FILE instead (- for stdout); no device-info files are written then' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l format -d 'Spec format, overriding the generators\' (default: each generator\'s, YAML for the built-in ones)' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l dry-run -d 'Print what would change and write nothing'
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -l diff -d 'With --dry-run, also print a unified diff of each change'
 complete -c cdigen -n "__fish_cdigen_using_subcommand generate" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
@@ -69,6 +71,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l generator -d 
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s o -l output-format -d 'Output format' -r -f -a "text\t'Plain text, for people'
 json\t'One JSON document'
 yaml\t'One YAML document (every string quoted)'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand discover" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -85,6 +88,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s o -l output-forma
 json\t'One JSON document'
 yaml\t'One YAML document (every string quoted)'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l discovered -d 'List the names `cdigen generate` would write, from the devices discovered now'
+complete -c cdigen -n "__fish_cdigen_using_subcommand list" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand list" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -103,12 +107,13 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l templates -d 'Di
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l output-dir -d 'Directory generate writes CDI specs to' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l devinfo-dir -d 'Directory generate writes NPWG device-info files to' -r -F
-complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l spec-dir -d 'A spec directory runtimes read, lowest priority first, for conflicts and shadowing (repeatable; default: /etc/cdi then /var/run/cdi)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l spec-dir -d 'A spec directory runtimes read, lowest priority first, for conflicts, shadowing and other tools\' files (repeatable; default: /etc/cdi then /var/run/cdi, under --root)' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l format -d 'Spec format generate is given with --format, if any' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s o -l output-format -d 'Output format' -r -f -a "text\t'Plain text, for people'
 json\t'One JSON document'
 yaml\t'One YAML document (every string quoted)'"
+complete -c cdigen -n "__fish_cdigen_using_subcommand check" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand check" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -144,6 +149,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l templates -d 'Di
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l output-dir -d 'Directory to write CDI specs to' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l spec-dir -d 'A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi, under --root): a spec is not written while a file another tool wrote there defines one of its devices' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l format -d 'Spec format, overriding the generators\'' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l source -d 'Where device events come from' -r -f -a "auto\t'udev when built with it and udevd runs, else netlink, else none'
@@ -152,8 +158,9 @@ netlink\t'The kernel\'s uevents from a netlink socket'
 none\t'No events: the periodic re-check and SIGHUP only'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m: longer only holds back the specs of devices that came)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as a MIG reconfiguration, are caught within a day)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as nodes made by nvidia-modprobe, are caught within a day)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s q -l quiet -d 'Log only errors on stderr'
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -s h -l help -d 'Print help (see more with \'--help\')'
@@ -167,6 +174,7 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l template
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l generator -d 'Only run this generator (repeatable; default: every enabled generator)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l output-dir -d 'Directory to write CDI specs to' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l devinfo-dir -d 'Directory for NPWG device-info files of generators that write them' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l spec-dir -d 'A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then /var/run/cdi, under --root): a spec is not written while a file another tool wrote there defines one of its devices' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l format -d 'Spec format, overriding the generators\'' -r -f -a "json\t'JSON'
 yaml\t'YAML, every string quoted'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l source -d 'Where device events come from' -r -f -a "auto\t'udev when built with it and udevd runs, else netlink, else none'
@@ -175,10 +183,11 @@ netlink\t'The kernel\'s uevents from a netlink socket'
 none\t'No events: the periodic re-check and SIGHUP only'"
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m: longer only holds back the specs of devices that came)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
-complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as a MIG reconfiguration, are caught within a day)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as nodes made by nvidia-modprobe, are caught within a day)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l plugin-dir -d 'The kubelet\'s device plugin directory: where kubelet.sock is and the plugins\' sockets go' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l pod-resources-socket -d 'The kubelet\'s pod resources socket: which allocations are live (for device-info files)' -r -F
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l legacy-edits -d 'Also answer Allocate with the legacy devices, mounts and envs fields, for runtimes without CDI support (or kubelets before 1.29 that ignore CDI devices). Hooks cannot be expressed so'
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -s v -l verbose -d 'Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence)'
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -s q -l quiet -d 'Log only errors on stderr'

@@ -12,15 +12,17 @@
 //! major:minor changed or that no longer exists, else the first
 //! difference), remove (`orphan`), or refuse to touch (`foreign`); and how
 //! runtimes would see the devices: defined twice in one directory
-//! (`conflict`), overridden by a later spec directory (`shadowed`), or
-//! overriding an earlier one (`shadows`, a warning: ours is the one used).
+//! (`conflict`), also defined by a file another tool wrote in one of the
+//! spec directories (`competing`, naming the tool and how to stop it:
+//! [`crate::generate::coexist`]), overridden by a later spec directory
+//! (`shadowed`), or overriding an earlier one (`shadows`, a warning: ours
+//! is the one used).
 //!
 //! [`generate::plan_all`]: crate::generate::plan_all
 
 pub mod diff;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs;
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
@@ -28,6 +30,7 @@ use serde::Serialize;
 pub use crate::cdi::dirs::Severity;
 use crate::cdi::dirs::{Input, scan};
 use crate::cdi::{self, Format, Spec};
+use crate::generate::coexist::same_dir;
 use crate::generate::{self, Planned, Plans};
 use crate::root::HostRoot;
 use crate::write::{self, LeftAlone, OnDisk, Ownership, Stale};
@@ -65,6 +68,11 @@ pub enum Kind {
     /// a device defined twice in another spec directory, which runtimes
     /// drop everywhere, ours included.
     Conflict,
+    /// A file cdigen did not write (another tool's, such as nvidia-ctk's
+    /// `nvidia.yaml`), in the output directory or another spec directory,
+    /// defines one of our devices: generate refuses to write, and the
+    /// reason says which tool writes it and how to stop it.
+    Competing,
     /// A later spec directory defines one of our devices: runtimes use
     /// that definition, not ours.
     Shadowed,
@@ -92,6 +100,7 @@ impl Kind {
             Kind::Orphan => "orphan",
             Kind::Foreign => "foreign",
             Kind::Conflict => "conflict",
+            Kind::Competing => "competing",
             Kind::Shadowed => "shadowed",
             Kind::Shadows => "shadows",
             Kind::Unowned => "unowned",
@@ -203,7 +212,7 @@ pub fn run(root: &HostRoot, plans: &Plans, dirs: &Dirs) -> Report {
     }
     for p in &plans.planned {
         if let Some(own) = &specs {
-            c.spec(&dirs.output_dir, own, p);
+            c.spec(&dirs.output_dir, &dirs.spec_dirs, own, p);
             if let Some(view) = &view {
                 c.shadowing(&dirs.output_dir, view, p);
             }
@@ -317,8 +326,9 @@ impl Checker<'_> {
         None
     }
 
-    /// One generator's spec file, and the files of its it would remove.
-    fn spec(&mut self, dir: &Path, own: &Ownership, p: &Planned) {
+    /// One generator's spec file, and the files of its it would remove;
+    /// the files of other tools in `spec_dirs` that define its devices.
+    fn spec(&mut self, dir: &Path, spec_dirs: &[PathBuf], own: &Ownership, p: &Planned) {
         let g = Some(p.generator.as_str());
         if let Some(spec) = &p.spec {
             self.checked.specs += 1;
@@ -331,17 +341,33 @@ impl Checker<'_> {
                 self.compare_spec(&path, own, p, spec, &old);
             }
             let mine: BTreeSet<String> = own.owned_by(&p.generator).into_iter().collect();
-            for (name, other) in generate::conflicts(dir, p, &mine) {
+            for c in generate::conflicts(dir, spec_dirs, p, &mine) {
+                let (kind, reason) = if c.owner.is_some() {
+                    (
+                        Kind::Conflict,
+                        format!(
+                            "also defined in {} in the same directory: runtimes drop both definitions, and generate will not write this file",
+                            c.other.display()
+                        ),
+                    )
+                } else {
+                    (
+                        Kind::Competing,
+                        format!(
+                            "also defined in {}, which cdigen did not write: {}, and generate will not write this file; {}",
+                            c.other.display(),
+                            generate::consequence(c.same_dir),
+                            generate::coexist::fix(c.producer, &c.other)
+                        ),
+                    )
+                };
                 self.push(
-                    Kind::Conflict,
+                    kind,
                     dir.join(&p.file),
                     g,
-                    Some(name),
-                    Some(other.clone()),
-                    format!(
-                        "also defined in {} in the same directory: runtimes drop both definitions, and generate will not write this file",
-                        other.display()
-                    ),
+                    Some(c.name),
+                    Some(c.other),
+                    reason,
                 );
             }
         }
@@ -565,8 +591,17 @@ impl Checker<'_> {
             for e in &view.input_errors {
                 self.push(Kind::Unreadable, d.clone(), None, None, None, e.clone());
             }
+            // Other tools' files there are `competing` findings (see
+            // `spec`); cdigen's own are weighed here.
+            let own = Ownership::read(d).unwrap_or_default();
+            let cdigens = |f: &&crate::cdi::dirs::FileReport| {
+                f.path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| own.owner(n).is_some())
+            };
             let mut names: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
-            for f in view.files.iter().filter(|f| f.loaded) {
+            for f in view.files.iter().filter(|f| f.loaded).filter(cdigens) {
                 let Some(kind) = &f.kind else { continue };
                 for dev in &f.devices {
                     names
@@ -645,16 +680,6 @@ fn devinfo_difference(old: &[u8], new: &[u8]) -> String {
         .or_else(|| diff::text_difference(old, new))
         .unwrap_or_else(|| "the bytes differ".into());
     format!("content differs: {d}")
-}
-
-/// Whether two paths name the same directory: equal, or resolving to the
-/// same place (`/var/run` is usually a link to `/run`).
-fn same_dir(a: &Path, b: &Path) -> bool {
-    a == b
-        || matches!(
-            (fs::canonicalize(a), fs::canonicalize(b)),
-            (Ok(x), Ok(y)) if x == y
-        )
 }
 
 /// An error and its causes, `a: b: c`.

@@ -7,6 +7,7 @@
 
 use super::*;
 
+use std::fs;
 use std::os::unix::fs::symlink;
 
 use crate::write::ManagedDir;
@@ -288,6 +289,7 @@ fn kinds_and_severities() {
         Kind::Orphan,
         Kind::Foreign,
         Kind::Conflict,
+        Kind::Competing,
         Kind::Shadowed,
         Kind::Shadows,
         Kind::Unowned,

@@ -2,7 +2,6 @@
 //! with the disk, writing nothing; the engine is [`crate::check`].
 
 use std::io::Write;
-use std::path::PathBuf;
 
 use super::output::{OutputFormat, write_structured};
 use super::{CheckArgs, EXIT_FINDINGS, EXIT_OK};
@@ -17,14 +16,7 @@ pub(crate) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     }
     let (root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
     let plans = plan_all(&generators, &templates, &found, args.format.map(Into::into));
-    let spec_dirs = if args.spec_dirs.is_empty() {
-        crate::cdi::DEFAULT_SPEC_DIRS
-            .iter()
-            .map(PathBuf::from)
-            .collect()
-    } else {
-        args.spec_dirs.clone()
-    };
+    let spec_dirs = crate::generate::coexist::runtime_dirs(&root, &args.spec_dirs);
     let dirs = Dirs {
         output_dir: args.output_dir.clone(),
         devinfo_dir: args.devinfo_dir.clone(),

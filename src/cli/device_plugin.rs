@@ -17,7 +17,8 @@ pub(crate) fn run(args: &DevicePluginArgs) -> anyhow::Result<u8> {
         w.devinfo_dir.clone(),
         w.format.map(Into::into),
     )?
-    .with_device_info(false);
+    .with_device_info(false)
+    .with_spec_dirs(w.spec_dirs.clone());
     let subsystems = watch::all_subsystems(&pipeline.watched());
     let kind = w.events;
     let mut control = Control::new()?;

@@ -20,7 +20,8 @@ pub(crate) fn run(
     if generators.is_empty() {
         anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
     }
-    let (_root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
+    let (root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
+    let spec_dirs = crate::generate::coexist::runtime_dirs(&root, &args.spec_dirs);
     let format = args.format.map(Into::into);
     let planning = plan_all(&generators, &templates, &found, format);
     let mut failed = !planning.failed.is_empty();
@@ -35,7 +36,13 @@ pub(crate) fn run(
 
     if args.dry_run {
         // The same lines as the real run, each prefixed with "would be".
-        let previewed = preview_all(&args.output_dir, &args.devinfo_dir, &generators, &plans)?;
+        let previewed = preview_all(
+            &args.output_dir,
+            &args.devinfo_dir,
+            &spec_dirs,
+            &generators,
+            &plans,
+        )?;
         for p in &previewed.specs {
             let c = &p.change;
             writeln!(
@@ -65,7 +72,13 @@ pub(crate) fn run(
         return Ok(if failed { EXIT_FINDINGS } else { EXIT_OK });
     }
 
-    let applied = apply_all(&args.output_dir, &args.devinfo_dir, &generators, &plans)?;
+    let applied = apply_all(
+        &args.output_dir,
+        &args.devinfo_dir,
+        &spec_dirs,
+        &generators,
+        &plans,
+    )?;
     for c in &applied.specs {
         writeln!(
             out,

@@ -105,7 +105,10 @@ pub enum Command {
     /// or that no longer exists on the host, changed by hand, else the first difference), orphan
     /// (a file cdigen wrote that generate would remove), foreign (our file name, not written by
     /// cdigen: generate will not replace it), conflict (another file in the output directory
-    /// defines the device, or another spec directory defines it twice: runtimes drop it), shadowed
+    /// defines the device, or another spec directory defines it twice: runtimes drop it), competing
+    /// (a file another tool wrote, in the output directory or a --spec-dir, defines the device:
+    /// generate will not write ours; the reason names the tool when it is nvidia-ctk's
+    /// nvidia-cdi-refresh, intel-cdi-specs-generator or amd-ctk, and how to stop it), shadowed
     /// (a later --spec-dir defines the device: runtimes use that definition, not ours), unreadable
     /// (a file, directory or state file that cannot be read or parsed), failed (a generator that
     /// cannot produce its spec).
@@ -194,9 +197,11 @@ pub enum Command {
     /// generators whose backends care about the events' subsystems (drm, accel, pci, vfio, net,
     /// infiniband, vdpa, module, ...). Only files whose content changed are written, atomically;
     /// each change is logged on one line (`updated /var/run/cdi/amd.com-gpu.yaml: 2 devices (added
-    /// amd.com/gpu=1)`). Everything is also regenerated every --interval, since some changes send no
-    /// event (MIG reconfiguration, nodes made by nvidia-modprobe), and on SIGHUP, which first
-    /// re-reads the generator definitions and templates.
+    /// amd.com/gpu=1)`). A MIG reconfiguration sends no event: while NVIDIA GPUs exist, the MIG
+    /// capability directories in /proc/driver/nvidia are listed every 2s, and the NVIDIA generators
+    /// regenerated when they change. Everything is also regenerated every --interval, since some
+    /// changes send no event (nodes made by nvidia-modprobe), and on SIGHUP, which first re-reads
+    /// the generator definitions and templates.
     ///
     /// Event sources (--source): `netlink` reads the kernel's uevents directly (no libudev needed;
     /// it works in a pod without hostNetwork); `udev` reads udevd's events through libudev, after its
@@ -318,6 +323,11 @@ pub struct WatchArgs {
     /// Directory for NPWG device-info files of generators that write them.
     #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
     pub devinfo_dir: PathBuf,
+    /// A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then
+    /// /var/run/cdi, under --root): a spec is not written while a file another tool wrote there
+    /// defines one of its devices.
+    #[arg(long = "spec-dir", value_name = "DIR")]
+    pub spec_dirs: Vec<PathBuf>,
     /// Spec format, overriding the generators'.
     #[arg(long, value_enum, value_name = "FORMAT")]
     pub format: Option<SpecFormat>,
@@ -333,7 +343,7 @@ pub struct WatchArgs {
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::max_delay)]
     pub max_delay: std::time::Duration,
     /// Regenerate everything this often, events or not (from 1s to 24h: changes that send no
-    /// event, such as a MIG reconfiguration, are caught within a day).
+    /// event, such as nodes made by nvidia-modprobe, are caught within a day).
     #[arg(long, value_name = "DURATION", default_value = "10m", value_parser = watch::interval)]
     pub interval: std::time::Duration,
     /// Create FILE once the first full generation completed, even if some generators failed;
@@ -423,6 +433,13 @@ pub struct SourceArgs {
     /// DaemonSet), the path of a cdigen installed on the host.
     #[arg(long, value_name = "PATH", env = "CDIGEN_HOOK_PATH")]
     pub hook_path: Option<PathBuf>,
+    /// Never load NVIDIA's NVML library (loading a library runs its code): procfs and sysfs alone
+    /// describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the
+    /// system's with --root / and --driver-root /, else the driver root's libnvidia-ml.so.<version>,
+    /// loaded only when it and every directory above it are owned by root and writable by root
+    /// alone.
+    #[arg(long, env = "CDIGEN_NO_NVML", value_parser = clap::builder::FalseyValueParser::new())]
+    pub no_nvml: bool,
 }
 
 impl SourceArgs {
@@ -441,7 +458,8 @@ impl SourceArgs {
             .with_context(|| format!("cannot use {} as the root", crate::text::path(&self.root)))?
             .with_driver_root_or_detect(self.driver_root.as_deref())
             .with_library_search_path(&self.library_search_path)
-            .with_hook_path(&hook_path))
+            .with_hook_path(&hook_path)
+            .with_nvml(!self.no_nvml))
     }
 }
 
@@ -477,6 +495,11 @@ pub struct GenerateArgs {
     /// Directory for NPWG device-info files of generators that write them.
     #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
     pub devinfo_dir: PathBuf,
+    /// A spec directory runtimes read, lowest priority first (repeatable; default: /etc/cdi then
+    /// /var/run/cdi, under --root): a spec is not written while a file another tool wrote there
+    /// defines one of its devices.
+    #[arg(long = "spec-dir", value_name = "DIR")]
+    pub spec_dirs: Vec<PathBuf>,
     /// Write the one selected generator's spec to FILE instead (- for stdout); no device-info
     /// files are written then.
     #[arg(long, value_name = "FILE", conflicts_with = "output_dir")]
@@ -508,8 +531,8 @@ pub struct CheckArgs {
     /// Directory generate writes NPWG device-info files to.
     #[arg(long, value_name = "DIR", default_value = crate::devinfo::DP_DIR, env = "CDIGEN_DEVINFO_DIR")]
     pub devinfo_dir: PathBuf,
-    /// A spec directory runtimes read, lowest priority first, for conflicts and shadowing
-    /// (repeatable; default: /etc/cdi then /var/run/cdi).
+    /// A spec directory runtimes read, lowest priority first, for conflicts, shadowing and other
+    /// tools' files (repeatable; default: /etc/cdi then /var/run/cdi, under --root).
     #[arg(long = "spec-dir", value_name = "DIR")]
     pub spec_dirs: Vec<PathBuf>,
     /// Spec format generate is given with --format, if any.

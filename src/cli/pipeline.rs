@@ -146,6 +146,7 @@ mod tests {
             driver_root: None,
             library_search_path: Vec::new(),
             hook_path: None,
+            no_nvml: false,
         }
     }
 

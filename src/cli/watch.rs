@@ -15,7 +15,8 @@ pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<u8> {
         args.output_dir.clone(),
         args.devinfo_dir.clone(),
         args.format.map(Into::into),
-    )?;
+    )?
+    .with_spec_dirs(args.spec_dirs.clone());
     // udev filters in the kernel: on the subsystems of the generators
     // loaded (the watch installs a new filter when SIGHUP loads others).
     let subsystems = watch::all_subsystems(&pipeline.watched());

@@ -148,6 +148,14 @@ impl Regenerate for Publisher {
     fn udev_busy(&self) -> bool {
         self.pipeline.udev_busy()
     }
+
+    fn poll_every(&self) -> Option<std::time::Duration> {
+        self.pipeline.poll_every()
+    }
+
+    fn poll(&mut self) -> Option<Scope> {
+        self.pipeline.poll()
+    }
 }
 
 /// Runs the device plugin until SIGTERM (or `control.stop()`), with the

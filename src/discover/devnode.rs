@@ -6,7 +6,7 @@
 use std::path::Path;
 
 use super::Report;
-use crate::model::{HostNode, Node};
+use crate::model::{HostNode, Link, Node};
 use crate::root::{DevEntry, DevKind, Error, HostRoot, dev_path, parse_majmin};
 use crate::sysfs::parse_uevent;
 
@@ -224,6 +224,50 @@ pub(crate) fn check_host_node(root: &HostRoot, node: Node, report: &mut Report) 
             Some(node)
         }
     }
+}
+
+/// The `/dev/dri/by-path/<id_path>-card|render` links (`id_path` is udev's
+/// `ID_PATH` of the device: `pci-0000:01:00.0`) that exist on the host and
+/// name one of `nodes` (its primary and render nodes). A link that names
+/// another node, or cannot be examined, is left out with a warning. Used
+/// by every backend whose devices have DRM nodes (DRM, NVIDIA).
+pub fn by_path_links(
+    root: &HostRoot,
+    id_path: &str,
+    nodes: &[Node],
+    report: &mut Report,
+) -> Vec<Link> {
+    let mut links = Vec::new();
+    for node in nodes {
+        let suffix = match node.role.as_str() {
+            "primary" => "card",
+            "render" => "render",
+            _ => continue,
+        };
+        let link_path = dev_path(&format!("dri/by-path/{id_path}-{suffix}"));
+        match root.dev_entry(&link_path) {
+            Ok(Some(e)) if e.kind == DevKind::Symlink => {
+                let target = e.target.unwrap_or_default();
+                let names_node = Path::new(&target).file_name().and_then(|n| n.to_str())
+                    == Some(node.name.as_str());
+                if names_node {
+                    links.push(Link {
+                        path: link_path.display().to_string(),
+                        target,
+                        node: node.path.clone(),
+                    });
+                } else {
+                    report.warn(
+                        &link_path,
+                        format!("points to {target:?}, not to {}; ignoring it", node.name),
+                    );
+                }
+            }
+            Ok(_) => {}
+            Err(e) => report.warn(&link_path, format!("{}; ignoring it", e.reason())),
+        }
+    }
+    links
 }
 
 #[cfg(test)]

@@ -19,12 +19,12 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use super::devnode::{check_host_node, read_named_node};
+use super::devnode::{by_path_links, check_host_node, read_named_node};
 use super::pci::{link, read_function};
 use super::pciids::PciIds;
 use super::{Backend, Context, Error, Report};
-use crate::model::{Device, Link, Node};
-use crate::root::{DevKind, HostRoot, dev_path, sys_path};
+use crate::model::{Device, Node};
+use crate::root::{HostRoot, sys_path};
 use crate::sysfs::{node_number, parse_uevent};
 
 /// The DRM backend.
@@ -120,7 +120,7 @@ impl Backend for Drm {
             if kept.is_empty() {
                 continue;
             }
-            dev.links = by_path_links(root, &dev, &kept, report);
+            dev.links = by_path_links(root, &id_path(&dev), &kept, report);
             dev.nodes = kept;
             devices.push(dev);
         }
@@ -170,46 +170,15 @@ fn read_parent(
     Some(dev)
 }
 
-/// `/dev/dri/by-path/<ID_PATH>-card|render` links that exist on the host and
-/// name one of the device's nodes.
-fn by_path_links(root: &HostRoot, dev: &Device, nodes: &[Node], report: &mut Report) -> Vec<Link> {
-    let id_path = match &dev.pci {
+/// udev's `ID_PATH` of a DRM parent: `pci-<address>`, or `<bus>-<name>`
+/// (`platform-fec00000.v3d`).
+fn id_path(dev: &Device) -> String {
+    match &dev.pci {
         Some(p) => format!("pci-{}", p.address),
         None => format!(
             "{}-{}",
             dev.bus,
             dev.sysfs_path.rsplit('/').next().unwrap_or("")
         ),
-    };
-    let mut links = Vec::new();
-    for node in nodes {
-        let suffix = match node.role.as_str() {
-            "primary" => "card",
-            "render" => "render",
-            _ => continue,
-        };
-        let link_path = dev_path(&format!("dri/by-path/{id_path}-{suffix}"));
-        match root.dev_entry(&link_path) {
-            Ok(Some(e)) if e.kind == DevKind::Symlink => {
-                let target = e.target.unwrap_or_default();
-                let names_node = Path::new(&target).file_name().and_then(|n| n.to_str())
-                    == Some(node.name.as_str());
-                if names_node {
-                    links.push(Link {
-                        path: link_path.display().to_string(),
-                        target,
-                        node: node.path.clone(),
-                    });
-                } else {
-                    report.warn(
-                        &link_path,
-                        format!("points to {target:?}, not to {}; ignoring it", node.name),
-                    );
-                }
-            }
-            Ok(_) => {}
-            Err(e) => report.warn(&link_path, format!("{}; ignoring it", e.reason())),
-        }
     }
-    links
 }

@@ -1959,3 +1959,86 @@ fn the_manifest_is_read_inside_the_root() {
         )
     );
 }
+
+// ---------------------------------------------------------------- trusted files
+
+#[test]
+fn trusted_entries_are_roots_and_writable_by_root_alone() {
+    use EntryKind::{Dir, File, Other, Symlink};
+    assert_eq!(untrusted(Dir, 0, 0o40755, false), Ok(()));
+    assert_eq!(untrusted(File, 0, 0o100644, true), Ok(()));
+    assert_eq!(untrusted(File, 0, 0o100755, true), Ok(()));
+    // Sticky /tmp is still writable by others.
+    assert_eq!(
+        untrusted(Dir, 0, 0o41777, false),
+        Err("is writable by others".into())
+    );
+    assert_eq!(
+        untrusted(Dir, 0, 0o40775, false),
+        Err("is writable by its group".into())
+    );
+    assert_eq!(
+        untrusted(File, 0, 0o100664, true),
+        Err("is writable by its group".into())
+    );
+    assert_eq!(
+        untrusted(File, 1000, 0o100644, true),
+        Err("is owned by uid 1000, not root".into())
+    );
+    assert_eq!(
+        untrusted(Symlink, 0, 0o120777, true),
+        Err("is a symlink".into())
+    );
+    assert_eq!(
+        untrusted(Dir, 0, 0o40755, true),
+        Err("is not a regular file".into())
+    );
+    assert_eq!(
+        untrusted(Other, 0, 0o10644, true),
+        Err("is not a regular file".into())
+    );
+    assert_eq!(
+        untrusted(File, 0, 0o100644, false),
+        Err("is not a directory".into())
+    );
+}
+
+#[test]
+fn a_system_file_is_trusted_at_its_real_path() {
+    let root = HostRoot::open(Path::new("/")).unwrap();
+    assert_eq!(
+        root.trusted_file(Path::new("/etc/passwd")),
+        Ok(PathBuf::from("/etc/passwd"))
+    );
+    assert_eq!(
+        root.trusted_file(Path::new("/etc/no-such-file-here")),
+        Err("No such file or directory (os error 2)".into())
+    );
+}
+
+#[test]
+fn a_file_in_a_temp_dir_is_not_trusted_and_symlinks_are_followed_inside_the_root() {
+    let tmp = TempDir::new().unwrap();
+    put(tmp.path(), "b/lib.so", b"\x7fELF");
+    fs::create_dir(tmp.path().join("a")).unwrap();
+    // Absolute, as in a driver root: resolved inside the root.
+    symlink("/b/lib.so", tmp.path().join("a/lib.so")).unwrap();
+    fs::set_permissions(tmp.path().join("b"), fs::Permissions::from_mode(0o777)).unwrap();
+    let root = HostRoot::open(tmp.path()).unwrap();
+    let err = root.trusted_file(Path::new("/a/lib.so")).unwrap_err();
+    // Some directory on the way (the temp directory's parents are not
+    // root's alone on every machine; `b` is writable by all) is named.
+    let file = fs::canonicalize(tmp.path().join("b/lib.so")).unwrap();
+    let (at, why) = err.split_once(' ').unwrap();
+    assert!(file.starts_with(at) && Path::new(at) != file, "{err}");
+    assert!(
+        [
+            "is writable by others",
+            "is writable by its group",
+            "is a symlink"
+        ]
+        .contains(&why)
+            || why.starts_with("is owned by uid "),
+        "{err}"
+    );
+}

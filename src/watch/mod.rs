@@ -20,6 +20,10 @@
 //! more, [`run`] clamps its configuration to them, and the loop's arithmetic
 //! on instants cannot overflow.
 //!
+//! Changes that send no uevent are polled for where that is cheap
+//! ([`Regenerate::poll`]): a MIG reconfiguration is seen within seconds
+//! ([`mig`]) while NVIDIA GPUs exist.
+//!
 //! Events of parentless devices (`/devices/virtual/net/...`: the veths,
 //! bridges and taps of containers) affect no generator whose backend only
 //! describes hardware ([`Watched::physical_only`]). Events lost to a full
@@ -39,6 +43,7 @@
 //! timestamp (journald and kubelet add theirs).
 
 pub mod debounce;
+pub mod mig;
 pub mod netlink;
 mod pipeline;
 mod ready;
@@ -75,8 +80,8 @@ pub const MAX_DEBOUNCE: Duration = Duration::from_secs(60);
 /// host by at most this.
 pub const MAX_DELAY: Duration = Duration::from_secs(3600);
 
-/// Longest `--interval`: a change that sends no event (a MIG
-/// reconfiguration, nodes made by nvidia-modprobe) is caught within a day.
+/// Longest `--interval`: a change that sends no event and is not polled
+/// for (nodes made by nvidia-modprobe) is caught within a day.
 pub const MAX_INTERVAL: Duration = Duration::from_secs(24 * 3600);
 
 /// First retry after a pass that failed as a whole (the default of
@@ -206,6 +211,16 @@ pub trait Regenerate {
     fn udev_busy(&self) -> bool {
         false
     }
+    /// How often to look for changes that send no uevent ([`Regenerate::poll`]);
+    /// `None`: there is nothing to look for now.
+    fn poll_every(&self) -> Option<Duration> {
+        None
+    }
+    /// Looks for changes that send no uevent (a MIG reconfiguration:
+    /// [`mig`]); the generators to regenerate when one is seen.
+    fn poll(&mut self) -> Option<Scope> {
+        None
+    }
 }
 
 /// What one regeneration did.
@@ -290,7 +305,7 @@ pub struct Summary {
     /// SIGHUP.
     pub full_passes: u64,
     /// Regenerations after events (of every generator when events were
-    /// lost).
+    /// lost) or after a poll saw a change ([`Regenerate::poll`]).
     pub event_passes: u64,
     /// Files created, updated or removed.
     pub files_changed: u64,
@@ -568,7 +583,15 @@ pub fn run(
     let next_full =
         |retry: Option<Duration>| after(Instant::now(), retry.unwrap_or(config.interval));
     let mut next = next_full(watch.pass(&Scope::All, Reason::Start));
+    // When to look next for changes that send no event, while there is
+    // something to look for.
+    let mut next_poll: Option<Instant> = None;
     while !control.stopping() {
+        next_poll = match (watch.regen.poll_every(), next_poll) {
+            (None, _) => None,
+            (Some(every), None) => Some(after(Instant::now(), every)),
+            (Some(_), due) => due,
+        };
         if control.take_reload() {
             let _ = sd_notify::notify(&reloading());
             match watch.regen.reload() {
@@ -607,6 +630,19 @@ relying on the re-check every {} for them",
             next = next_full(watch.pass(&Scope::All, reason));
             continue;
         }
+        if let Some(due) = next_poll
+            && due <= now
+        {
+            if let Some(scope) = watch.regen.poll() {
+                tracing::debug!("a change no event reports: regenerating {scope:?}");
+                debouncer.note(now, scope);
+            }
+            next_poll = watch
+                .regen
+                .poll_every()
+                .map(|every| after(Instant::now(), every));
+            continue;
+        }
         if debouncer.deadline().is_some_and(|d| d <= now) {
             if !debouncer.overdue(now) && watch.regen.udev_busy() {
                 tracing::debug!("udev is still processing events: waiting");
@@ -620,6 +656,7 @@ relying on the re-check every {} for them",
             }
         }
         let until = debouncer.deadline().map_or(next, |d| d.min(next));
+        let until = next_poll.map_or(until, |p| p.min(until));
         let timeout = until.saturating_duration_since(now);
         let got = if source_failed {
             NoEvents.next(timeout, control.wake_fd())

@@ -41,6 +41,12 @@ pub struct Pipeline {
     device_info: bool,
     /// Each generator's latest plan (what its files on disk say), by name.
     plans: BTreeMap<String, Arc<Planned>>,
+    /// The spec directories runtimes read (`--spec-dir`); empty: the
+    /// standard ones under the root ([`crate::generate::coexist::runtime_dirs`]).
+    spec_dirs: Vec<PathBuf>,
+    /// The MIG instances ([`super::mig::fingerprint`]) when the NVIDIA
+    /// generators last ran and found GPUs: polled for changes while set.
+    mig: Option<Vec<String>>,
 }
 
 /// The subsystems among [`subsystems_of`] whose parentless devices (under
@@ -110,6 +116,8 @@ impl Pipeline {
             warned: BTreeSet::new(),
             device_info: true,
             plans: BTreeMap::new(),
+            spec_dirs: Vec::new(),
+            mig: None,
         })
     }
 
@@ -120,6 +128,14 @@ impl Pipeline {
         if !on {
             no_device_info(&mut self.generators);
         }
+        self
+    }
+
+    /// The spec directories runtimes read (`--spec-dir`), where another
+    /// tool's file defining one of a spec's devices keeps it from being
+    /// written; none: `/etc/cdi` and `/var/run/cdi` under the root.
+    pub fn with_spec_dirs(mut self, dirs: Vec<PathBuf>) -> Self {
+        self.spec_dirs = dirs;
         self
     }
 
@@ -192,11 +208,19 @@ impl Regenerate for Pipeline {
     fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
         let root = self.root()?;
         let backends = crate::cli::pipeline::generate_backends(&self.source, &self.generators);
+        // Taken before discovery: a MIG change after it is seen by the
+        // next poll.
+        let nvidia_in_scope = self.nvidia_generators().any(|g| scope.contains(g));
+        let mig = nvidia_in_scope.then(|| super::mig::fingerprint(&root));
         let found = discover::discover_for(
             &root,
             &backends,
             self.generators.iter().map(|l| &l.generator),
         )?;
+        if nvidia_in_scope {
+            let gpus = found.devices.iter().any(|d| d.backend == NVIDIA);
+            self.mig = mig.filter(|_| gpus);
+        }
         let warnings: BTreeSet<(PathBuf, String)> = found
             .warnings
             .iter()
@@ -216,8 +240,15 @@ impl Regenerate for Pipeline {
         let plans = planning.planned;
         let plan_errors = planning.failed.into_iter().map(|f| f.error);
         let before = old_names(&self.output_dir, &plans);
-        let applied =
-            apply_all_until(&self.output_dir, &self.devinfo_dir, &selected, &plans, stop)?;
+        let spec_dirs = crate::generate::coexist::runtime_dirs(&root, &self.spec_dirs);
+        let applied = apply_all_until(
+            &self.output_dir,
+            &self.devinfo_dir,
+            &spec_dirs,
+            &selected,
+            &plans,
+            stop,
+        )?;
         let mut pass = Pass {
             generators: selected.iter().map(|l| l.generator.name.clone()).collect(),
             changes: Vec::new(),
@@ -272,6 +303,35 @@ impl Regenerate for Pipeline {
 
     fn udev_busy(&self) -> bool {
         self.root().is_ok_and(|r| r.exists(Path::new(UDEV_QUEUE)))
+    }
+
+    fn poll_every(&self) -> Option<std::time::Duration> {
+        self.mig.as_ref().map(|_| super::mig::POLL)
+    }
+
+    fn poll(&mut self) -> Option<Scope> {
+        let before = self.mig.as_ref()?;
+        let now = super::mig::fingerprint(&self.root().ok()?);
+        if now == *before {
+            return None;
+        }
+        tracing::debug!("MIG instances changed: regenerating the NVIDIA generators");
+        Some(Scope::Only(
+            self.nvidia_generators().map(str::to_string).collect(),
+        ))
+    }
+}
+
+/// The NVIDIA backend's name.
+const NVIDIA: &str = "nvidia";
+
+impl Pipeline {
+    /// The generators of the NVIDIA backend (those MIG changes affect).
+    fn nvidia_generators(&self) -> impl Iterator<Item = &str> {
+        self.generators
+            .iter()
+            .filter(|l| l.generator.backend == NVIDIA)
+            .map(|l| l.generator.name.as_str())
     }
 }
 

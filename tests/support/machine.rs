@@ -42,6 +42,8 @@ pub fn cdigen(cwd: &Path, args: &[&str]) -> (i32, String, String) {
         .env_remove("CDIGEN_ROOT")
         .env_remove("CDIGEN_TEMPLATES")
         .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        // Never the stub libnvidia-ml of a fixture's driver root.
+        .env("CDIGEN_NO_NVML", "1")
         // Never the host's device-info directory.
         .env("CDIGEN_DEVINFO_DIR", "devinfo")
         .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen")

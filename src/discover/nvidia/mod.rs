@@ -89,8 +89,9 @@ impl Backend for Nvidia {
 
     fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
         // Loading the driver (module), GPUs binding it (pci) and nvidia-drm
-        // (drm). MIG reconfiguration and nodes made by nvidia-modprobe send
-        // no event: `watch` catches those on its periodic re-check.
+        // (drm). MIG reconfiguration sends no event: `watch` polls for it
+        // (crate::watch::mig); nodes made by nvidia-modprobe, on its
+        // periodic re-check.
         Some(&["pci", "module", "drm"])
     }
 
@@ -196,7 +197,11 @@ impl Backend for Nvidia {
                 },
             };
             let mut nodes = vec![gpu_node.clone()];
-            nodes.extend(drm_nodes(root, &pci_dir, report));
+            let drm = drm_nodes(root, &pci_dir, report);
+            // udev's /dev/dri/by-path links, as the DRM backend records them.
+            let links =
+                devnode::by_path_links(root, &format!("pci-{}", f.info.address), &drm, report);
+            nodes.extend(drm);
             nodes.extend(control.iter().cloned());
             let migs = mig_devices(root, info.minor, caps_major, report);
             if !migs.is_empty() {
@@ -247,15 +252,20 @@ impl Backend for Nvidia {
                 driver: f.driver,
                 numa_node: f.numa_node,
                 nodes,
+                links,
                 driver_files: Some(driver.clone()),
                 nvidia: Some(nv),
                 ..Default::default()
             });
         }
-        // NVML describes this host: ask it only when the root is the host.
+        // NVML: the system's for the host itself, else the driver root's
+        // own file when it may be trusted; never with --no-nvml.
         #[cfg(feature = "nvml")]
-        if root.base() == Path::new("/") && !gpus.is_empty() {
-            nvml::enrich(&mut gpus, &nvml::Library, report);
+        if !gpus.is_empty() {
+            match nvml::Library::for_root(root, &driver.files) {
+                Ok(lib) => nvml::enrich(&mut gpus, &lib, report),
+                Err(why) => tracing::info!("{why}"),
+            }
         }
         Ok(gpus)
     }

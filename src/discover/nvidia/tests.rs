@@ -307,20 +307,9 @@ fn enrich_with(devices: &mut [Device], fake: Fake) -> Vec<String> {
     report.warnings.iter().map(|w| w.message.clone()).collect()
 }
 
-#[test]
-fn nvml_adds_mig_uuids_and_cross_checks() {
-    let dev = format!("{FULL_DEV}/dev/nvidia-caps d\n");
-    let (mut devices, _) = run(&h100(true, &dev));
-    let gpu = |mig: &[&str]| nvml::NvmlGpu {
-        uuid: "GPU-af3e0279-1df1-2cad-1e37-2509bedadba2".into(),
-        bus_id: nvml::normalize_bus_id("00000000:00:06.0").unwrap(),
-        minor: Some(0),
-        mig_uuids: mig.iter().map(|s| s.to_string()).collect(),
-        mig_profiles: mig.iter().map(|_| Some("3g.40gb".to_string())).collect(),
-    };
-    let warnings = enrich_with(&mut devices, Fake(Ok(vec![gpu(&["MIG-aaa", "MIG-bbb"])])));
-    assert_eq!(warnings, Vec::<String>::new());
-    let uuids: Vec<Option<&str>> = devices
+/// The MIG UUIDs of `devices`, in their order (`None` for the GPU).
+fn mig_uuids(devices: &[Device]) -> Vec<Option<&str>> {
+    devices
         .iter()
         .map(|d| {
             d.nvidia
@@ -330,20 +319,50 @@ fn nvml_adds_mig_uuids_and_cross_checks() {
                 .as_ref()
                 .and_then(|m| m.uuid.as_deref())
         })
-        .collect();
-    assert_eq!(uuids, [Some("MIG-aaa"), Some("MIG-bbb"), None]);
-    assert_eq!(
-        devices[0]
-            .nvidia
-            .as_ref()
-            .unwrap()
-            .mig
-            .as_ref()
-            .unwrap()
-            .profile
-            .as_deref(),
-        Some("3g.40gb")
+        .collect()
+}
+
+/// NVML's view of the H100 with `migs`: (gi, ci, uuid, profile).
+fn nvml_h100(migs: &[(Option<u32>, Option<u32>, &str, &str)]) -> nvml::NvmlGpu {
+    nvml::NvmlGpu {
+        uuid: "GPU-af3e0279-1df1-2cad-1e37-2509bedadba2".into(),
+        bus_id: nvml::normalize_bus_id("00000000:00:06.0").unwrap(),
+        minor: Some(0),
+        migs: migs
+            .iter()
+            .map(|(gi, ci, uuid, profile)| nvml::NvmlMig {
+                gi: *gi,
+                ci: *ci,
+                uuid: uuid.to_string(),
+                profile: Some(profile.to_string()),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn nvml_mig_uuids_go_by_instance_ids_not_position() {
+    let dev = format!("{FULL_DEV}/dev/nvidia-caps d\n");
+    let (mut devices, _) = run(&h100(true, &dev));
+    // procfs lists gi1/ci0 then gi2/ci0; NVML's index order is another.
+    let warnings = enrich_with(
+        &mut devices,
+        Fake(Ok(vec![nvml_h100(&[
+            (Some(2), Some(0), "MIG-bbb", "4g.40gb"),
+            (Some(1), Some(0), "MIG-aaa", "3g.40gb"),
+        ])])),
     );
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(
+        mig_uuids(&devices),
+        [Some("MIG-aaa"), Some("MIG-bbb"), None]
+    );
+    let profiles: Vec<Option<&str>> = devices
+        .iter()
+        .filter_map(|d| d.nvidia.as_ref().unwrap().mig.as_ref())
+        .map(|m| m.profile.as_deref())
+        .collect();
+    assert_eq!(profiles, [Some("3g.40gb"), Some("4g.40gb")]);
     // uuid names now include the MIG UUIDs.
     let g: Generator = crate::generator::parse(
         Path::new("nvidia.yaml"),
@@ -363,10 +382,16 @@ fn nvml_adds_mig_uuids_and_cross_checks() {
             "MIG-bbb"
         ]
     );
+}
 
-    // Disagreements are said; procfs stands.
+#[test]
+fn nvml_disagreements_are_warnings_naming_gpu_and_instances() {
+    let dev = format!("{FULL_DEV}/dev/nvidia-caps d\n");
     let (mut devices, _) = run(&h100(true, &dev));
-    let mut other = gpu(&["MIG-aaa"]);
+    let mut other = nvml_h100(&[
+        (Some(1), Some(0), "MIG-aaa", "3g.40gb"),
+        (Some(3), Some(1), "MIG-ccc", "1g.10gb"),
+    ]);
     other.uuid = "GPU-other".into();
     other.minor = Some(3);
     let warnings = enrich_with(
@@ -383,17 +408,43 @@ fn nvml_adds_mig_uuids_and_cross_checks() {
             "NVML sees 2 GPUs, procfs 1",
             "GPU 0000:00:06.0: NVML says UUID GPU-other, procfs GPU-af3e0279-1df1-2cad-1e37-2509bedadba2",
             "GPU 0000:00:06.0: NVML says minor 3, procfs 0",
-            "GPU 0000:00:06.0: NVML sees 1 MIG devices, procfs 2; MIG UUIDs left out",
+            "GPU 0000:00:06.0: NVML lists no MIG device gi2/ci0 (procfs does); its MIG UUID is left out",
+            "GPU 0000:00:06.0: NVML lists MIG device gi3/ci1 (MIG-ccc) that procfs does not; it is left out",
         ]
     );
-    assert!(devices.iter().all(|d| {
-        d.nvidia
-            .as_ref()
-            .unwrap()
-            .mig
-            .as_ref()
-            .is_none_or(|m| m.uuid.is_none())
-    }));
+    // The one both list gets its UUID; procfs stands for the rest.
+    assert_eq!(mig_uuids(&devices), [Some("MIG-aaa"), None, None]);
+}
+
+#[test]
+fn nvml_mig_devices_without_instance_ids_are_matched_only_when_certain() {
+    let dev = format!("{FULL_DEV}/dev/nvidia-caps d\n");
+    // Two on each side, no IDs (what nvml-wrapper 0.13 gives): which is
+    // which cannot be told, so no UUID, and no warning either.
+    let (mut devices, _) = run(&h100(true, &dev));
+    let warnings = enrich_with(
+        &mut devices,
+        Fake(Ok(vec![nvml_h100(&[
+            (None, None, "MIG-aaa", "3g.40gb"),
+            (None, None, "MIG-bbb", "3g.40gb"),
+        ])])),
+    );
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(mig_uuids(&devices), [None, None, None]);
+    // One on each side: it is that one.
+    let tmp = h100(true, &dev);
+    fs::remove_dir_all(
+        tmp.path()
+            .join("proc/driver/nvidia/capabilities/gpu0/mig/gi2"),
+    )
+    .unwrap();
+    let (mut devices, _) = run(&tmp);
+    let warnings = enrich_with(
+        &mut devices,
+        Fake(Ok(vec![nvml_h100(&[(None, None, "MIG-aaa", "7g.80gb")])])),
+    );
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(mig_uuids(&devices), [Some("MIG-aaa"), None]);
 }
 
 #[test]
@@ -447,7 +498,7 @@ fn the_real_library_fails_softly_without_a_driver() {
     // On machines without libnvidia-ml this is an error string, never a
     // panic; on a GPU host it lists the GPUs.
     use nvml::GpuSource as _;
-    match nvml::Library.gpus() {
+    match nvml::Library::default().gpus() {
         Ok(gpus) => assert!(gpus.iter().all(|g| g.uuid.starts_with("GPU-"))),
         Err(e) => assert!(!e.is_empty()),
     }
@@ -828,5 +879,45 @@ fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
     assert!(
         warnings[2]
             .starts_with("/sys/bus/pci/drivers/nvidia/0000:00:0a.0: GPU 0000:00:0a.0 is bound")
+    );
+}
+
+#[test]
+fn nvmls_library_file_is_the_driver_roots_versioned_one() {
+    let m = |host: &str, container: &str| crate::model::DriverFile {
+        capability: crate::model::Capability::Utility,
+        kind: crate::model::FileKind::Library,
+        host_path: host.into(),
+        container_path: container.into(),
+        links: Vec::new(),
+    };
+    let lib = "/run/nvidia/driver/usr/lib64/libnvidia-ml.so.550.90.07";
+    let mounts = [
+        m(
+            "/run/nvidia/driver/usr/lib64/libcuda.so.550.90.07",
+            "/usr/lib64/libcuda.so.550.90.07",
+        ),
+        m(lib, "/usr/lib64/libnvidia-ml.so.550.90.07"),
+    ];
+    assert_eq!(nvml::library_file(&mounts), Some(lib));
+    assert_eq!(nvml::library_file(&mounts[..1]), None);
+}
+
+#[cfg(feature = "nvml")]
+#[test]
+fn nvml_is_the_systems_on_the_host_and_never_with_no_nvml() {
+    let host = HostRoot::open(Path::new("/")).unwrap();
+    assert_eq!(nvml::Library::for_root(&host, &[]).unwrap().path, None);
+    let host = HostRoot::open(Path::new("/")).unwrap().with_nvml(false);
+    assert_eq!(
+        nvml::Library::for_root(&host, &[]).unwrap_err(),
+        "NVML not asked (--no-nvml)"
+    );
+    // Another root: the driver root's own file, and there is none.
+    let tmp = h100(false, FULL_DEV);
+    let root = HostRoot::open(tmp.path()).unwrap();
+    assert_eq!(
+        nvml::Library::for_root(&root, &[]).unwrap_err(),
+        "no libnvidia-ml.so.<version> among the driver's files under /; NVML not asked"
     );
 }
