@@ -52,18 +52,18 @@ fn hook(path: &str, step: &str, args: Vec<String>) -> Hook {
     }
 }
 
-/// The files of `driver` that `settings` select, once per container path.
+/// The files of `driver` that `settings` select. A file two capabilities
+/// need is there twice, with each one's links (the allocator: compute's
+/// soname link, graphics' GBM backend link).
 pub fn selected<'a>(settings: &DriverSettings, driver: &'a Driver) -> Vec<&'a DriverFile> {
     if settings.files == DriverFiles::None {
         return Vec::new();
     }
     let wanted: BTreeSet<Capability> = settings.capabilities.iter().copied().collect();
-    let mut seen = BTreeSet::new();
     driver
         .files
         .iter()
         .filter(|f| wanted.contains(&f.capability))
-        .filter(|f| seen.insert(f.container_path.as_str()))
         .collect()
 }
 
@@ -282,6 +282,53 @@ mod tests {
                     "/drv/usr/lib64/libcuda.so.550.90.07"
                 ),
             ]
+        );
+    }
+
+    #[test]
+    fn a_file_of_two_capabilities_is_mounted_once_with_both_links() {
+        use Capability::*;
+        let mut d = driver();
+        let lib = "/usr/lib64/libnvidia-allocator.so.550.90.07";
+        d.files.push(f(
+            Compute,
+            FileKind::Library,
+            lib,
+            &[(
+                "/usr/lib64/libnvidia-allocator.so.1",
+                "libnvidia-allocator.so.550.90.07",
+            )],
+        ));
+        d.files.push(f(
+            Graphics,
+            FileKind::Library,
+            lib,
+            &[
+                (
+                    "/usr/lib64/libnvidia-allocator.so.1",
+                    "libnvidia-allocator.so.550.90.07",
+                ),
+                (
+                    "/usr/lib64/gbm/nvidia-drm_gbm.so",
+                    "../libnvidia-allocator.so.1",
+                ),
+            ],
+        ));
+        let e = edits(&settings(&[Compute, Graphics], true), &d);
+        assert_eq!(
+            e.mounts.iter().filter(|m| m.container_path == lib).count(),
+            1
+        );
+        let links = &e.hooks[0].args;
+        assert!(links.contains(
+            &"../libnvidia-allocator.so.1::/usr/lib64/gbm/nvidia-drm_gbm.so".to_string()
+        ));
+        assert_eq!(
+            links
+                .iter()
+                .filter(|a| a.ends_with("::/usr/lib64/libnvidia-allocator.so.1"))
+                .count(),
+            1
         );
     }
 
