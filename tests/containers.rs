@@ -287,6 +287,28 @@ fn every_fixture_device_works_in_a_real_container() {
                         ));
                     }
                     loaded += want.iter().filter(|w| w.starts_with("dlopen ")).count();
+                    // What loads, per machine and image layout, for the
+                    // first device of a spec with driver libraries.
+                    if d.name == spec.devices[0].name
+                        && want.iter().any(|w| w.starts_with("dlopen "))
+                    {
+                        let count = |p: &str, ok: &dyn Fn(&str) -> bool| {
+                            let all: Vec<&String> =
+                                want.iter().filter(|w| w.starts_with(p)).collect();
+                            let got = all.iter().filter(|w| got.contains(**w) && ok(w)).count();
+                            format!("{got}/{}", all.len())
+                        };
+                        eprintln!(
+                            "{name} ({layout} image) {device}: dlopen by soname or link {}, in ldconfig -p {}, libcuda.so {}",
+                            count("dlopen ", &|_| true),
+                            count("ldcache ", &|_| true),
+                            if got.contains("dlopen libcuda.so OK") {
+                                "loads"
+                            } else {
+                                "does not load"
+                            }
+                        );
+                    }
                     checked += 1;
                 }
             }
