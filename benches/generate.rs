@@ -11,6 +11,13 @@
 //! dir), an unchanged re-run of the whole pipeline, and `check` of the
 //! written (current) files: discovery, planning and the comparison.
 //!
+//! Then the NVIDIA driver's files (`discover::nvidia::driver::find`) on
+//! the fixture machines' driver trees, one per host layout (Debian with a
+//! linker cache, RHEL's lib64 with one, NixOS's lib/ without one, a tree
+//! without cache or soname links, whose sonames come from the ELF files),
+//! against a minimal reader of the same set: the cache read once and each
+//! file found `stat`ed once.
+//!
 //! Last, `watch`'s MIG poll (`cdigen::watch::mig`), which runs every 2 s
 //! while NVIDIA GPUs exist: one poll (a fresh root and the listing of the
 //! MIG capability directories) on the 1024-GPU machine given the MIG
@@ -203,6 +210,53 @@ fn poll_row(label: &str, build: impl FnOnce(&Path)) {
     );
 }
 
+/// Times the driver-file search on fixture machine `machine` against
+/// the minimal reader of what it finds, and prints it.
+fn driver_row(machine: &str) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(machine)
+        .join("root");
+    let version_text =
+        std::fs::read_to_string(root.join("proc/driver/nvidia/version")).expect("version");
+    let version = discover::nvidia::proc::parse_driver_version(&version_text).expect("version");
+    let find = || {
+        let host = HostRoot::open(&root)
+            .expect("root")
+            .with_driver_root_or_detect(None);
+        discover::nvidia::driver::find(&host, Some(&version), &mut discover::Report::default())
+    };
+    let found = find();
+    assert!(found.problem.is_none(), "{machine}: {:?}", found.problem);
+    let driver_root = root.join(found.root.trim_start_matches('/'));
+    let minimal = || {
+        let mut n = 0usize;
+        if let Ok(cache) = std::fs::read(driver_root.join("etc/ld.so.cache")) {
+            n += cache.len();
+        }
+        for f in &found.files {
+            let p = root.join(f.host_path.trim_start_matches('/'));
+            n += std::fs::metadata(&p).map(|m| m.len() as usize).unwrap_or(0);
+        }
+        n
+    };
+    let (mut ours, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..(RUNS * 5) {
+        let t = Instant::now();
+        std::hint::black_box(find());
+        ours.push(t.elapsed());
+        let t = Instant::now();
+        std::hint::black_box(minimal());
+        base.push(t.elapsed());
+    }
+    let (ours, base) = (median(ours), median(base));
+    println!(
+        "{machine:<14} {:<6} {ours:<11?} {base:<11?} {:.1}",
+        found.files.len(),
+        ours.as_secs_f64() / base.as_secs_f64()
+    );
+}
+
 fn main() {
     let header = "devices           discover    plan        write(first)  full-rerun(unchanged)  check(current)";
     println!("AMD GPUs\n{:<14} {header}", "gpus");
@@ -217,6 +271,11 @@ fn main() {
             |root| synth::sriov_nics(root, pfs, vfs, vdpa),
             true,
         );
+    }
+    println!("\nNVIDIA driver files per host layout (fixture trees)");
+    println!("{:<14} files  find        minimal     ratio", "machine");
+    for m in ["dgx-8gpu", "old-driver", "h100-vm", "missing-node"] {
+        driver_row(m);
     }
     println!(
         "\nwatch's MIG poll (every {:?} while NVIDIA GPUs exist), 8 GPUs x 7 MIG instances",
