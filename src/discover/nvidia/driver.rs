@@ -223,6 +223,8 @@ struct Locator<'a> {
     dirs: Vec<PathBuf>,
     /// Other versions of versioned libraries seen (`535.183.01` → where).
     others: Vec<(String, PathBuf)>,
+    /// Directory listings, each read once per search.
+    listings: std::collections::HashMap<PathBuf, Vec<String>>,
 }
 
 impl<'a> Locator<'a> {
@@ -287,6 +289,7 @@ impl<'a> Locator<'a> {
             cache,
             dirs,
             others: Vec::new(),
+            listings: std::collections::HashMap::new(),
         }
     }
 
@@ -360,8 +363,15 @@ impl<'a> Locator<'a> {
             } else {
                 dir.join(lib.subdir)
             };
-            let mut names = self.root.list_dir_opt(&dir).unwrap_or_default();
-            names.sort();
+            let names = self
+                .listings
+                .entry(dir.clone())
+                .or_insert_with(|| {
+                    let mut n = self.root.list_dir_opt(&dir).unwrap_or_default();
+                    n.sort();
+                    n
+                })
+                .clone();
             for name in names {
                 if !name.starts_with(&format!("{}.so.", lib.base)) {
                     continue;
