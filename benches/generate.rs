@@ -34,6 +34,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+#[allow(dead_code)] // the NVIDIA, VFIO and mixed machines
 #[path = "../tests/support/synth.rs"]
 mod synth;
 

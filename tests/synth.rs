@@ -188,3 +188,205 @@ fn gpus_and_nics_share_one_root() {
     assert_eq!(vf.net.as_ref().unwrap().vf_index, Some(39));
     assert!(vf.nodes.iter().all(|n| n.host.is_some()));
 }
+
+/// Opens a synthetic root as `generate` does on a machine with an NVIDIA
+/// driver root (found at `/run/nvidia/driver`), NVML off.
+fn open(path: &std::path::Path) -> HostRoot {
+    HostRoot::open(path)
+        .unwrap()
+        .with_driver_root_or_detect(None)
+        .with_nvml(false)
+}
+
+#[test]
+fn synthetic_nvidia_gpus_with_mig_and_a_driver_root() {
+    let tmp = tempfile::tempdir().unwrap();
+    synth::nvidia_gpus(tmp.path(), 3, 7);
+    let root = open(tmp.path());
+    let found = cdigen::discover::discover(&root, &[]).unwrap();
+    assert_eq!(found.warnings, vec![]);
+    assert!(found.devices.iter().all(|d| d.backend == "nvidia"));
+    assert_eq!(found.devices.len(), 3 * (1 + 7));
+    let get = |id: &str| found.devices.iter().find(|d| d.id == id).unwrap();
+
+    // GPU 1: Device Minor 1, behind root port 0200:02:01.0.
+    let gpu = get("0200:03:00.0");
+    let nv = gpu.nvidia.as_ref().unwrap();
+    assert_eq!(nv.model, "NVIDIA A100-SXM4-40GB");
+    assert_eq!(nv.minor, 1);
+    assert_eq!(nv.driver_version.as_deref(), Some(synth::NVIDIA_RELEASE));
+    assert!(nv.mig_enabled);
+    assert_eq!(gpu.numa_node, Some(1));
+    assert_eq!(
+        nodes(gpu),
+        [
+            node("nvidia1", "/dev/nvidia1", 195, 1),
+            node("nvidiactl", "/dev/nvidiactl", 195, 255),
+            node("nvidia-modeset", "/dev/nvidia-modeset", 195, 254),
+            node("nvidia-uvm", "/dev/nvidia-uvm", 237, 0),
+            node("nvidia-uvm-tools", "/dev/nvidia-uvm-tools", 237, 1),
+            node("nvidia-cap1", "/dev/nvidia-caps/nvidia-cap1", 238, 1),
+            node("nvidia-cap2", "/dev/nvidia-caps/nvidia-cap2", 238, 2),
+        ]
+    );
+    assert!(gpu.nodes.iter().all(|n| n.host.is_some()));
+
+    // Its last MIG instance, gi13/ci0: minors 3 + 135 + 9 * 13 (+ 1).
+    let mig = get("0200:03:00.0/gi13/ci0");
+    let info = mig.nvidia.as_ref().unwrap().mig.as_ref().unwrap();
+    assert_eq!((info.gi, info.ci), (13, 0));
+    assert_eq!(
+        nodes(mig)[..3],
+        [
+            node("nvidia1", "/dev/nvidia1", 195, 1),
+            node("nvidia-cap255", "/dev/nvidia-caps/nvidia-cap255", 238, 255),
+            node("nvidia-cap256", "/dev/nvidia-caps/nvidia-cap256", 238, 256),
+        ]
+    );
+    assert_eq!(mig.nodes[1].host.map(|h| h.mode), Some(0o444));
+
+    // The driver's files, from the copied fixture tree and its cache.
+    let driver = gpu.driver_files.as_ref().unwrap();
+    assert_eq!(driver.problem, None);
+    assert_eq!(driver.root, "/run/nvidia/driver");
+    assert_eq!(driver.version.as_deref(), Some(synth::NVIDIA_RELEASE));
+    assert!(
+        driver
+            .files
+            .iter()
+            .any(|f| f.host_path.ends_with("/libcuda.so.550.90.07")),
+        "{:?}",
+        driver.files
+    );
+}
+
+#[test]
+fn synthetic_vfio_functions() {
+    let tmp = tempfile::tempdir().unwrap();
+    synth::vfio_functions(tmp.path(), 3);
+    let found = cdigen::discover::discover(&open(tmp.path()), &[]).unwrap();
+    assert_eq!(found.warnings, vec![]);
+    assert_eq!(found.devices.len(), 3);
+    assert!(found.devices.iter().all(|d| d.backend == "vfio"));
+    // The third: behind root port 0300:04:01.0 (group 3004), group 3005.
+    let d = &found.devices[2];
+    assert_eq!(d.id, "0300:05:00.0");
+    assert_eq!(d.driver.as_deref(), Some("vfio-pci"));
+    let vfio = d.vfio.as_ref().unwrap();
+    assert_eq!(
+        (vfio.group.as_str(), vfio.mode.as_str()),
+        ("3005", "legacy")
+    );
+    assert_eq!(vfio.group_devices, ["0300:05:00.0"]);
+    assert_eq!(
+        nodes(d),
+        [
+            node("vfio", "/dev/vfio/vfio", 10, 196),
+            node("3005", "/dev/vfio/3005", 242, 2),
+            node("iommu", "/dev/iommu", 10, 124),
+            node("vfio2", "/dev/vfio/devices/vfio2", 241, 2),
+        ]
+    );
+    assert!(d.nodes.iter().all(|n| n.host.is_some()));
+}
+
+/// Every builder on one root: each backend finds its devices, and the
+/// `amd-gpu` generator gives each AMD GPU `/dev/kfd`.
+#[test]
+fn mixed_machine_is_fully_discovered() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mix = synth::Mix {
+        pfs: 2,
+        vfs_per_pf: 6,
+        vdpa: 3,
+        amd: 4,
+        nvidia: 2,
+        migs: 7,
+        vfio: 5,
+    };
+    synth::mixed(tmp.path(), mix);
+    let root = open(tmp.path());
+    let gens = cdigen::generator::load(&[]).unwrap();
+    let enabled: Vec<_> = gens.iter().filter(|l| l.generator.enabled).collect();
+    let found =
+        cdigen::discover::discover_for(&root, &[], enabled.iter().map(|l| &l.generator)).unwrap();
+    assert_eq!(found.warnings, vec![]);
+    let count = |b: &str| found.devices.iter().filter(|d| d.backend == b).count();
+    assert_eq!(
+        (
+            count("drm"),
+            count("sriov"),
+            count("vdpa"),
+            count("nvidia"),
+            count("vfio")
+        ),
+        mix.expected()
+    );
+    assert_eq!(mix.expected(), (4, 12, 3, 16, 5));
+    assert_eq!(count("generic"), 1, "/dev/kfd");
+    let templates = cdigen::render::Templates::load(None).unwrap();
+    let amd = enabled
+        .iter()
+        .find(|l| l.generator.name == "amd-gpu")
+        .unwrap();
+    let plan = cdigen::generate::plan_one(amd, &templates, &found, None).unwrap();
+    let spec = String::from_utf8(plan.bytes.clone()).unwrap();
+    assert_eq!(spec.matches("path: '/dev/kfd'").count(), 4 + 1, "{spec}");
+}
+
+/// Each PCI function's `config` says what its text attributes say, as
+/// `lspci -A linux-sysfs` reads it.
+#[test]
+fn pci_config_matches_the_attributes() {
+    let tmp = tempfile::tempdir().unwrap();
+    synth::mixed(
+        tmp.path(),
+        synth::Mix {
+            pfs: 1,
+            vfs_per_pf: 2,
+            vdpa: 0,
+            amd: 1,
+            nvidia: 1,
+            migs: 0,
+            vfio: 1,
+        },
+    );
+    let bus = tmp.path().join("sys/bus/pci/devices");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&bus).unwrap() {
+        let dir = entry.unwrap().path();
+        let config = std::fs::read(dir.join("config")).unwrap();
+        assert_eq!(config.len(), 64, "{}", dir.display());
+        let attr = |name: &str| {
+            let text = std::fs::read_to_string(dir.join(name)).unwrap();
+            u32::from_str_radix(text.trim().trim_start_matches("0x"), 16).unwrap()
+        };
+        let word = |at: usize| u32::from(u16::from_le_bytes([config[at], config[at + 1]]));
+        assert_eq!(word(0), attr("vendor"), "{}", dir.display());
+        assert_eq!(word(2), attr("device"), "{}", dir.display());
+        let class = u32::from_le_bytes([config[9], config[10], config[11], 0]);
+        assert_eq!(class, attr("class"), "{}", dir.display());
+        let bridge = class >> 8 == 0x0604;
+        assert_eq!(config[0x0e], u8::from(bridge), "{}", dir.display());
+        if !bridge {
+            assert_eq!(word(0x2c), attr("subsystem_vendor"), "{}", dir.display());
+            assert_eq!(word(0x2e), attr("subsystem_device"), "{}", dir.display());
+        }
+        seen += 1;
+    }
+    // GPU (AMD: not listed on the bus), root port + PF + 2 VFs, root port
+    // + A100, root port + NVMe.
+    assert_eq!(seen, 8);
+}
+
+/// The benchmark's machine has the issue's 1345 devices (with `/dev/kfd`,
+/// which the generic backend finds), and its half machine half of them.
+#[test]
+fn issue_14_machine_size() {
+    let sum = |m: synth::Mix| {
+        let (drm, sriov, vdpa, nvidia, vfio) = m.expected();
+        drm + sriov + vdpa + nvidia + vfio
+    };
+    assert_eq!(sum(synth::Mix::ISSUE_14) + 1, 1345);
+    assert_eq!(sum(synth::Mix::ISSUE_14.half()) * 2, 1344);
+}

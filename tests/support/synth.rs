@@ -27,6 +27,64 @@ fn append_manifest(root: &Path, lines: &str) {
     f.write_all(lines.as_bytes()).unwrap();
 }
 
+/// The first 64 bytes of a PCI function's configuration space, as the
+/// `config` attribute shows them to a reader without `CAP_SYS_ADMIN`:
+/// `ids` = vendor, device, subsystem vendor, subsystem device; `class` =
+/// base class, subclass and programming interface (`0x030000`). All
+/// fields little-endian at their standard offsets; header type 1 (a
+/// bridge, class `0x0604xx`) has no subsystem IDs there. No capability
+/// list (status bit 4 clear), so readers stop at the header. `lspci -A
+/// linux-sysfs` reads it for what the text attributes do not say.
+fn pci_config(ids: [u16; 4], class: u32, revision: u8) -> Vec<u8> {
+    let [vendor, device, sub_vendor, sub_device] = ids;
+    let mut c = vec![0u8; 64];
+    c[0..2].copy_from_slice(&vendor.to_le_bytes());
+    c[2..4].copy_from_slice(&device.to_le_bytes());
+    // Command: memory space and bus master enabled.
+    c[4..6].copy_from_slice(&0x0006u16.to_le_bytes());
+    c[8] = revision;
+    c[9..12].copy_from_slice(&class.to_le_bytes()[..3]);
+    let bridge = class >> 8 == 0x0604;
+    c[0x0e] = u8::from(bridge);
+    if !bridge {
+        c[0x2c..0x2e].copy_from_slice(&sub_vendor.to_le_bytes());
+        c[0x2e..0x30].copy_from_slice(&sub_device.to_le_bytes());
+        // Interrupt pin INTA#.
+        c[0x3d] = 1;
+    }
+    c
+}
+
+/// Adds character-device majors to `root/proc/devices` (created in the
+/// kernel's format when missing; a line already there is kept once), so
+/// that builders called on one root share it.
+fn add_proc_devices(root: &Path, chars: &[(usize, &str)]) {
+    let path = root.join("proc/devices");
+    let mut lines: std::collections::BTreeSet<(usize, String)> = std::collections::BTreeSet::new();
+    if let Ok(text) = fs::read_to_string(&path) {
+        let chars = text
+            .split("\n\n")
+            .next()
+            .unwrap()
+            .lines()
+            .skip(1)
+            .map(|l| l.trim().split_once(' ').unwrap());
+        for (major, name) in chars {
+            lines.insert((major.parse().unwrap(), name.to_string()));
+        }
+    }
+    for (major, name) in chars {
+        lines.insert((*major, (*name).to_string()));
+    }
+    let mut text = String::from("Character devices:\n");
+    for (major, name) in &lines {
+        writeln!(text, "{major:3} {name}").unwrap();
+    }
+    text.push_str("\nBlock devices:\n  7 loop\n259 blkext\n");
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, text).unwrap();
+}
+
 /// Writes a machine with `gpus` AMD GPUs (each with card, render node and
 /// two connectors) under `root`.
 pub fn amd_gpus(root: &Path, gpus: usize) {
@@ -65,6 +123,11 @@ pub fn amd_gpus(root: &Path, gpus: usize) {
         ] {
             w(&dev.join(attr), val);
         }
+        fs::write(
+            dev.join("config"),
+            pci_config([0x1002, 0x744c, 0x1da2, 0xe471], 0x03_0000, 0xc8),
+        )
+        .unwrap();
         // sys/devices/pciD:00/port/bdf is 4 levels below sys.
         symlink("../../../../bus/pci/drivers/amdgpu", dev.join("driver")).unwrap();
         symlink("../../../../bus/pci", dev.join("subsystem")).unwrap();
@@ -256,6 +319,13 @@ impl Sys<'_> {
         fs::write(p, bytes).unwrap();
     }
 
+    /// Writes binary file `rel` with exactly `bytes`.
+    fn bytes(&self, rel: &str, bytes: &[u8]) {
+        let p = self.sys.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, bytes).unwrap();
+    }
+
     fn dir(&self, rel: &str) {
         fs::create_dir_all(self.sys.join(rel)).unwrap();
     }
@@ -397,6 +467,16 @@ impl Sys<'_> {
         ] {
             self.attr(&format!("{func}/{attr}"), val);
         }
+        let hex = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+        let id = |s: &str| u16::try_from(hex(s)).unwrap();
+        self.bytes(
+            &format!("{func}/config"),
+            &pci_config(
+                [id(vendor), id(device), id(sub_vendor), id(sub_device)],
+                hex(class),
+                0,
+            ),
+        );
         let up = |s: &str| s.trim_start_matches("0x").to_uppercase();
         self.raw(
             &format!("{func}/uevent"),
@@ -585,4 +665,390 @@ pub fn sriov_nics(root: &Path, pfs: usize, vfs_per_pf: usize, vdpa: usize) {
         }
     }
     append_manifest(root, &manifest);
+}
+
+/// `/dev/kfd` (ROCm's compute node, one for all AMD GPUs) and its class
+/// device `sys/devices/virtual/kfd/kfd`, which the `amd-gpu` generator
+/// joins to every GPU on amdgpu. Call it once per root, with
+/// [`amd_gpus`].
+pub fn amd_kfd(root: &Path) {
+    let mut manifest = String::new();
+    let s = Sys {
+        sys: root.join("sys"),
+        manifest: &mut manifest,
+    };
+    let d = "devices/virtual/kfd/kfd";
+    s.attr(&format!("{d}/dev"), &format!("{KFD_MAJOR}:0"));
+    s.raw(
+        &format!("{d}/uevent"),
+        &format!("MAJOR={KFD_MAJOR}\nMINOR=0\nDEVNAME=kfd\n"),
+    );
+    s.link(&format!("{d}/subsystem"), "class/kfd");
+    s.link("class/kfd/kfd", d);
+    s.link(&format!("dev/char/{KFD_MAJOR}:0"), d);
+    writeln!(manifest, "/dev/kfd c {KFD_MAJOR}:0 0660 0 109").unwrap();
+    add_proc_devices(root, &[(226, "drm"), (KFD_MAJOR, "kfd")]);
+    append_manifest(root, &manifest);
+}
+
+/// `kfd`'s chrdev major (dynamic; the reference machine's value).
+const KFD_MAJOR: usize = 236;
+
+/// The NVIDIA driver release of the driver tree [`nvidia_gpus`] copies
+/// (`fixtures/dgx-8gpu/root/run/nvidia/driver`): procfs says the same, so
+/// that the driver's files are found for it.
+pub const NVIDIA_RELEASE: &str = "550.90.07";
+/// PCI domain of the NVIDIA GPUs (one host bridge and root port each).
+const NVIDIA_DOMAIN: u32 = 0x0200;
+/// First IOMMU group of the NVIDIA machine (root ports and GPUs in turn).
+const NVIDIA_FIRST_IOMMU_GROUP: usize = 2000;
+/// Dynamic majors of `nvidia-uvm` and `nvidia-caps` (illustrative).
+const NVIDIA_UVM_MAJOR: usize = 237;
+const NVIDIA_CAPS_MAJOR: usize = 238;
+/// GPU instance ID of the first of an A100's seven 1g.5gb instances: the
+/// driver places them at IDs 7 to 13.
+const FIRST_MIG_GI: usize = 7;
+/// `DeviceFileMode` of MIG access files (292 = 0444).
+const MIG_ACCESS_MODE: u32 = 292;
+
+/// The static `nvidia-caps` minor of a MIG GPU instance or, with `ci`,
+/// compute instance (`/proc/driver/nvidia-caps/mig-minors`).
+fn mig_minor(gpu: usize, gi: usize, ci: Option<usize>) -> usize {
+    3 + 135 * gpu + 9 * gi + ci.map_or(0, |c| 1 + c)
+}
+
+/// A capability file (`access`, `mig/config`) as the driver writes it.
+fn nv_cap(minor: usize, mode: u32) -> String {
+    format!("DeviceFileMinor: {minor}\nDeviceFileMode: {mode}\nDeviceFileModify: 1\n")
+}
+
+/// Writes a machine with `gpus` NVIDIA A100 SXM4 40GB (10de:20b0, class
+/// 0x030200, bound to nvidia; Device Minor = index, at most 32 GPUs, the
+/// size of the driver's MIG minor table) under `root`, each split into
+/// `migs` (at most 7) MIG GPU instances (`gi7`, `gi8`, ...) of one
+/// compute instance (`ci0`), driver [`NVIDIA_RELEASE`] loaded with
+/// nvidia-uvm and nvidia-modeset and no nvidia-drm, as the fixtures lay
+/// it out (`fixtures/README.md`, NVIDIA procfs): `proc/driver/nvidia/
+/// {version,params,registry}`, `gpus/<bdf>/information`,
+/// `capabilities/mig/{config,monitor}` and
+/// `capabilities/gpu<N>/mig/gi<G>[/ci<C>]/access` with the static minors;
+/// `nvidia`, `nvidiactl`, `nvidia-modeset`, `nvidia-uvm` and
+/// `nvidia-caps` in `proc/devices`; `sys/module/nvidia*`; the `/dev`
+/// nodes (`/dev/nvidiaN`, control nodes, one cap node per access file).
+/// The driver's files are the `dgx-8gpu` fixture's driver tree, copied as
+/// it is to `run/nvidia/driver` (where cdigen looks by default): ELF
+/// libraries, soname links and a real `etc/ld.so.cache`.
+///
+/// Call it at most once per root.
+pub fn nvidia_gpus(root: &Path, gpus: usize, migs: usize) {
+    assert!(gpus <= 32, "the MIG minor table has 32 GPUs");
+    assert!(migs <= 7, "an A100 has at most 7 MIG instances");
+    let mut manifest = String::from("/dev/nvidia-caps d\n");
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/dgx-8gpu/root");
+    let proc = root.join("proc/driver/nvidia");
+    let w = |rel: &str, text: &str| {
+        let p = proc.join(rel);
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(p, text).unwrap();
+    };
+    w(
+        "version",
+        &format!(
+            "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {NVIDIA_RELEASE}  Release Build  \
+             (dvs-builder@U16-I3-D08-1-2)  Fri May 31 09:33:37 UTC 2024\n\
+             GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04) \n"
+        ),
+    );
+    w(
+        "params",
+        &fs::read_to_string(fixture.join("proc/driver/nvidia/params")).unwrap(),
+    );
+    w("registry", "Binary: \"\"\n");
+    w("capabilities/mig/config", &nv_cap(1, 256));
+    w("capabilities/mig/monitor", &nv_cap(2, MIG_ACCESS_MODE));
+    writeln!(
+        manifest,
+        "/dev/nvidia-caps/nvidia-cap1 c {NVIDIA_CAPS_MAJOR}:1 0400 0 0"
+    )
+    .unwrap();
+    writeln!(
+        manifest,
+        "/dev/nvidia-caps/nvidia-cap2 c {NVIDIA_CAPS_MAJOR}:2 0444 0 0"
+    )
+    .unwrap();
+    let caps = root.join("proc/driver/nvidia-caps");
+    fs::create_dir_all(&caps).unwrap();
+    fs::copy(
+        fixture.join("proc/driver/nvidia-caps/mig-minors"),
+        caps.join("mig-minors"),
+    )
+    .unwrap();
+    fs::write(caps.join("nvlink-minors"), "fabric-mgmt 0\n").unwrap();
+
+    let s = Sys {
+        sys: root.join("sys"),
+        manifest: &mut manifest,
+    };
+    let dom = format!("{NVIDIA_DOMAIN:04x}");
+    let mut group = NVIDIA_FIRST_IOMMU_GROUP;
+    for i in 0..gpus {
+        let rb = 2 * i;
+        let host = format!("devices/pci{dom}:{rb:02x}");
+        s.raw(&format!("{host}/uevent"), "");
+        let port = format!("{host}/{dom}:{rb:02x}:01.0");
+        s.pci_function(
+            &port,
+            ["0x1022", "0x1483", "0x1022", "0x1453", "0x060400"],
+            i % 2,
+            "pcieport",
+            group,
+        );
+        let bdf = format!("{dom}:{:02x}:00.0", rb + 1);
+        s.pci_function(
+            &format!("{port}/{bdf}"),
+            ["0x10de", "0x20b0", "0x10de", "0x134f", "0x030200"],
+            i % 2,
+            "nvidia",
+            group + 1,
+        );
+        group += 2;
+        w(
+            &format!("gpus/{bdf}/information"),
+            &format!(
+                "Model: \t\t NVIDIA A100-SXM4-40GB\nIRQ:   \t\t {irq}\n\
+                 GPU UUID: \t GPU-{i:08x}-a100-4e00-8000-0000{i:08x}\n\
+                 Video BIOS: \t 92.00.25.00.08\nBus Type: \t PCIe\nDMA Size: \t 47 bits\n\
+                 DMA Mask: \t 0x7fffffffffff\nBus Location: \t {bdf}\nDevice Minor: \t {i}\n\
+                 GPU Firmware: \t {NVIDIA_RELEASE}\nGPU Excluded:\t No\n",
+                irq = 100 + i
+            ),
+        );
+        w(&format!("gpus/{bdf}/registry"), "Binary: \"\"\n");
+        let mig = format!("capabilities/gpu{i}/mig");
+        fs::create_dir_all(proc.join(&mig)).unwrap();
+        for gi in FIRST_MIG_GI..FIRST_MIG_GI + migs {
+            for (rel, minor) in [
+                (format!("{mig}/gi{gi}/access"), mig_minor(i, gi, None)),
+                (
+                    format!("{mig}/gi{gi}/ci0/access"),
+                    mig_minor(i, gi, Some(0)),
+                ),
+            ] {
+                w(&rel, &nv_cap(minor, MIG_ACCESS_MODE));
+                writeln!(
+                    s.manifest,
+                    "/dev/nvidia-caps/nvidia-cap{minor} c {NVIDIA_CAPS_MAJOR}:{minor} 0444 0 0"
+                )
+                .unwrap();
+            }
+        }
+        writeln!(s.manifest, "/dev/nvidia{i} c 195:{i} 0666 0 0").unwrap();
+    }
+    for (name, major, minor) in [
+        ("nvidiactl", 195, 255),
+        ("nvidia-modeset", 195, 254),
+        ("nvidia-uvm", NVIDIA_UVM_MAJOR, 0),
+        ("nvidia-uvm-tools", NVIDIA_UVM_MAJOR, 1),
+    ] {
+        writeln!(s.manifest, "/dev/{name} c {major}:{minor} 0666 0 0").unwrap();
+    }
+    s.attr("module/nvidia/version", NVIDIA_RELEASE);
+    for m in ["nvidia_uvm", "nvidia_modeset"] {
+        s.attr(&format!("module/{m}/initstate"), "live");
+        s.attr(&format!("module/{m}/version"), NVIDIA_RELEASE);
+    }
+    add_proc_devices(
+        root,
+        &[
+            (195, "nvidia"),
+            (195, "nvidia-modeset"),
+            (195, "nvidiactl"),
+            (NVIDIA_UVM_MAJOR, "nvidia-uvm"),
+            (NVIDIA_CAPS_MAJOR, "nvidia-caps"),
+        ],
+    );
+    copy_tree(
+        &fixture.join("run/nvidia/driver"),
+        &root.join("run/nvidia/driver"),
+    );
+    append_manifest(root, &manifest);
+}
+
+/// Copies the tree at `from` to `to`: directories, files (with their
+/// modes) and symlinks (with their targets, unchanged).
+fn copy_tree(from: &Path, to: &Path) {
+    fs::create_dir_all(to).unwrap();
+    for entry in fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let (src, dst) = (entry.path(), to.join(entry.file_name()));
+        let kind = entry.file_type().unwrap();
+        if kind.is_symlink() {
+            symlink(fs::read_link(&src).unwrap(), &dst).unwrap();
+        } else if kind.is_dir() {
+            copy_tree(&src, &dst);
+        } else {
+            fs::copy(&src, &dst).unwrap();
+        }
+    }
+}
+
+/// PCI domain of the VFIO functions.
+const VFIO_DOMAIN: u32 = 0x0300;
+/// First IOMMU group of the VFIO machine (root ports and functions in
+/// turn).
+const VFIO_FIRST_IOMMU_GROUP: usize = 3000;
+/// Dynamic majors of `vfio` (legacy group nodes) and `vfio-dev` (iommufd
+/// cdevs), as in the `vfio-gpu` fixture.
+const VFIO_GROUP_MAJOR: usize = 242;
+const VFIO_CDEV_MAJOR: usize = 241;
+
+/// Writes `functions` Samsung PM9A3 NVMe drives (144d:a80a, class
+/// 0x010802) bound to vfio-pci under `root`, each behind its own root
+/// port and alone in its IOMMU group, offered both ways as the
+/// `vfio-gpu` fixture is: the legacy group node (`sys/class/vfio/<group>`,
+/// `/dev/vfio/<group>`, minor = the allocation index) with the container
+/// `/dev/vfio/vfio` (misc 10:196), and the iommufd cdev
+/// (`<function>/vfio-dev/vfio<N>`, `/dev/vfio/devices/vfio<N>`) with
+/// `/dev/iommu` (misc 10:124).
+///
+/// Call it at most once per root.
+pub fn vfio_functions(root: &Path, functions: usize) {
+    let mut manifest = String::from("/dev/vfio d\n/dev/vfio/devices d\n");
+    let mut s = Sys {
+        sys: root.join("sys"),
+        manifest: &mut manifest,
+    };
+    for (name, minor, devname, mode) in [
+        ("vfio", 196, "vfio/vfio", "0666"),
+        ("iommu", 124, "iommu", "0660"),
+    ] {
+        let d = format!("devices/virtual/misc/{name}");
+        s.char_dev(&d, (10, minor), devname, None, mode);
+        s.link(&format!("{d}/subsystem"), "class/misc");
+        s.link(&format!("class/misc/{name}"), &d);
+    }
+    let dom = format!("{VFIO_DOMAIN:04x}");
+    let mut group = VFIO_FIRST_IOMMU_GROUP;
+    for i in 0..functions {
+        let rb = 2 * i;
+        let host = format!("devices/pci{dom}:{rb:02x}");
+        s.raw(&format!("{host}/uevent"), "");
+        let port = format!("{host}/{dom}:{rb:02x}:01.0");
+        s.pci_function(
+            &port,
+            ["0x1022", "0x1483", "0x1022", "0x1453", "0x060400"],
+            i % 2,
+            "pcieport",
+            group,
+        );
+        let func = format!("{port}/{dom}:{:02x}:00.0", rb + 1);
+        let g = group + 1;
+        group += 2;
+        s.pci_function(
+            &func,
+            ["0x144d", "0xa80a", "0x144d", "0xa812", "0x010802"],
+            i % 2,
+            "vfio-pci",
+            g,
+        );
+        let d = format!("devices/virtual/vfio/{g}");
+        s.char_dev(
+            &d,
+            (VFIO_GROUP_MAJOR, i),
+            &format!("vfio/{g}"),
+            None,
+            "0600",
+        );
+        s.link(&format!("{d}/subsystem"), "class/vfio");
+        s.link(&format!("class/vfio/{g}"), &d);
+        let c = format!("{func}/vfio-dev/vfio{i}");
+        s.char_dev(
+            &c,
+            (VFIO_CDEV_MAJOR, i),
+            &format!("vfio/devices/vfio{i}"),
+            None,
+            "0600",
+        );
+        s.link(&format!("{c}/subsystem"), "class/vfio-dev");
+        s.link(&format!("{c}/device"), &func);
+        s.link(&format!("class/vfio-dev/vfio{i}"), &c);
+    }
+    add_proc_devices(
+        root,
+        &[
+            (10, "misc"),
+            (VFIO_CDEV_MAJOR, "vfio-dev"),
+            (VFIO_GROUP_MAJOR, "vfio"),
+        ],
+    );
+    append_manifest(root, &manifest);
+}
+
+/// The sizes of a machine with every kind of device [`mixed`] builds.
+#[derive(Debug, Clone, Copy)]
+pub struct Mix {
+    /// Mellanox PFs ([`sriov_nics`]).
+    pub pfs: usize,
+    /// VFs per PF.
+    pub vfs_per_pf: usize,
+    /// vDPA devices, on the first VFs.
+    pub vdpa: usize,
+    /// AMD GPUs ([`amd_gpus`], with [`amd_kfd`]).
+    pub amd: usize,
+    /// NVIDIA A100s ([`nvidia_gpus`]).
+    pub nvidia: usize,
+    /// MIG instances per A100.
+    pub migs: usize,
+    /// NVMe drives on vfio-pci ([`vfio_functions`]).
+    pub vfio: usize,
+}
+
+impl Mix {
+    /// The machine of issue 14: 8 PFs x 128 VFs, 64 vDPA devices, 64 AMD
+    /// GPUs with kfd, 16 A100s x 7 MIG instances with a driver root, and
+    /// 64 VFIO functions.
+    pub const ISSUE_14: Mix = Mix {
+        pfs: 8,
+        vfs_per_pf: 128,
+        vdpa: 64,
+        amd: 64,
+        nvidia: 16,
+        migs: 7,
+        vfio: 64,
+    };
+
+    /// Half of each count (the PFs stay, with half their VFs).
+    pub fn half(self) -> Mix {
+        Mix {
+            pfs: self.pfs,
+            vfs_per_pf: self.vfs_per_pf / 2,
+            vdpa: self.vdpa / 2,
+            amd: self.amd / 2,
+            nvidia: self.nvidia / 2,
+            migs: self.migs,
+            vfio: self.vfio / 2,
+        }
+    }
+
+    /// Devices discovery finds per backend: (drm, sriov, vdpa, nvidia,
+    /// vfio).
+    pub fn expected(self) -> (usize, usize, usize, usize, usize) {
+        (
+            self.amd,
+            self.pfs * self.vfs_per_pf,
+            self.vdpa,
+            self.nvidia * (1 + self.migs),
+            self.vfio,
+        )
+    }
+}
+
+/// Writes the machine `mix` describes under `root`: every builder above
+/// on one root.
+pub fn mixed(root: &Path, mix: Mix) {
+    amd_gpus(root, mix.amd);
+    amd_kfd(root);
+    sriov_nics(root, mix.pfs, mix.vfs_per_pf, mix.vdpa);
+    nvidia_gpus(root, mix.nvidia, mix.migs);
+    vfio_functions(root, mix.vfio);
 }
