@@ -1,10 +1,14 @@
 //! Builds synthetic machines laid out as real sysfs is (devices under
 //! `sys/devices`, relative class and bus links computed by the kernel's
-//! rule, `dev`/`uevent` files, noise entries, a `dev.manifest`): AMD GPUs
-//! ([`amd_gpus`]) and Mellanox SR-IOV NICs with RDMA and vDPA
-//! ([`sriov_nics`]). Both may be called on the same root (once each): they
-//! use disjoint PCI domains and append to one `dev.manifest`. Used by the
-//! benchmark and by tests that check discovery finds every device.
+//! rule, `dev`/`uevent` files, a PCI `config` per function, noise entries,
+//! a `dev.manifest`): AMD GPUs ([`amd_gpus`], [`amd_kfd`]), Mellanox
+//! SR-IOV NICs with RDMA and vDPA ([`sriov_nics`]), NVIDIA A100s with MIG
+//! instances and a driver root ([`nvidia_gpus`]) and NVMe drives on
+//! vfio-pci ([`vfio_functions`]). All may be called on the same root (once
+//! each; [`mixed`] does, with the sizes of a [`Mix`]): they use disjoint
+//! PCI domains, IOMMU groups and majors, and add to one `dev.manifest` and
+//! one `proc/devices`. Used by the benchmarks and by tests that check
+//! discovery finds every device.
 
 use std::fmt::Write as _;
 use std::fs;
@@ -86,7 +90,7 @@ fn add_proc_devices(root: &Path, chars: &[(usize, &str)]) {
 }
 
 /// Writes a machine with `gpus` AMD GPUs (each with card, render node and
-/// two connectors) under `root`.
+/// two connectors, on the PCI bus bound to amdgpu) under `root`.
 pub fn amd_gpus(root: &Path, gpus: usize) {
     let w = |p: &Path, text: &str| {
         fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -131,6 +135,13 @@ pub fn amd_gpus(root: &Path, gpus: usize) {
         // sys/devices/pciD:00/port/bdf is 4 levels below sys.
         symlink("../../../../bus/pci/drivers/amdgpu", dev.join("driver")).unwrap();
         symlink("../../../../bus/pci", dev.join("subsystem")).unwrap();
+        // The bus's and the driver's views, as on a real host (lspci lists
+        // the bus).
+        for (dir, up) in [("bus/pci/devices", 3), ("bus/pci/drivers/amdgpu", 4)] {
+            let at = root.join("sys").join(dir);
+            fs::create_dir_all(&at).unwrap();
+            symlink(format!("{}{rel}", "../".repeat(up)), at.join(&bdf)).unwrap();
+        }
         let card = 2 * i + 1;
         let render = 128 + i;
         for (name, minor) in [
