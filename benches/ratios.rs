@@ -1,9 +1,11 @@
 //! Benchmark: the figures of issue 14 (performance) as ratios, all
 //! measured in one run, so that they can be reproduced anywhere.
 //!
-//! Run with `cargo bench --bench ratios` (a few minutes on 2 cores; the
-//! environment variable `RATIOS_PAIRS` sets the number of pairs, default
-//! 9, at least 7). It builds, under cargo's `target/tmp`, the issue's
+//! Run with `cargo bench --bench ratios` (about two minutes on 2 cores).
+//! `RATIOS_PAIRS=N` sets the pairs per ratio (default 9, at least 7),
+//! `RATIOS_DIR=DIR` where the machines are built (default cargo's
+//! `target/tmp`; keep it on a disk, not tmpfs), and `RATIOS_KEEP=1`
+//! leaves them there afterwards. It builds, under cargo's `target/tmp`, the issue's
 //! machine with tests/support/synth.rs (`Mix::ISSUE_14`: 8 Mellanox PFs x
 //! 128 VFs, 64 vDPA devices, 64 AMD GPUs with `/dev/kfd`, 16 A100s x 7
 //! MIG instances with the driver root of the `dgx-8gpu` fixture, 64 NVMe
@@ -176,8 +178,9 @@ struct Machine {
     devinfo: PathBuf,
     /// What the minimal reader reads (see [`minimal_read`]).
     reads: PathBuf,
-    /// Devices discovery finds.
+    /// Devices discovery finds, and per backend.
     devices: usize,
+    backends: BTreeMap<String, usize>,
     /// Files and links in `reads`.
     files: usize,
     links: usize,
@@ -194,7 +197,7 @@ impl Machine {
         fs::create_dir_all(root.join("sys")).unwrap();
         build(&root);
         pci_ids(&root);
-        let (devices, files, links) = record(&root, &dir.join("reads"));
+        let (backends, files, links) = record(&root, &dir.join("reads"));
         let m = Machine {
             label,
             cdi: dir.join("cdi"),
@@ -202,7 +205,8 @@ impl Machine {
             reads: dir.join("reads"),
             none: dir.join("none"),
             root,
-            devices,
+            devices: backends.values().sum(),
+            backends,
             files,
             links,
         };
@@ -273,8 +277,8 @@ fn open(root: &Path) -> HostRoot {
 
 /// Runs one discovery as `generate` does on a recording root and writes
 /// the files and links it read to `list`, as disk paths. Returns the
-/// devices found and the numbers of files and links.
-fn record(root: &Path, list: &Path) -> (usize, usize, usize) {
+/// devices found per backend and the numbers of files and links.
+fn record(root: &Path, list: &Path) -> (BTreeMap<String, usize>, usize, usize) {
     let host = HostRoot::open(root)
         .unwrap()
         .recording()
@@ -303,8 +307,12 @@ fn record(root: &Path, list: &Path) -> (usize, usize, usize) {
         put(b'l', &host.disk_path(p));
     }
     fs::write(list, out).unwrap();
+    let mut backends = BTreeMap::new();
+    for d in &found.devices {
+        *backends.entry(d.backend.clone()).or_default() += 1;
+    }
     (
-        found.devices.len(),
+        backends,
         record.files.len() + usize::from(manifest.exists()),
         record.links.len(),
     )
@@ -446,11 +454,20 @@ fn bench() {
     let base = std::env::var_os("RATIOS_DIR")
         .map_or_else(|| PathBuf::from(env!("CARGO_TARGET_TMPDIR")), PathBuf::from);
     fs::create_dir_all(&base).unwrap();
-    let work = tempfile::Builder::new()
+    let dir = tempfile::Builder::new()
         .prefix("ratios-")
         .tempdir_in(&base)
         .unwrap();
-    let work = work.path();
+    // RATIOS_KEEP: leave the machines and outputs for a look afterwards.
+    let (_removed_at_exit, work) = if std::env::var_os("RATIOS_KEEP").is_some() {
+        let kept = dir.keep();
+        println!("keeping {}", kept.display());
+        (None, kept)
+    } else {
+        let path = dir.path().to_path_buf();
+        (Some(dir), path)
+    };
+    let work = work.as_path();
 
     let t = Instant::now();
     let big = Machine::new(work, "issue-14", |r| synth::mixed(r, Mix::ISSUE_14));
@@ -460,9 +477,14 @@ fn bench() {
         t.elapsed()
     );
     for m in [&big, &half] {
+        let by_backend: Vec<String> = m.backends.iter().map(|(b, n)| format!("{b} {n}")).collect();
         println!(
-            "  {:<9} {} devices; discovery reads {} files and {} links",
-            m.label, m.devices, m.files, m.links
+            "  {:<9} {} devices ({}); discovery reads {} files and {} links",
+            m.label,
+            m.devices,
+            by_backend.join(", "),
+            m.files,
+            m.links
         );
     }
     println!(
@@ -536,7 +558,8 @@ fn bench() {
             let text = String::from_utf8_lossy(&out.stdout);
             let warnings = String::from_utf8_lossy(&out.stderr).lines().count();
             format!(
-                "lspci listed {} PCI functions ({warnings} lines on stderr)",
+                "lspci listed {} PCI functions ({warnings} lines on stderr), names from the \
+                 root's pci.ids, as cdigen's",
                 text.matches("\nSlot:").count() + usize::from(text.starts_with("Slot:"))
             )
         }
