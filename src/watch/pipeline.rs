@@ -24,6 +24,9 @@ use crate::root::HostRoot;
 /// `udevadm settle` waits for).
 const UDEV_QUEUE: &str = "/run/udev/queue";
 
+/// udevd's control socket: it exists while udevd runs.
+const UDEV_CONTROL: &str = "/run/udev/control";
+
 /// The `generate` pipeline over fixed arguments.
 pub struct Pipeline {
     source: SourceArgs,
@@ -303,6 +306,10 @@ impl Regenerate for Pipeline {
 
     fn udev_busy(&self) -> bool {
         self.root().is_ok_and(|r| r.exists(Path::new(UDEV_QUEUE)))
+    }
+
+    fn udev_running(&self) -> bool {
+        self.root().is_ok_and(|r| r.exists(Path::new(UDEV_CONTROL)))
     }
 
     fn poll_every(&self) -> Option<std::time::Duration> {
