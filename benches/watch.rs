@@ -354,29 +354,56 @@ fn read(path: &Path) -> String {
     fs::read_to_string(path).unwrap_or_default()
 }
 
-/// One pass of the log: its reason and time.
+/// One pass of the log: its reason, time, and the pipeline's steps
+/// (discover, plan, write).
 struct PassLine {
     at_once: bool,
     full: bool,
     took: Duration,
+    steps: [Duration; 3],
 }
 
-/// The passes in the watch's log (`regenerated a, b (event, at once) in
-/// 12 ms: ...`).
-fn passes(log: &Path) -> Vec<PassLine> {
-    read(log)
-        .lines()
-        .filter_map(|l| {
-            let rest = &l[l.find("regenerated ")?..];
-            let reason = &rest[rest.rfind(" (")? + 2..rest.rfind(") in ")?];
-            let ms = rest[rest.rfind(") in ")? + 5..].split(' ').next()?;
-            Some(PassLine {
-                at_once: reason == "event, at once",
-                full: !reason.starts_with("event"),
-                took: Duration::from_millis(ms.parse().ok()?),
-            })
-        })
+/// The numbers after each `in` of a line, as milliseconds.
+fn millis_after_in(line: &str) -> Vec<Duration> {
+    line.split(" in ")
+        .skip(1)
+        .filter_map(|rest| rest.split(' ').next()?.parse().ok())
+        .map(Duration::from_millis)
         .collect()
+}
+
+/// The passes in the watch's log: the pipeline's `discovered 3 devices in
+/// 5 ms, planned 2 in 1 ms, wrote in 1 ms`, then the loop's `regenerated
+/// a, b (event, at once) in 7 ms: ...`.
+fn passes(log: &Path) -> Vec<PassLine> {
+    let mut steps = [Duration::ZERO; 3];
+    let mut out = Vec::new();
+    for l in read(log).lines() {
+        if l.contains(" discovered ") {
+            if let [d, p, w] = millis_after_in(l)[..] {
+                steps = [d, p, w];
+            }
+            continue;
+        }
+        let Some(at) = l.find("regenerated ") else {
+            continue;
+        };
+        let rest = &l[at..];
+        let (Some(open), Some(close)) = (rest.rfind(" ("), rest.rfind(") in ")) else {
+            continue;
+        };
+        let reason = &rest[open + 2..close];
+        let Some(&took) = millis_after_in(rest).last() else {
+            continue;
+        };
+        out.push(PassLine {
+            at_once: reason == "event, at once",
+            full: !reason.starts_with("event"),
+            took,
+            steps,
+        });
+    }
+    out
 }
 
 /// Waits until the log has `n` passes.
@@ -411,6 +438,8 @@ struct Row {
     at_once: Duration,
     coalesced: Duration,
     pass: Duration,
+    /// Discover, plan, write, of the pass at once.
+    steps: [Duration; 3],
     storm_current: Duration,
     storm_passes: usize,
     storm_full: usize,
@@ -469,13 +498,9 @@ fn measure(change: &Change, mut w: Box<dyn Watcher>, log: &Path) -> Row {
         expected += 1;
     }
     wait_passes(log, expected);
-    let pass = median(
-        passes(log)
-            .iter()
-            .filter(|p| p.at_once)
-            .map(|p| p.took)
-            .collect(),
-    );
+    let at_once_passes: Vec<PassLine> = passes(log).into_iter().filter(|p| p.at_once).collect();
+    let pass = median(at_once_passes.iter().map(|p| p.took).collect());
+    let steps = [0, 1, 2].map(|i| median(at_once_passes.iter().map(|p| p.steps[i]).collect()));
 
     // The storm: the change first, then the device's other events.
     thread::sleep(DEBOUNCE + Duration::from_millis(100));
@@ -510,6 +535,7 @@ fn measure(change: &Change, mut w: Box<dyn Watcher>, log: &Path) -> Row {
         at_once: median(at_once),
         coalesced: median(coalesced),
         pass,
+        steps,
         storm_current,
         storm_passes: storm.len(),
         storm_full: storm.iter().filter(|p| p.full).count(),
@@ -595,17 +621,20 @@ fn main() {
         "--debounce {DEBOUNCE:?} (the default); medians of {RUNS} changes each way, alternated"
     );
     println!(
-        "  {:<52} {:>10} {:>14} {:>7} {:>10}",
+        "  {:<52} {:>10} {:>14} {:>7} {:>10}  = discover + plan + write",
         "machine, change", "at once", "coalesced(old)", "ratio", "pass"
     );
     for r in &rows {
         println!(
-            "  {:<52} {:>10} {:>14} {:>6.2}x {:>10}",
+            "  {:<52} {:>10} {:>14} {:>6.2}x {:>10}  = {:?} + {:?} + {:?}",
             r.label,
             format!("{:.1?}", r.at_once),
             format!("{:.1?}", r.coalesced),
             r.at_once.as_secs_f64() / r.coalesced.as_secs_f64(),
-            format!("{:.0?}", r.pass)
+            format!("{:.0?}", r.pass),
+            r.steps[0],
+            r.steps[1],
+            r.steps[2]
         );
     }
     println!(

@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::{FileChange, Pass, Regenerate, Scope, Watched};
 use crate::cdi::{self, Format};
@@ -209,6 +210,7 @@ impl Regenerate for Pipeline {
     }
 
     fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
+        let started = Instant::now();
         let root = self.root()?;
         let backends = crate::cli::pipeline::generate_backends(&self.source, &self.generators);
         // Taken before discovery: a MIG change after it is seen by the
@@ -239,7 +241,9 @@ impl Regenerate for Pipeline {
             .filter(|l| scope.contains(&l.generator.name))
             .cloned()
             .collect();
+        let discovered = Instant::now();
         let planning = plan_all(&selected, &self.templates, &found, self.format);
+        let planned = Instant::now();
         let plans = planning.planned;
         let plan_errors = planning.failed.into_iter().map(|f| f.error);
         let before = old_names(&self.output_dir, &plans);
@@ -252,6 +256,14 @@ impl Regenerate for Pipeline {
             &plans,
             stop,
         )?;
+        tracing::debug!(
+            "discovered {} devices in {} ms, planned {} in {} ms, wrote in {} ms",
+            found.devices.len(),
+            discovered.duration_since(started).as_millis(),
+            selected.len(),
+            planned.duration_since(discovered).as_millis(),
+            planned.elapsed().as_millis()
+        );
         let mut pass = Pass {
             generators: selected.iter().map(|l| l.generator.name.clone()).collect(),
             changes: Vec::new(),
