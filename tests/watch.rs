@@ -326,6 +326,54 @@ fn a_device_added_then_removed_is_written_then_removed_by_its_generators_only() 
     assert_eq!(passes[2].changes[0].action, Action::Removed);
 }
 
+/// The leading edge over the real pipeline: with a debounce far longer
+/// than a pass, an event after a quiet period is on disk long before the
+/// debounce is over. Where udevd runs (its control socket under the
+/// root), the pass is made again once the quiet period is over, in case
+/// udev was still making links for the event.
+#[test]
+fn one_event_after_a_quiet_period_is_written_at_once_and_made_again_where_udev_runs() {
+    const DEBOUNCE: Duration = Duration::from_millis(800);
+    let (tmp, root) = machine("intel-laptop");
+    let aside = hide_npu(&root);
+    let w = start(tmp.path(), DEBOUNCE.as_millis() as u64);
+    let npu = tmp.path().join("cdi/intel.com-npu.yaml");
+    let event = |action: &str| {
+        dev(
+            action,
+            "accel",
+            "/devices/pci0000:00/0000:00:0b.0/accel/accel0",
+        )
+    };
+    thread::sleep(DEBOUNCE + Duration::from_millis(50));
+    fs::rename(&aside, root.join(NPU_LINK)).unwrap();
+    let sent = Instant::now();
+    w.tx.send(event("add")).unwrap();
+    eventually("the NPU spec", || npu.exists());
+    let took = sent.elapsed();
+    assert!(took < DEBOUNCE, "written {took:?} after the event");
+
+    // udevd runs: the pass at once is followed by another.
+    w.wait_passes(2);
+    fs::create_dir_all(root.join("run/udev")).unwrap();
+    fs::write(root.join("run/udev/control"), "").unwrap();
+    thread::sleep(DEBOUNCE + Duration::from_millis(50));
+    fs::rename(root.join(NPU_LINK), &aside).unwrap();
+    let sent = Instant::now();
+    w.tx.send(event("remove")).unwrap();
+    eventually("the NPU spec gone", || !npu.exists());
+    let took = sent.elapsed();
+    w.wait_passes(4);
+    let again = sent.elapsed();
+    thread::sleep(Duration::from_millis(200));
+    let (summary, passes) = w.stop();
+    assert!(took < DEBOUNCE, "removed {took:?} after the event");
+    assert!(again >= DEBOUNCE, "made again {again:?} after the event");
+    assert_eq!(summary.event_passes, 3, "{passes:?}");
+    assert_eq!(passes[3].generators, passes[2].generators);
+    assert!(passes[3].changes.is_empty(), "{:?}", passes[3].changes);
+}
+
 #[test]
 fn a_containers_veth_regenerates_nothing_and_a_vfs_netdev_only_sriov_and_vdpa() {
     let (tmp, _root) = machine("example");

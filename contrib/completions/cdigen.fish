@@ -156,8 +156,8 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l source -d 'Where
 udev\t'udevd\'s events through libudev (cargo feature `udev`)'
 netlink\t'The kernel\'s uevents from a netlink socket'
 none\t'No events: the periodic re-check and SIGHUP only'"
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m: longer only holds back the specs of devices that came)' -r
-complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l debounce -d 'Quiet period (500ms, 2s, ...; from 10ms to 1m): an event after this long without events is acted on at once; events that follow within this of each other are regenerated together once they stop (longer only holds back the specs of devices that came in a burst)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l max-delay -d 'Longest wait of an event that follows another, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as nodes made by nvidia-modprobe, are caught within a day)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand watch" -l no-nvml -d 'Never load NVIDIA\'s NVML library (loading a library runs its code): procfs and sysfs alone describe NVIDIA GPUs, without MIG UUIDs or the cross-check. Without it, NVML is the system\'s with --root / and --driver-root /, else the driver root\'s libnvidia-ml.so.<version>, loaded only when it and every directory above it are owned by root and writable by root alone'
@@ -181,8 +181,8 @@ complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l source -
 udev\t'udevd\'s events through libudev (cargo feature `udev`)'
 netlink\t'The kernel\'s uevents from a netlink socket'
 none\t'No events: the periodic re-check and SIGHUP only'"
-complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l debounce -d 'Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m: longer only holds back the specs of devices that came)' -r
-complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l max-delay -d 'Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l debounce -d 'Quiet period (500ms, 2s, ...; from 10ms to 1m): an event after this long without events is acted on at once; events that follow within this of each other are regenerated together once they stop (longer only holds back the specs of devices that came in a burst)' -r
+complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l max-delay -d 'Longest wait of an event that follows another, however many follow (from 10ms to 1h: under a steady stream of events, specs lag the host by at most this)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l interval -d 'Regenerate everything this often, events or not (from 1s to 24h: changes that send no event, such as nodes made by nvidia-modprobe, are caught within a day)' -r
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l ready-file -d 'Create FILE once the first full generation completed, even if some generators failed; remove it on exit. Its directory must exist' -r -F
 complete -c cdigen -n "__fish_cdigen_using_subcommand device-plugin" -l plugin-dir -d 'The kubelet\'s device plugin directory: where kubelet.sock is and the plugins\' sockets go' -r -F

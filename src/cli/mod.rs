@@ -192,10 +192,13 @@ pub enum Command {
     /// Keep CDI specs and device-info files current while devices come and go.
     ///
     /// Runs until SIGTERM or SIGINT (exit status 0). It first generates every selected generator,
-    /// as `cdigen generate` does, then listens for device events (uevents) and, after a quiet
-    /// period (--debounce, at most --max-delay after the first event of a burst), regenerates the
+    /// as `cdigen generate` does, then listens for device events (uevents) and regenerates the
     /// generators whose backends care about the events' subsystems (drm, accel, pci, vfio, net,
-    /// infiniband, vdpa, module, ...). Only files whose content changed are written, atomically;
+    /// infiniband, vdpa, module, ...): at once for the first event after a quiet period
+    /// (--debounce), then the events that follow it together, once none came for --debounce or at
+    /// most --max-delay after the first of them; where udevd runs, a pass made at once is made again
+    /// then, as udev may still have been making the event's links. Only files whose content
+    /// changed are written, atomically;
     /// each change is logged on one line (`updated /var/run/cdi/amd.com-gpu.yaml: 2 devices (added
     /// amd.com/gpu=1)`). A MIG reconfiguration sends no event: while NVIDIA GPUs exist, the MIG
     /// capability directories in /proc/driver/nvidia are listed every 2s, and the NVIDIA generators
@@ -334,12 +337,13 @@ pub struct WatchArgs {
     /// Where device events come from.
     #[arg(long = "source", value_enum, value_name = "SOURCE", default_value_t = EventSourceKind::Auto)]
     pub events: EventSourceKind,
-    /// Quiet period after the last event before regenerating (500ms, 2s, ...; from 10ms to 1m:
-    /// longer only holds back the specs of devices that came).
+    /// Quiet period (500ms, 2s, ...; from 10ms to 1m): an event after this long without events is
+    /// acted on at once; events that follow within this of each other are regenerated together
+    /// once they stop (longer only holds back the specs of devices that came in a burst).
     #[arg(long, value_name = "DURATION", default_value = "500ms", value_parser = watch::debounce)]
     pub debounce: std::time::Duration,
-    /// Longest wait after the first event of a burst, however many follow (from 10ms to 1h: under
-    /// a steady stream of events, specs lag the host by at most this).
+    /// Longest wait of an event that follows another, however many follow (from 10ms to 1h: under a
+    /// steady stream of events, specs lag the host by at most this).
     #[arg(long, value_name = "DURATION", default_value = "5s", value_parser = watch::max_delay)]
     pub max_delay: std::time::Duration,
     /// Regenerate everything this often, events or not (from 1s to 24h: changes that send no

@@ -149,6 +149,10 @@ impl Regenerate for Publisher {
         self.pipeline.udev_busy()
     }
 
+    fn udev_running(&self) -> bool {
+        self.pipeline.udev_running()
+    }
+
     fn poll_every(&self) -> Option<std::time::Duration> {
         self.pipeline.poll_every()
     }

@@ -3,10 +3,15 @@
 //! The loop ([`run`]): one full generation at start, then it waits for
 //! device events from an [`EventSource`] (kernel uevents over netlink, or
 //! udevd's through libudev with the `udev` feature, or none), maps each
-//! event's subsystem to the generators it can affect ([`Watched`]),
-//! debounces ([`Debouncer`]), and regenerates only those generators through
-//! the `generate` pipeline ([`Regenerate`], implemented by [`Pipeline`]),
-//! which writes only files whose bytes changed. It also regenerates
+//! event's subsystem to the generators it can affect ([`Watched`]), and
+//! regenerates only those generators through the `generate` pipeline
+//! ([`Regenerate`], implemented by [`Pipeline`]), which writes only files
+//! whose bytes changed. When is the [`Debouncer`]'s: the first event of a
+//! quiet period at once (leading edge), the events that follow it
+//! coalesced into a pass once none came for the debounce, or the maximum
+//! delay after the first of them (trailing edge); where udevd runs, a pass
+//! made at once is made again on the trailing edge, as udev may still have
+//! been making the event's links. It also regenerates
 //! everything every `interval` (a missed event, or a change that sends
 //! none such as a MIG reconfiguration, is not missed for ever) and on
 //! SIGHUP (after re-reading the generator definitions); SIGTERM and SIGINT
@@ -62,7 +67,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-pub use debounce::{Debouncer, Scope};
+pub use debounce::{Debouncer, Edge, Scope, Step};
 pub use pipeline::{Pipeline, physical_only_of, subsystems_of};
 pub use source::{DeviceEvent, Event, EventSource, NoEvents};
 
@@ -100,11 +105,13 @@ fn after(now: Instant, d: Duration) -> Instant {
 /// How the loop behaves.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// Quiet period after the last event before regenerating (from
-    /// [`MIN_DEBOUNCE`] to [`MAX_DEBOUNCE`]).
+    /// The quiet period (from [`MIN_DEBOUNCE`] to [`MAX_DEBOUNCE`]): an
+    /// event after this long without events or passes is regenerated at
+    /// once; the events that follow it are regenerated together once none
+    /// came for this long.
     pub debounce: Duration,
-    /// Longest wait after the first event of a burst (at most
-    /// [`MAX_DELAY`]).
+    /// Longest wait of an event that follows another, under a steady
+    /// stream of them (at most [`MAX_DELAY`]).
     pub max_delay: Duration,
     /// Full regeneration period (from [`MIN_DEBOUNCE`] to
     /// [`MAX_INTERVAL`]).
@@ -209,6 +216,12 @@ pub trait Regenerate {
     /// Whether udevd is still processing events (so nodes and links may
     /// be missing): the regeneration waits, up to the maximum delay.
     fn udev_busy(&self) -> bool {
+        false
+    }
+    /// Whether udevd runs on the host: after a kernel event it may still
+    /// be adding links and setting permissions, so a pass made at once is
+    /// made again once its queue is empty ([`debounce`]).
+    fn udev_running(&self) -> bool {
         false
     }
     /// How often to look for changes that send no uevent ([`Regenerate::poll`]);
@@ -410,13 +423,27 @@ impl Drop for Control {
 }
 
 /// Why a pass runs (for the debug log).
-#[derive(Debug, Clone, Copy)]
+#[derive(Clone, Copy)]
 enum Reason {
     Start,
-    Events,
+    Event(Edge),
     Timer,
     Reload,
     Retry,
+}
+
+impl Reason {
+    /// For the debug log.
+    fn as_str(self) -> &'static str {
+        match self {
+            Reason::Start => "start",
+            Reason::Event(Edge::Leading) => "event, at once",
+            Reason::Event(Edge::Trailing) => "events, coalesced",
+            Reason::Timer => "periodic re-check",
+            Reason::Reload => "reload",
+            Reason::Retry => "retry",
+        }
+    }
 }
 
 /// The state of one watch run.
@@ -445,7 +472,7 @@ impl Watch<'_> {
     fn pass(&mut self, scope: &Scope, reason: Reason) -> Option<Duration> {
         let full = *scope == Scope::All;
         match reason {
-            Reason::Events => self.summary.event_passes += 1,
+            Reason::Event(_) => self.summary.event_passes += 1,
             Reason::Start | Reason::Timer | Reason::Reload | Reason::Retry => {
                 self.summary.full_passes += 1
             }
@@ -462,8 +489,9 @@ impl Watch<'_> {
                 }
                 self.summary.files_changed += pass.changes.len() as u64;
                 tracing::debug!(
-                    "regenerated {} ({reason:?}) in {} ms: {} changed, {} failed",
+                    "regenerated {} ({}) in {} ms: {} changed, {} failed",
                     pass.generators.join(", "),
+                    reason.as_str(),
                     started.elapsed().as_millis(),
                     pass.changes.len(),
                     pass.errors.len()
@@ -583,6 +611,7 @@ pub fn run(
     let next_full =
         |retry: Option<Duration>| after(Instant::now(), retry.unwrap_or(config.interval));
     let mut next = next_full(watch.pass(&Scope::All, Reason::Start));
+    debouncer.done(Instant::now(), None);
     // When to look next for changes that send no event, while there is
     // something to look for.
     let mut next_poll: Option<Instant> = None;
@@ -612,6 +641,7 @@ relying on the re-check every {} for them",
             debouncer.clear();
             let was_ready = watch.ready;
             next = next_full(watch.pass(&Scope::All, Reason::Reload));
+            debouncer.done(Instant::now(), None);
             // The reload is over (systemd waits for READY=1 after
             // RELOADING=1); a first readiness was just sent.
             if was_ready {
@@ -628,6 +658,7 @@ relying on the re-check every {} for them",
                 Reason::Timer
             };
             next = next_full(watch.pass(&Scope::All, reason));
+            debouncer.done(Instant::now(), None);
             continue;
         }
         if let Some(due) = next_poll
@@ -635,7 +666,7 @@ relying on the re-check every {} for them",
         {
             if let Some(scope) = watch.regen.poll() {
                 tracing::debug!("a change no event reports: regenerating {scope:?}");
-                debouncer.note(now, scope);
+                debouncer.event(now, scope);
             }
             next_poll = watch
                 .regen
@@ -643,19 +674,35 @@ relying on the re-check every {} for them",
                 .map(|every| after(Instant::now(), every));
             continue;
         }
-        if debouncer.deadline().is_some_and(|d| d <= now) {
-            if !debouncer.overdue(now) && watch.regen.udev_busy() {
-                tracing::debug!("udev is still processing events: waiting");
-                debouncer.postpone(now);
-            } else if let Some(scope) = debouncer.take_due(now) {
-                if let Some(retry) = watch.pass(&scope, Reason::Events) {
+        let due = match debouncer.step(now, &mut || watch.regen.udev_busy()) {
+            Step::Regenerate(scope, edge) => {
+                // A pass made at once is made again after the quiet
+                // period when udev may not have finished with the event:
+                // it was busy before or after the pass, or it runs and
+                // the event came from the kernel, before udev's rules.
+                let leading = edge == Edge::Leading;
+                let busy_before = leading && watch.regen.udev_busy();
+                let failed = watch.pass(&scope, Reason::Event(edge));
+                let confirm = leading
+                    && (busy_before
+                        || watch.regen.udev_busy()
+                        || (!source.after_udev() && watch.regen.udev_running()));
+                if confirm {
+                    tracing::debug!(
+                        "udev may still be at work: regenerating again once it is idle"
+                    );
+                }
+                debouncer.done(Instant::now(), confirm.then_some(scope));
+                if let Some(retry) = failed {
                     // What the events changed is caught by the retry.
                     next = next.min(after(Instant::now(), retry));
                 }
                 continue;
             }
-        }
-        let until = debouncer.deadline().map_or(next, |d| d.min(next));
+            Step::WaitUntil(due) => Some(due),
+            Step::Idle => None,
+        };
+        let until = due.map_or(next, |d| d.min(next));
         let until = next_poll.map_or(until, |p| p.min(until));
         let timeout = until.saturating_duration_since(now);
         let got = if source_failed {
@@ -669,7 +716,7 @@ relying on the re-check every {} for them",
                 match affected(&watched, &event) {
                     Some(scope) => {
                         tracing::trace!("{event:?}: regenerating {scope:?}");
-                        debouncer.note(Instant::now(), scope);
+                        debouncer.event(Instant::now(), scope);
                     }
                     None => tracing::trace!("{event:?}: no generator affected"),
                 }
@@ -682,7 +729,7 @@ relying on the re-check every {} for them",
                     humantime::format_duration(config.interval)
                 );
                 source_failed = true;
-                debouncer.note(Instant::now(), Scope::All);
+                debouncer.event(Instant::now(), Scope::All);
             }
         }
     }

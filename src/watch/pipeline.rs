@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::Instant;
 
 use super::{FileChange, Pass, Regenerate, Scope, Watched};
 use crate::cdi::{self, Format};
@@ -23,6 +24,9 @@ use crate::root::HostRoot;
 /// udevd keeps this file while its event queue is not empty (what
 /// `udevadm settle` waits for).
 const UDEV_QUEUE: &str = "/run/udev/queue";
+
+/// udevd's control socket: it exists while udevd runs.
+const UDEV_CONTROL: &str = "/run/udev/control";
 
 /// The `generate` pipeline over fixed arguments.
 pub struct Pipeline {
@@ -206,6 +210,7 @@ impl Regenerate for Pipeline {
     }
 
     fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
+        let started = Instant::now();
         let root = self.root()?;
         let backends = crate::cli::pipeline::generate_backends(&self.source, &self.generators);
         // Taken before discovery: a MIG change after it is seen by the
@@ -236,7 +241,9 @@ impl Regenerate for Pipeline {
             .filter(|l| scope.contains(&l.generator.name))
             .cloned()
             .collect();
+        let discovered = Instant::now();
         let planning = plan_all(&selected, &self.templates, &found, self.format);
+        let planned = Instant::now();
         let plans = planning.planned;
         let plan_errors = planning.failed.into_iter().map(|f| f.error);
         let before = old_names(&self.output_dir, &plans);
@@ -249,6 +256,14 @@ impl Regenerate for Pipeline {
             &plans,
             stop,
         )?;
+        tracing::debug!(
+            "discovered {} devices in {} ms, planned {} in {} ms, wrote in {} ms",
+            found.devices.len(),
+            discovered.duration_since(started).as_millis(),
+            selected.len(),
+            planned.duration_since(discovered).as_millis(),
+            planned.elapsed().as_millis()
+        );
         let mut pass = Pass {
             generators: selected.iter().map(|l| l.generator.name.clone()).collect(),
             changes: Vec::new(),
@@ -303,6 +318,10 @@ impl Regenerate for Pipeline {
 
     fn udev_busy(&self) -> bool {
         self.root().is_ok_and(|r| r.exists(Path::new(UDEV_QUEUE)))
+    }
+
+    fn udev_running(&self) -> bool {
+        self.root().is_ok_and(|r| r.exists(Path::new(UDEV_CONTROL)))
     }
 
     fn poll_every(&self) -> Option<std::time::Duration> {

@@ -48,6 +48,14 @@ pub trait EventSource {
     /// When the source cannot be read any more.
     fn next(&mut self, timeout: Duration, wake: BorrowedFd<'_>) -> io::Result<Option<Event>>;
 
+    /// Whether events come after udevd's rules ran for them (its links
+    /// made, permissions set), as udev's own do; kernel events come
+    /// before. A pass made at once on a kernel event is made again once
+    /// udev is idle (see [`super::debounce`]).
+    fn after_udev(&self) -> bool {
+        false
+    }
+
     /// Narrows the events to `subsystems` (`None`: all), for a source that
     /// can filter before waking the watch (udev's filter runs in the
     /// kernel); the others ignore it, as the watch filters every event

@@ -188,24 +188,32 @@ fn eventually(what: &str, f: impl Fn() -> bool) {
     }
 }
 
+/// Waits until the start pass is done and a quiet period of `ms` has
+/// passed: the next event is a leading edge.
+fn quiet_after_start(log: &Arc<Mutex<Log>>, ms: u64) {
+    eventually("start pass", || log.lock().unwrap().scopes.len() == 1);
+    thread::sleep(Duration::from_millis(ms + 20));
+}
+
 #[test]
-fn a_burst_of_5000_events_is_one_regeneration_of_the_affected_generators() {
+fn a_burst_of_5000_events_is_one_pass_at_once_and_one_after_it() {
     let log = Arc::new(Mutex::new(Log::default()));
     let (tx, control, handle) = start(config(200, 5000), Recorder::new(&log));
-    eventually("start pass", || log.lock().unwrap().scopes.len() == 1);
+    quiet_after_start(&log, 200);
     for i in 0..5000 {
         tx.send(dev(if i % 2 == 0 { "drm" } else { "tty" }))
             .unwrap();
     }
-    eventually("event pass", || log.lock().unwrap().scopes.len() >= 2);
+    eventually("event passes", || log.lock().unwrap().scopes.len() >= 3);
     // Nothing more comes of the burst.
     thread::sleep(Duration::from_millis(500));
     control.stop();
     let summary = handle.join().unwrap().unwrap();
     let log = log.lock().unwrap();
     assert_eq!(log.scopes.first(), Some(&Scope::All));
-    // One pass, two if the machine stalled the loop for a quiet period.
-    assert!((1..=2).contains(&summary.event_passes), "{summary:?}");
+    // The first event at once, the rest after the quiet period; one more
+    // if the machine stalled the loop for a quiet period.
+    assert!((2..=3).contains(&summary.event_passes), "{summary:?}");
     assert!(log.scopes.iter().skip(1).all(|s| *s == only(&["gpu"])));
     assert_eq!(summary.events, 5000);
     assert_eq!(summary.full_passes, 1);
@@ -228,19 +236,21 @@ fn events_of_other_subsystems_regenerate_nothing() {
 #[test]
 fn the_union_of_affected_generators_is_regenerated_and_lost_events_mean_all() {
     let log = Arc::new(Mutex::new(Log::default()));
-    let (tx, control, handle) = start(config(50, 1000), Recorder::new(&log));
-    eventually("start pass", || log.lock().unwrap().scopes.len() == 1);
+    let (tx, control, handle) = start(config(200, 1000), Recorder::new(&log));
+    quiet_after_start(&log, 200);
+    // The first at once; the two that follow it together.
     tx.send(dev("drm")).unwrap();
     tx.send(dev("net")).unwrap();
-    eventually("first pass", || log.lock().unwrap().scopes.len() == 2);
+    tx.send(dev("drm")).unwrap();
+    eventually("two passes", || log.lock().unwrap().scopes.len() == 3);
     tx.send(dev("net")).unwrap();
     tx.send(Event::Lost).unwrap();
-    eventually("second pass", || log.lock().unwrap().scopes.len() == 3);
+    eventually("third pass", || log.lock().unwrap().scopes.len() == 4);
     control.stop();
     handle.join().unwrap().unwrap();
     assert_eq!(
         log.lock().unwrap().scopes,
-        [Scope::All, only(&["gpu", "vf"]), Scope::All]
+        [Scope::All, only(&["gpu"]), only(&["gpu", "vf"]), Scope::All]
     );
 }
 
@@ -272,23 +282,50 @@ fn the_timer_regenerates_everything_without_events() {
 }
 
 #[test]
-fn waits_while_udev_is_busy_but_not_past_the_max_delay() {
+fn a_busy_udev_gets_a_pass_at_once_then_another_once_idle_but_not_past_the_max_delay() {
     let log = Arc::new(Mutex::new(Log::default()));
     let mut regen = Recorder::new(&log);
     // Busy for far longer than the max delay.
     regen.busy_until = Some(Instant::now() + Duration::from_secs(3600));
     let (tx, control, handle) = start(config(20, 400), regen);
-    eventually("start pass", || log.lock().unwrap().scopes.len() == 1);
+    quiet_after_start(&log, 20);
     let sent = Instant::now();
     tx.send(dev("pci")).unwrap();
-    eventually("event pass", || log.lock().unwrap().scopes.len() == 2);
-    let waited = sent.elapsed();
+    eventually("the pass at once", || log.lock().unwrap().scopes.len() == 2);
+    let at_once = sent.elapsed();
+    eventually("the pass once udev is idle", || {
+        log.lock().unwrap().scopes.len() == 3
+    });
+    thread::sleep(Duration::from_millis(100));
     control.stop();
     handle.join().unwrap().unwrap();
+    let log = log.lock().unwrap();
+    let waited = log.times[2] - log.times[1];
+    assert!(
+        at_once < Duration::from_millis(390),
+        "the first pass came after {at_once:?}"
+    );
     assert!(
         waited >= Duration::from_millis(390),
-        "regenerated after {waited:?} although udev was busy"
+        "made again after {waited:?} although udev was busy"
     );
+    assert_eq!(
+        log.scopes[1..],
+        [only(&["gpu", "vf"]), only(&["gpu", "vf"])]
+    );
+}
+
+#[test]
+fn with_udev_idle_and_not_running_one_event_is_one_pass() {
+    let log = Arc::new(Mutex::new(Log::default()));
+    let (tx, control, handle) = start(config(20, 400), Recorder::new(&log));
+    quiet_after_start(&log, 20);
+    tx.send(dev("drm")).unwrap();
+    eventually("the pass", || log.lock().unwrap().scopes.len() == 2);
+    thread::sleep(Duration::from_millis(200));
+    control.stop();
+    let summary = handle.join().unwrap().unwrap();
+    assert_eq!(summary.event_passes, 1);
 }
 
 #[test]

@@ -66,6 +66,12 @@ impl EventSource for Udev {
         "udev"
     }
 
+    fn after_udev(&self) -> bool {
+        // udevd sends its events once its rules ran (when udevd does not
+        // run, libudev reads kernel events, but then nothing follows).
+        true
+    }
+
     fn next(&mut self, timeout: Duration, wake: BorrowedFd<'_>) -> io::Result<Option<Event>> {
         let deadline = Instant::now().checked_add(timeout);
         loop {
