@@ -39,6 +39,7 @@
     clippy::panic
 )]
 
+#[allow(dead_code)] // the builders other than the NIC machine's
 #[path = "../tests/support/synth.rs"]
 mod synth;
 
