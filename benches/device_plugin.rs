@@ -39,6 +39,9 @@ mod kubelet;
 #[path = "../tests/support/synth.rs"]
 mod synth;
 
+#[path = "support/netns.rs"]
+mod netns;
+
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -53,9 +56,7 @@ use cdigen::deviceplugin::api::v1beta1::{
 use cdigen::deviceplugin::run::{POLL, socket_name};
 use cdigen::watch::netlink::KERNEL_GROUP;
 use kubelet::FakeKubelet;
-use rustix::net::{
-    AddressFamily, SendFlags, SocketFlags, SocketType, netlink, sendto, socket_with,
-};
+use rustix::net::{SendFlags, netlink, sendto};
 
 const PFS: usize = 8;
 const VFS_PER_PF: usize = 125;
@@ -72,8 +73,6 @@ const GENERATE_RUNS: usize = 5;
 /// Kubelet restarts.
 const RESTARTS: usize = 10;
 const WAIT: Duration = Duration::from_secs(60);
-/// Set in the copy of the benchmark that runs in its own network namespace.
-const IN_NETNS: &str = "CDIGEN_BENCH_IN_NETNS";
 
 fn median(mut v: Vec<Duration>) -> Duration {
     v.sort();
@@ -183,24 +182,12 @@ impl Trigger {
     /// The netlink socket when this process runs in its own network
     /// namespace and may send to the uevent group.
     fn open() -> (Trigger, String) {
-        if std::env::var_os(IN_NETNS).is_none() {
-            return (
-                Trigger::Hup,
-                "SIGHUP (not root, or no private network namespace: no uevents sent)".into(),
-            );
-        }
-        let fd = socket_with(
-            AddressFamily::NETLINK,
-            SocketType::DGRAM,
-            SocketFlags::CLOEXEC,
-            Some(netlink::KOBJECT_UEVENT),
-        );
-        match fd {
+        match netns::uevent_socket() {
             Ok(fd) => (
                 Trigger::Netlink(fd),
                 "kernel-format uevent on NETLINK_KOBJECT_UEVENT group 1 (private netns)".into(),
             ),
-            Err(e) => (Trigger::Hup, format!("SIGHUP (no netlink socket: {e})")),
+            Err(why) => (Trigger::Hup, format!("SIGHUP ({why}: no uevents sent)")),
         }
     }
 
@@ -217,30 +204,6 @@ impl Trigger {
             Trigger::Hup => plugin.signal("HUP"),
         }
     }
-}
-
-/// Runs the benchmark again under `unshare -n` when that works (root);
-/// returns its exit code, or `None` to run here.
-fn in_private_netns() -> Option<i32> {
-    if std::env::var_os(IN_NETNS).is_some() {
-        return None;
-    }
-    let works = Command::new("unshare")
-        .args(["-n", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !works {
-        return None;
-    }
-    let status = Command::new("unshare")
-        .args(["-n", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args(std::env::args_os().skip(1))
-        .env(IN_NETNS, "1")
-        .status()
-        .unwrap();
-    Some(status.code().unwrap_or(1))
 }
 
 /// The VF the change measurement hides and restores: the last one (never
@@ -405,7 +368,7 @@ fn rpcs(socket: &Path, ids: &[String]) -> [Vec<Duration>; 4] {
 }
 
 fn main() {
-    if let Some(code) = in_private_netns() {
+    if let Some(code) = netns::in_private_netns() {
         std::process::exit(code);
     }
     let (trigger, how) = Trigger::open();

@@ -43,6 +43,9 @@
 #[path = "../tests/support/synth.rs"]
 mod synth;
 
+#[path = "support/netns.rs"]
+mod netns;
+
 use std::fs;
 use std::os::fd::{BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
@@ -54,9 +57,7 @@ use std::time::{Duration, Instant};
 
 use cdigen::watch::netlink::KERNEL_GROUP;
 use cdigen::watch::{Config, Control, DeviceEvent, Event, EventSource};
-use rustix::net::{
-    AddressFamily, SendFlags, SocketFlags, SocketType, netlink, sendto, socket_with,
-};
+use rustix::net::{SendFlags, netlink, sendto};
 
 /// Changes per edge and machine.
 const RUNS: usize = 9;
@@ -67,8 +68,6 @@ const STORM: usize = 10_000;
 /// The most passes a storm may cost.
 const STORM_TARGET: usize = 5;
 const WAIT: Duration = Duration::from_secs(60);
-/// Set in the copy of the benchmark that runs in its own network namespace.
-const IN_NETNS: &str = "CDIGEN_BENCH_IN_NETNS";
 /// The watch's log filter: its passes and their times.
 const LOG_FILTER: &str = "warn,cdigen::watch=debug";
 
@@ -544,50 +543,11 @@ fn measure(change: &Change, mut w: Box<dyn Watcher>, log: &Path) -> Row {
     }
 }
 
-/// Runs the benchmark again under `unshare -n` when that works (root);
-/// returns its exit code, or `None` to run here.
-fn in_private_netns() -> Option<i32> {
-    if std::env::var_os(IN_NETNS).is_some() {
-        return None;
-    }
-    let works = Command::new("unshare")
-        .args(["-n", "true"])
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !works {
-        return None;
-    }
-    let status = Command::new("unshare")
-        .args(["-n", "--"])
-        .arg(std::env::current_exe().unwrap())
-        .args(std::env::args_os().skip(1))
-        .env(IN_NETNS, "1")
-        .status()
-        .unwrap();
-    Some(status.code().unwrap_or(1))
-}
-
-/// A socket to send uevents on, when this process runs in its own
-/// network namespace.
-fn uevent_socket() -> Result<OwnedFd, String> {
-    if std::env::var_os(IN_NETNS).is_none() {
-        return Err("not root, or no private network namespace".into());
-    }
-    socket_with(
-        AddressFamily::NETLINK,
-        SocketType::DGRAM,
-        SocketFlags::CLOEXEC,
-        Some(netlink::KOBJECT_UEVENT),
-    )
-    .map_err(|e| format!("no netlink socket: {e}"))
-}
-
 fn main() {
-    if let Some(code) = in_private_netns() {
+    if let Some(code) = netns::in_private_netns() {
         std::process::exit(code);
     }
-    let socket = uevent_socket();
+    let socket = netns::uevent_socket();
     let how = match &socket {
         Ok(_) => "the binary, --source netlink; kernel-format uevents on group 1 (private netns)"
             .to_string(),

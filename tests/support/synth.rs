@@ -459,6 +459,34 @@ impl Sys<'_> {
         }
     }
 
+    /// The `i`th endpoint of its own host bridge (`pci<dom>:<2i>`) and root
+    /// port (`<dom>:<2i>:01.0`, IOMMU group `group`), on bus `2i + 1`:
+    /// function `00.0` with `ids`, bound to `driver`, in group `group + 1`.
+    /// Returns the endpoint's `devices/...` path.
+    fn behind_root_port(
+        &self,
+        dom: &str,
+        i: usize,
+        group: usize,
+        ids: [&str; 5],
+        driver: &str,
+    ) -> String {
+        let rb = 2 * i;
+        let host = format!("devices/pci{dom}:{rb:02x}");
+        self.raw(&format!("{host}/uevent"), "");
+        let port = format!("{host}/{dom}:{rb:02x}:01.0");
+        self.pci_function(
+            &port,
+            ["0x1022", "0x1483", "0x1022", "0x1453", "0x060400"],
+            i % 2,
+            "pcieport",
+            group,
+        );
+        let func = format!("{port}/{dom}:{:02x}:00.0", rb + 1);
+        self.pci_function(&func, ids, i % 2, driver, group + 1);
+        func
+    }
+
     /// A PCI function at `func` (`devices/.../<bdf>`): identity attributes,
     /// driver, subsystem and IOMMU group (with the group's side), and its
     /// bus and driver views.
@@ -803,25 +831,14 @@ pub fn nvidia_gpus(root: &Path, gpus: usize, migs: usize) {
     let dom = format!("{NVIDIA_DOMAIN:04x}");
     let mut group = NVIDIA_FIRST_IOMMU_GROUP;
     for i in 0..gpus {
-        let rb = 2 * i;
-        let host = format!("devices/pci{dom}:{rb:02x}");
-        s.raw(&format!("{host}/uevent"), "");
-        let port = format!("{host}/{dom}:{rb:02x}:01.0");
-        s.pci_function(
-            &port,
-            ["0x1022", "0x1483", "0x1022", "0x1453", "0x060400"],
-            i % 2,
-            "pcieport",
+        let func = s.behind_root_port(
+            &dom,
+            i,
             group,
-        );
-        let bdf = format!("{dom}:{:02x}:00.0", rb + 1);
-        s.pci_function(
-            &format!("{port}/{bdf}"),
             ["0x10de", "0x20b0", "0x10de", "0x134f", "0x030200"],
-            i % 2,
             "nvidia",
-            group + 1,
         );
+        let bdf = func.rsplit('/').next().unwrap().to_string();
         group += 2;
         w(
             &format!("gpus/{bdf}/information"),
@@ -941,27 +958,15 @@ pub fn vfio_functions(root: &Path, functions: usize) {
     let dom = format!("{VFIO_DOMAIN:04x}");
     let mut group = VFIO_FIRST_IOMMU_GROUP;
     for i in 0..functions {
-        let rb = 2 * i;
-        let host = format!("devices/pci{dom}:{rb:02x}");
-        s.raw(&format!("{host}/uevent"), "");
-        let port = format!("{host}/{dom}:{rb:02x}:01.0");
-        s.pci_function(
-            &port,
-            ["0x1022", "0x1483", "0x1022", "0x1453", "0x060400"],
-            i % 2,
-            "pcieport",
+        let func = s.behind_root_port(
+            &dom,
+            i,
             group,
+            ["0x144d", "0xa80a", "0x144d", "0xa812", "0x010802"],
+            "vfio-pci",
         );
-        let func = format!("{port}/{dom}:{:02x}:00.0", rb + 1);
         let g = group + 1;
         group += 2;
-        s.pci_function(
-            &func,
-            ["0x144d", "0xa80a", "0x144d", "0xa812", "0x010802"],
-            i % 2,
-            "vfio-pci",
-            g,
-        );
         let d = format!("devices/virtual/vfio/{g}");
         s.char_dev(
             &d,
