@@ -508,33 +508,21 @@ fn bench() {
         || timed(big.baseline()),
     );
     row("generate (unchanged) / baseline", gen_ratio, "<= 2");
-    row(
-        "check / baseline",
-        paired(
-            pairs,
-            || timed(big.cdigen("check")),
-            || timed(big.baseline()),
-        ),
-        "<= 2",
-    );
-    row(
-        "discover / baseline",
-        paired(
-            pairs,
-            || timed(big.cdigen("discover")),
-            || timed(big.baseline()),
-        ),
-        "",
-    );
-    row(
-        "list --discovered / baseline",
-        paired(
-            pairs,
-            || timed(big.cdigen("list --discovered")),
-            || timed(big.baseline()),
-        ),
-        "",
-    );
+    for (command, target) in [
+        ("check", "<= 2"),
+        ("discover", ""),
+        ("list --discovered", ""),
+    ] {
+        row(
+            &format!("{command} / baseline"),
+            paired(
+                pairs,
+                || timed(big.cdigen(command)),
+                || timed(big.baseline()),
+            ),
+            target,
+        );
+    }
     let lspci = || {
         let mut c = Command::new("lspci");
         c.env_clear()

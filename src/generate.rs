@@ -313,12 +313,12 @@ pub fn plan_one(
         let files = devinfo.into_iter().map(|(f, _, _)| f).collect();
         return Ok(no_spec(file, files));
     }
-    let settings = g.driver.clone().unwrap_or_default();
+    let files = g.driver.as_ref().map(|d| d.files).unwrap_or_default();
     if let Some(problem) = selected
         .iter()
         .find_map(|d| d.driver_files.as_ref()?.problem.as_ref())
     {
-        match settings.files {
+        match files {
             DriverFiles::Required => {
                 return Err(Error::Driver {
                     generator: g.name.clone(),
