@@ -68,7 +68,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use debounce::{Debouncer, Edge, Scope, Step};
-pub use pipeline::{Pipeline, physical_only_of, subsystems_of};
+pub use pipeline::{Pipeline, backends_of, physical_only_of, subsystems_of};
 pub use source::{DeviceEvent, Event, EventSource, NoEvents};
 
 use crate::generate::Action;
@@ -241,6 +241,10 @@ pub trait Regenerate {
 pub struct Pass {
     /// The generators regenerated.
     pub generators: Vec<String>,
+    /// The backends that discovered again (every one on a full pass; on
+    /// an event pass, those the generators use: the others' latest claims
+    /// were kept).
+    pub rediscovered: Vec<String>,
     /// Files created, updated or removed (unchanged ones are not listed).
     pub changes: Vec<FileChange>,
     /// Generators or files that failed, each message naming its file.
