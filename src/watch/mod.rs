@@ -678,7 +678,14 @@ relying on the re-check every {} for them",
                 .map(|every| after(Instant::now(), every));
             continue;
         }
-        let due = match debouncer.step(now, &mut || watch.regen.udev_busy()) {
+        let mut udev_busy = || {
+            let busy = watch.regen.udev_busy();
+            if busy {
+                tracing::debug!("udev is still processing events: waiting");
+            }
+            busy
+        };
+        let due = match debouncer.step(now, &mut udev_busy) {
             Step::Regenerate(scope, edge) => {
                 // A pass made at once is made again after the quiet
                 // period when udev may not have finished with the event:
