@@ -63,6 +63,11 @@ fn dev(action: &str, subsystem: &str, devpath: &str) -> Event {
 /// The generate pipeline over `tmp/root`, writing to `tmp/cdi` and
 /// `tmp/devinfo`, built-in definitions only.
 fn pipeline(tmp: &Path) -> Pipeline {
+    pipeline_with(tmp, Path::new("/nonexistent-cdigen-user-generators"))
+}
+
+/// [`pipeline`] with the user generator definitions in `generators`.
+fn pipeline_with(tmp: &Path, generators: &Path) -> Pipeline {
     Pipeline::new(
         SourceArgs {
             root: tmp.join("root"),
@@ -73,7 +78,7 @@ fn pipeline(tmp: &Path) -> Pipeline {
             no_nvml: true,
         },
         DefinitionArgs {
-            generators: Some("/nonexistent-cdigen-user-generators".into()),
+            generators: Some(generators.into()),
             templates: None,
             only: Vec::new(),
         },
@@ -110,10 +115,14 @@ impl Running {
 
 /// Runs the watch over `tmp`'s machine on a thread.
 fn start(tmp: &Path, debounce_ms: u64) -> Running {
+    start_with(pipeline(tmp), debounce_ms)
+}
+
+/// Runs the watch over `regen` on a thread.
+fn start_with(mut regen: Pipeline, debounce_ms: u64) -> Running {
     let (tx, rx) = channel();
     let control = Arc::new(Control::new().unwrap());
     let passes = Arc::new(Mutex::new(Vec::new()));
-    let mut regen = pipeline(tmp);
     let (c, p) = (Arc::clone(&control), Arc::clone(&passes));
     let config = Config {
         debounce: Duration::from_millis(debounce_ms),
@@ -399,7 +408,89 @@ fn a_containers_veth_regenerates_nothing_and_a_vfs_netdev_only_sriov_and_vdpa() 
     assert_eq!(summary.events, 4);
     assert_eq!(summary.event_passes, 1, "{passes:?}");
     assert_eq!(passes[1].generators, ["sriov", "vdpa"]);
+    assert_eq!(passes[1].rediscovered, ["sriov", "vdpa"]);
     assert!(passes[1].changes.is_empty() && passes[1].errors.is_empty());
+}
+
+/// On every fixture machine, an event of every subsystem the generators
+/// listen to, on an unchanged host, changes nothing: the event pass (which
+/// runs only its generators' backends, the others' claims kept) plans
+/// what the full pass did.
+#[test]
+fn on_every_fixture_an_event_pass_of_any_subsystem_plans_what_a_full_pass_did() {
+    use cdigen::watch::{Regenerate as _, Scope, affected, all_subsystems};
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut names: Vec<String> = fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().join("root").is_dir())
+        .map(|e| e.file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert!(names.len() >= 10, "{names:?}");
+    for name in names {
+        let (tmp, _root) = machine(&name);
+        let mut p = pipeline(tmp.path());
+        let never = || false;
+        let full = p.regenerate(&Scope::All, &never).unwrap();
+        let watched = p.watched();
+        // Each scope once (a pci event's is every generator's).
+        let mut scopes: Vec<(String, Scope)> = Vec::new();
+        for s in all_subsystems(&watched).unwrap() {
+            let devpath = format!("/devices/pci0000:00/0000:00:01.0/{s}/x");
+            let scope = affected(&watched, &dev("change", &s, &devpath)).unwrap();
+            if scope != Scope::All && !scopes.iter().any(|(_, x)| *x == scope) {
+                scopes.push((s, scope));
+            }
+        }
+        for (s, scope) in scopes {
+            let pass = p.regenerate(&scope, &never).unwrap();
+            assert!(
+                pass.changes.is_empty(),
+                "{name}, a {s} event: {:?}",
+                pass.changes
+            );
+            for e in &pass.errors {
+                assert!(full.errors.contains(e), "{name}, a {s} event: {e}");
+            }
+        }
+    }
+}
+
+/// An event pass discovers only with the backends its generators use;
+/// the others' claims from the last pass that ran them still hold: the
+/// NVIDIA A100's DRM card stays out of a DRM generator that takes every
+/// vendor, as NVIDIA's backend claims it.
+#[test]
+fn an_event_pass_rediscovers_only_its_generators_backends_and_keeps_the_others_claims() {
+    let (tmp, _root) = machine("example");
+    let defs = tmp.path().join("generators");
+    fs::create_dir(&defs).unwrap();
+    fs::write(
+        defs.join("any-drm.yaml"),
+        "name: any-drm\nbackend: drm\nkind: cdigen.io/anydrm\nnames: [index, all]\n\
+template: drm\noutput:\n  format: yaml\n",
+    )
+    .unwrap();
+    let w = start_with(pipeline_with(tmp.path(), &defs), 20);
+    let spec = tmp.path().join("cdi/cdigen.io-anydrm.yaml");
+    let text = fs::read_to_string(&spec).unwrap();
+    // The AMD GPU's card, not the A100's.
+    assert!(
+        text.contains("/dev/dri/card1") && !text.contains("/dev/dri/card0"),
+        "{text}"
+    );
+    w.tx.send(dev("change", "kfd", "/devices/virtual/kfd/kfd"))
+        .unwrap();
+    w.wait_passes(2);
+    let (_, passes) = w.stop();
+    assert_eq!(passes[0].rediscovered.len(), 7, "every backend at start");
+    assert_eq!(passes[1].rediscovered, ["drm", "generic"]);
+    assert!(passes[1].generators.contains(&"any-drm".to_string()));
+    assert!(!passes[1].generators.contains(&"nvidia".to_string()));
+    assert!(passes[1].changes.is_empty(), "{:?}", passes[1].changes);
+    assert!(passes[1].errors.is_empty(), "{:?}", passes[1].errors);
+    assert_eq!(fs::read_to_string(&spec).unwrap(), text);
 }
 
 /// What udev is asked to filter on: the subsystems of the generators

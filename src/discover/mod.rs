@@ -21,7 +21,7 @@ pub mod sriov;
 pub mod vdpa;
 pub mod vfio;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
 use serde::Serialize;
@@ -247,6 +247,8 @@ pub fn discover_for<'g>(
         BACKENDS,
         Context::new(root).with_generators(generators),
         only,
+        &|_| true,
+        None,
     )
 }
 
@@ -259,24 +261,102 @@ pub fn discover_with(
     root: &HostRoot,
     only: &[String],
 ) -> Result<Discovery, Error> {
-    run(backends, Context::new(root), only)
+    run(backends, Context::new(root), only, &|_| true, None)
 }
 
-fn run(backends: &[&dyn Backend], cx: Context, only: &[String]) -> Result<Discovery, Error> {
+/// What one backend found, as much as precedence needs: the sysfs paths
+/// of its devices (before precedence) and its warnings.
+#[derive(Debug, Clone, Default)]
+pub struct Claims {
+    paths: BTreeSet<String>,
+    warnings: Vec<Warning>,
+}
+
+/// The latest [`Claims`] of each backend, by name: what
+/// [`discover_again`] keeps of the backends it does not run.
+pub type ClaimCache = BTreeMap<&'static str, Claims>;
+
+/// [`discover_for`], running only the backends `again` names (and those
+/// `cache` has nothing of yet): the devices of the others are left out
+/// of the result, but their latest claims (from `cache`) still take the
+/// devices they found from backends of lower precedence, and their latest
+/// warnings are reported again. `cache` is updated with the backends that
+/// ran.
+///
+/// For a caller that knows the other backends found nothing new since
+/// their claims were taken and uses none of their devices: `cdigen
+/// watch`, after events of subsystems they do not listen to
+/// ([`Backend::uevent_subsystems`]), regenerating none of their
+/// generators. Precedence then agrees with what those generators' files
+/// hold.
+///
+/// # Errors
+/// [`Error`] for an unknown backend name or a backend that cannot run.
+pub fn discover_again<'g>(
+    root: &HostRoot,
+    only: &[String],
+    generators: impl IntoIterator<Item = &'g Generator>,
+    again: &dyn Fn(&str) -> bool,
+    cache: &mut ClaimCache,
+) -> Result<Discovery, Error> {
+    for name in only {
+        backend(name)?;
+    }
+    run(
+        BACKENDS,
+        Context::new(root).with_generators(generators),
+        only,
+        again,
+        Some(cache),
+    )
+}
+
+/// Runs `backends` (those `again` names, and every one `cache` has
+/// nothing of), each skipped one's claims from `cache`, and applies
+/// precedence.
+fn run(
+    backends: &[&dyn Backend],
+    cx: Context,
+    only: &[String],
+    again: &dyn Fn(&str) -> bool,
+    mut cache: Option<&mut ClaimCache>,
+) -> Result<Discovery, Error> {
     let mut report = Report::default();
     let mut found: Vec<(u8, Device)> = Vec::new();
+    // (precedence, claims) of the backends not run again.
+    let mut kept: Vec<(u8, Claims)> = Vec::new();
     // Precedence is applied across all backends even when only some are
     // asked for, so that `--backend drm` never shows a device that a more
     // specific backend owns.
     for b in backends {
-        report.backend = b.name();
+        let name = b.name();
+        if !again(name)
+            && let Some(claims) = cache.as_deref().and_then(|c| c.get(name))
+        {
+            report.warnings.extend(claims.warnings.iter().cloned());
+            kept.push((b.precedence(), claims.clone()));
+            continue;
+        }
+        report.backend = name;
+        let before = report.warnings.len();
         let devices = b.discover(&cx, &mut report)?;
+        if let Some(c) = cache.as_deref_mut() {
+            let claims = Claims {
+                paths: devices.iter().map(|d| d.sysfs_path.clone()).collect(),
+                warnings: report.warnings.iter().skip(before).cloned().collect(),
+            };
+            c.insert(name, claims);
+        }
         found.extend(devices.into_iter().map(|d| (b.precedence(), d)));
     }
     let mut best: BTreeMap<String, u8> = BTreeMap::new();
-    for (p, d) in &found {
-        let e = best.entry(d.sysfs_path.clone()).or_insert(*p);
-        *e = (*e).max(*p);
+    let claimed = found.iter().map(|(p, d)| (*p, &d.sysfs_path));
+    let kept_paths = kept
+        .iter()
+        .flat_map(|(p, c)| c.paths.iter().map(move |path| (*p, path)));
+    for (p, path) in claimed.chain(kept_paths) {
+        let e = best.entry(path.clone()).or_insert(p);
+        *e = (*e).max(p);
     }
     let mut devices: Vec<Device> = found
         .into_iter()
@@ -304,6 +384,22 @@ mod tests {
         name: &'static str,
         precedence: u8,
         paths: &'static [&'static str],
+        runs: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Fake {
+        fn new(name: &'static str, precedence: u8, paths: &'static [&'static str]) -> Self {
+            Fake {
+                name,
+                precedence,
+                paths,
+                runs: Default::default(),
+            }
+        }
+
+        fn runs(&self) -> usize {
+            self.runs.load(std::sync::atomic::Ordering::SeqCst)
+        }
     }
 
     impl Backend for Fake {
@@ -314,6 +410,7 @@ mod tests {
             self.precedence
         }
         fn discover(&self, _: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
+            self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             report.warn("/sys/x", format!("{} ran", self.name));
             Ok(self
                 .paths
@@ -344,16 +441,12 @@ mod tests {
 
     #[test]
     fn more_specific_backend_claims_shared_devices_whatever_the_order() {
-        let generic = Fake {
-            name: "drm",
-            precedence: 10,
-            paths: &["/sys/devices/a/0000:03:00.0", "/sys/devices/b/0000:41:00.0"],
-        };
-        let specific = Fake {
-            name: "nvidia",
-            precedence: 20,
-            paths: &["/sys/devices/b/0000:41:00.0"],
-        };
+        let generic = Fake::new(
+            "drm",
+            10,
+            &["/sys/devices/a/0000:03:00.0", "/sys/devices/b/0000:41:00.0"],
+        );
+        let specific = Fake::new("nvidia", 20, &["/sys/devices/b/0000:41:00.0"]);
         let tmp = tempfile::tempdir().unwrap();
         let root = HostRoot::open(tmp.path()).unwrap();
         let want = vec![
@@ -380,6 +473,74 @@ mod tests {
                 backend: "drm",
             }]
         );
+    }
+
+    #[test]
+    fn backends_not_run_again_keep_their_claims_and_warnings() {
+        let drm = Fake::new(
+            "drm",
+            10,
+            &["/sys/devices/a/0000:03:00.0", "/sys/devices/b/0000:41:00.0"],
+        );
+        let nvidia = Fake::new("nvidia", 20, &["/sys/devices/b/0000:41:00.0"]);
+        let tmp = tempfile::tempdir().unwrap();
+        let root = HostRoot::open(tmp.path()).unwrap();
+        let backends: [&dyn Backend; 2] = [&drm, &nvidia];
+        let pair = |b: &str, id: &str| (b.to_string(), id.to_string());
+        let messages = |d: &Discovery| -> Vec<String> {
+            d.warnings.iter().map(|w| w.message.clone()).collect()
+        };
+        let mut cache = ClaimCache::new();
+        let all = run(
+            &backends,
+            Context::new(&root),
+            &[],
+            &|_| true,
+            Some(&mut cache),
+        )
+        .unwrap();
+        assert_eq!(
+            ids(&all),
+            [pair("drm", "0000:03:00.0"), pair("nvidia", "0000:41:00.0")]
+        );
+        // DRM alone again: NVIDIA's claim still takes the shared GPU, its
+        // warning is still reported, and it did not run.
+        let drm_only = |b: &str| b == "drm";
+        let again = run(
+            &backends,
+            Context::new(&root),
+            &[],
+            &drm_only,
+            Some(&mut cache),
+        )
+        .unwrap();
+        assert_eq!(ids(&again), [pair("drm", "0000:03:00.0")]);
+        assert_eq!(messages(&again), ["drm ran", "nvidia ran"]);
+        assert_eq!((drm.runs(), nvidia.runs()), (2, 1));
+        // `only` still filters what is heard of the kept backends.
+        let only = ["drm".to_string()];
+        let heard = run(
+            &backends,
+            Context::new(&root),
+            &only,
+            &drm_only,
+            Some(&mut cache),
+        )
+        .unwrap();
+        assert_eq!(messages(&heard), ["drm ran"]);
+        // A backend with nothing in the cache runs whatever `again` says.
+        let mut empty = ClaimCache::new();
+        let fresh = run(
+            &backends,
+            Context::new(&root),
+            &[],
+            &drm_only,
+            Some(&mut empty),
+        )
+        .unwrap();
+        assert_eq!(ids(&fresh), ids(&all));
+        assert_eq!(nvidia.runs(), 2);
+        assert_eq!(empty.len(), 2);
     }
 
     #[test]

@@ -68,7 +68,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 pub use debounce::{Debouncer, Edge, Scope, Step};
-pub use pipeline::{Pipeline, physical_only_of, subsystems_of};
+pub use pipeline::{Pipeline, backends_of, physical_only_of, subsystems_of};
 pub use source::{DeviceEvent, Event, EventSource, NoEvents};
 
 use crate::generate::Action;
@@ -241,6 +241,10 @@ pub trait Regenerate {
 pub struct Pass {
     /// The generators regenerated.
     pub generators: Vec<String>,
+    /// The backends that discovered again (every one on a full pass; on
+    /// an event pass, those the generators use: the others' latest claims
+    /// were kept).
+    pub rediscovered: Vec<String>,
     /// Files created, updated or removed (unchanged ones are not listed).
     pub changes: Vec<FileChange>,
     /// Generators or files that failed, each message naming its file.
@@ -674,7 +678,14 @@ relying on the re-check every {} for them",
                 .map(|every| after(Instant::now(), every));
             continue;
         }
-        let due = match debouncer.step(now, &mut || watch.regen.udev_busy()) {
+        let mut udev_busy = || {
+            let busy = watch.regen.udev_busy();
+            if busy {
+                tracing::debug!("udev is still processing events: waiting");
+            }
+            busy
+        };
+        let due = match debouncer.step(now, &mut udev_busy) {
             Step::Regenerate(scope, edge) => {
                 // A pass made at once is made again after the quiet
                 // period when udev may not have finished with the event:

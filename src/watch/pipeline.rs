@@ -2,10 +2,23 @@
 //! write steps as `cdigen generate`, restricted to the affected
 //! generators.
 //!
-//! Discovery always runs every selected backend (precedence between
-//! backends needs all of them: a GPU the NVIDIA backend claims is not the
-//! DRM backend's); only the affected generators are planned and written,
-//! and the writer leaves files with unchanged bytes untouched.
+//! Only the affected generators are planned and written, and the writer
+//! leaves files with unchanged bytes untouched. A full pass discovers with
+//! every backend; an event pass only with the backends whose devices the
+//! affected generators use ([`backends_of`]). Precedence between backends
+//! still needs the others (a GPU the NVIDIA backend claims is not the DRM
+//! backend's): their latest claims are kept from the pass that last ran
+//! them ([`discover::discover_again`]). That is safe because the events
+//! that did not affect their generators are of subsystems they do not
+//! listen to ([`discover::Backend::uevent_subsystems`]): they would find
+//! what they found, and their generators' files, which are not
+//! regenerated, hold what the kept claims say.
+//!
+//! What an event touched is not narrowed further (to the PCI function an
+//! event names, say): a backend's devices depend on others' (a VF's on its
+//! PF and on the numbering of every PF's RDMA devices, a VFIO device's on
+//! its IOMMU group's other members), so rediscovering one device of a
+//! backend is not safe in general.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -51,6 +64,27 @@ pub struct Pipeline {
     /// The MIG instances ([`super::mig::fingerprint`]) when the NVIDIA
     /// generators last ran and found GPUs: polled for changes while set.
     mig: Option<Vec<String>>,
+    /// Each backend's latest claims, for the event passes that do not run
+    /// it again.
+    claims: discover::ClaimCache,
+}
+
+/// The backends whose devices the generators in `scope` use: their own,
+/// and the generic backend for a generic `match` or a `join` (which the
+/// generic backend scans).
+pub fn backends_of(generators: &[Loaded], scope: &Scope) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for g in generators
+        .iter()
+        .map(|l| &l.generator)
+        .filter(|g| scope.contains(&g.name))
+    {
+        out.insert(g.backend.clone());
+        if g.source.is_some() || !g.join.is_empty() {
+            out.insert(discover::generic::NAME.to_string());
+        }
+    }
+    out
 }
 
 /// The subsystems among [`subsystems_of`] whose parentless devices (under
@@ -122,6 +156,7 @@ impl Pipeline {
             plans: BTreeMap::new(),
             spec_dirs: Vec::new(),
             mig: None,
+            claims: discover::ClaimCache::new(),
         })
     }
 
@@ -204,6 +239,8 @@ impl Regenerate for Pipeline {
             .map(|l| l.generator.name.as_str())
             .collect();
         self.plans.retain(|g, _| names.contains(g.as_str()));
+        // What the generic backend scans may have changed.
+        self.claims.clear();
         self.generators = generators;
         self.templates = templates;
         Ok(())
@@ -217,10 +254,22 @@ impl Regenerate for Pipeline {
         // next poll.
         let nvidia_in_scope = self.nvidia_generators().any(|g| scope.contains(g));
         let mig = nvidia_in_scope.then(|| super::mig::fingerprint(&root));
-        let found = discover::discover_for(
+        let wanted = match scope {
+            Scope::All => None,
+            Scope::Only(_) => Some(backends_of(&self.generators, scope)),
+        };
+        let again = |b: &str| wanted.as_ref().is_none_or(|w| w.contains(b));
+        let rediscovered: Vec<String> = discover::backend_names()
+            .into_iter()
+            .filter(|b| again(b) || !self.claims.contains_key(b))
+            .map(str::to_string)
+            .collect();
+        let found = discover::discover_again(
             &root,
             &backends,
             self.generators.iter().map(|l| &l.generator),
+            &again,
+            &mut self.claims,
         )?;
         if nvidia_in_scope {
             let gpus = found.devices.iter().any(|d| d.backend == NVIDIA);
@@ -257,15 +306,17 @@ impl Regenerate for Pipeline {
             stop,
         )?;
         tracing::debug!(
-            "discovered {} devices in {} ms, planned {} in {} ms, wrote in {} ms",
+            "discovered {} devices in {} ms ({}), planned {} in {} ms, wrote in {} ms",
             found.devices.len(),
             discovered.duration_since(started).as_millis(),
+            rediscovered.join(", "),
             selected.len(),
             planned.duration_since(discovered).as_millis(),
             planned.elapsed().as_millis()
         );
         let mut pass = Pass {
             generators: selected.iter().map(|l| l.generator.name.clone()).collect(),
+            rediscovered,
             changes: Vec::new(),
             errors: plan_errors
                 .into_iter()
