@@ -8,13 +8,15 @@
 //! devices is invalid, and a stale one would offer hardware that is gone).
 
 pub mod coexist;
+mod defined;
+
+pub use defined::{Clash, Defined};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::cdi::dirs::{Input, scan};
 use crate::cdi::validate::{EnvCollision, env_collision};
 use crate::cdi::{self, Format, Spec, Version};
 use crate::devinfo;
@@ -744,142 +746,11 @@ pub fn consequence(same_dir: bool) -> &'static str {
     }
 }
 
-/// Another file defining a device a generator would write.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Clash {
-    /// The device (`vendor/class=name`).
-    pub name: String,
-    /// The other file.
-    pub other: PathBuf,
-    /// Whether it is in the output directory (else in another spec
-    /// directory runtimes read).
-    pub same_dir: bool,
-    /// The generator that wrote it, when cdigen did (only in the output
-    /// directory: cdigen's files elsewhere are not clashes).
-    pub owner: Option<String>,
-    /// For a file cdigen did not write, the tool that writes it, when
-    /// recognized.
-    pub producer: Option<coexist::Producer>,
-}
-
-impl Clash {
-    /// The refusal this clash means for the file at `path`.
-    pub fn error(self, path: PathBuf) -> Error {
-        match self.owner {
-            Some(owner) => Error::Conflict {
-                path,
-                name: self.name,
-                other: self.other,
-                owner,
-            },
-            None => Error::Competing {
-                path,
-                name: self.name,
-                other: self.other,
-                same_dir: self.same_dir,
-                producer: self.producer,
-            },
-        }
-    }
-}
-
-/// Checks that no other file already defines a device of `planned`
-/// ([`conflicts`]).
-fn check_conflicts(
-    dir: &Path,
-    spec_dirs: &[PathBuf],
-    planned: &Planned,
-    owned: &BTreeSet<String>,
-) -> Result<(), Error> {
-    match conflicts(dir, spec_dirs, planned, owned).into_iter().next() {
-        Some(c) => Err(c.error(dir.join(&planned.file))),
-        None => Ok(()),
-    }
-}
-
-/// The devices of `planned` that another file already defines, in scan
-/// order: in the output directory `dir`, every file other than
-/// `planned.file` and those in `owned` (this generator's own), whether
-/// written by another tool or by another of cdigen's generators; in the
-/// other spec directories runtimes read (`spec_dirs`, the output
-/// directory left out), the files cdigen did not write there (its state
-/// file there does not record them): another tool's, which runtimes
-/// would weigh against ours. [`apply`] refuses to write a spec with any;
-/// `check` reports them.
-pub fn conflicts(
-    dir: &Path,
-    spec_dirs: &[PathBuf],
-    planned: &Planned,
-    owned: &BTreeSet<String>,
-) -> Vec<Clash> {
-    let names: BTreeSet<String> = planned.names().into_iter().collect();
-    let mut found = Vec::new();
-    let mut scanned: Vec<&Path> = vec![dir];
-    let dirs = std::iter::once(dir).chain(spec_dirs.iter().map(PathBuf::as_path));
-    for (i, d) in dirs.enumerate() {
-        let same_dir = i == 0;
-        if !same_dir {
-            if scanned.iter().any(|s| coexist::same_dir(s, d)) {
-                continue;
-            }
-            scanned.push(d);
-        }
-        // A state that cannot be read records nothing: its files count as
-        // another tool's (generate would not write in that directory
-        // either, and says so there).
-        let own = write::Ownership::read(d).unwrap_or_default();
-        let view = scan(&[Input {
-            path: d.to_path_buf(),
-            explicit: false,
-        }]);
-        for f in &view.files {
-            // By the name's bytes: a name that is not UTF-8 is another file,
-            // never one of ours (runtimes load it all the same).
-            let Some(file_name) = f.path.file_name() else {
-                continue;
-            };
-            let recorded = file_name
-                .to_str()
-                .and_then(|n| own.owner(n))
-                .map(str::to_string);
-            if same_dir {
-                let ours = file_name == std::ffi::OsStr::new(&planned.file)
-                    || file_name.to_str().is_some_and(|n| owned.contains(n));
-                if ours {
-                    continue;
-                }
-            } else if recorded.is_some() || !f.loaded {
-                // cdigen's file there: shadowing, which `check` reports;
-                // and a file runtimes do not load defines nothing.
-                continue;
-            }
-            let Some(kind) = &f.kind else { continue };
-            let producer = recorded
-                .is_none()
-                .then(|| coexist::Producer::recognize(file_name, kind))
-                .flatten();
-            for d in &f.devices {
-                let q = format!("{kind}={d}");
-                if names.contains(&q) {
-                    found.push(Clash {
-                        name: q,
-                        other: f.path.clone(),
-                        same_dir,
-                        owner: recorded.clone(),
-                        producer,
-                    });
-                }
-            }
-        }
-    }
-    found
-}
-
 /// Writes the planned specs into `dir` through the safe writer and removes
 /// the stale files of these generators. Per-generator failures are
 /// returned alongside the changes that succeeded. `spec_dirs` are the
 /// directories runtimes read ([`coexist::runtime_dirs`]), for the files
-/// of other tools ([`conflicts`]).
+/// of other tools ([`Defined::conflicts`]).
 ///
 /// # Errors
 /// [`write::Error`] when the directory itself cannot be opened or locked.
@@ -900,18 +771,20 @@ fn apply_to(
     let dir = dir.as_path();
     let mut changes = Vec::new();
     let mut errors = Vec::new();
+    let mut defined = Defined::read(dir, spec_dirs);
     for p in plans {
         let mut keep = BTreeSet::new();
         if p.spec.is_some() {
             // Files of cdigen's other generators are checked too: two
             // generators must not define one device either.
             let mine: BTreeSet<String> = managed.owned_by(&p.generator).into_iter().collect();
-            if let Err(e) = check_conflicts(dir, spec_dirs, p, &mine) {
+            if let Err(e) = defined.check(p, &mine) {
                 errors.push(e);
                 continue;
             }
             match managed.write(&p.file, &p.bytes, &p.generator) {
                 Ok(outcome) => {
+                    defined.wrote(p);
                     keep.insert(p.file.clone());
                     changes.push(Change {
                         path: dir.join(&p.file),
@@ -926,7 +799,15 @@ fn apply_to(
                 }
             }
         }
+        let before = changes.len();
         prune(&mut managed, &p.generator, &keep, &mut changes, &mut errors);
+        for c in changes.iter().skip(before) {
+            if c.action == Action::Removed
+                && let Some(name) = c.path.file_name().and_then(|n| n.to_str())
+            {
+                defined.removed(name);
+            }
+        }
     }
     (changes, errors)
 }
@@ -1051,16 +932,19 @@ pub fn preview_all(
     let mut out = Previewed::default();
     if touched.specs {
         let own = write::Ownership::read(output_dir).map_err(dir_error(output_dir))?;
+        let mut defined = Defined::read(output_dir, spec_dirs);
         for p in plans {
             let mut keep = BTreeSet::new();
             if p.spec.is_some() {
                 let mine: BTreeSet<String> = own.owned_by(&p.generator).into_iter().collect();
-                if let Err(e) = check_conflicts(output_dir, spec_dirs, p, &mine) {
+                if let Err(e) = defined.check(p, &mine) {
                     out.errors.push(e);
                     continue;
                 }
                 match foresee(output_dir, &own, &p.file, &p.bytes, &p.generator) {
                     Ok(mut preview) => {
+                        // As the real run sees the file it wrote.
+                        defined.wrote(p);
                         keep.insert(p.file.clone());
                         preview.change.devices = p.spec.as_ref().map_or(0, |s| s.devices.len());
                         out.specs.push(preview);
@@ -1071,6 +955,7 @@ pub fn preview_all(
                     }
                 }
             }
+            let before = out.specs.len();
             foresee_stale(
                 output_dir,
                 &own,
@@ -1079,6 +964,13 @@ pub fn preview_all(
                 &mut out.specs,
                 &mut out.errors,
             );
+            for c in out.specs.iter().skip(before) {
+                if c.change.action == Action::Removed
+                    && let Some(name) = c.change.path.file_name().and_then(|n| n.to_str())
+                {
+                    defined.removed(name);
+                }
+            }
         }
     }
     if let Some(devinfo_generators) = touched.devinfo {
@@ -1201,7 +1093,7 @@ pub struct DirError {
 /// is not even created when there is nothing to write into it and nothing
 /// stale could be there. A spec that another file defines a device of
 /// (in the output directory, or a file of another tool in `spec_dirs`,
-/// the directories runtimes read) is not written ([`conflicts`]).
+/// the directories runtimes read) is not written ([`Defined::conflicts`]).
 ///
 /// # Errors
 /// [`DirError`] when a directory cannot be created, opened or locked.

@@ -293,6 +293,51 @@ fn foreign_file_defining_the_same_device_is_refused() {
     assert!(!cdi.join("amd.com-gpu.yaml").exists());
 }
 
+/// Two of cdigen's generators defining one device in one run: the first
+/// writes, and the second, checked after it, is refused naming the first's
+/// file; `--dry-run` foresees the same, as the run it previews would see
+/// the first file written.
+#[test]
+fn a_generator_written_earlier_in_the_run_keeps_a_later_one_from_its_names() {
+    let (tmp, _root) = machine("intel-laptop");
+    let defs = tmp.path().join("defs");
+    fs::create_dir(&defs).unwrap();
+    for name in ["a", "b"] {
+        fs::write(
+            defs.join(format!("{name}.yaml")),
+            format!(
+                "name: {name}\nbackend: drm\nkind: intel.com/gpu\nselect: {{vendor_ids: [\"0x8086\"], node_roles: [primary, render]}}\nnames: [index]\ntemplate: drm\noutput: {{file: {name}}}\n"
+            ),
+        )
+        .unwrap();
+    }
+    let refusal = "cdigen: not writing cdi/b.yaml: intel.com/gpu=0 is already defined in cdi/a.yaml, \
+which cdigen's generator \"a\" wrote; runtimes would drop both definitions\n";
+    let args = [
+        "generate",
+        "--root",
+        "root",
+        "--output-dir",
+        "cdi",
+        "--generators",
+        "defs",
+        "--generator",
+        "a",
+        "--generator",
+        "b",
+        "-q",
+    ];
+    let mut dry = args.to_vec();
+    dry.push("--dry-run");
+    let (code, _, err) = cdigen(tmp.path(), &dry);
+    assert_eq!((code, err.as_str()), (1, refusal));
+    assert!(!tmp.path().join("cdi").exists());
+    let (code, _, err) = cdigen(tmp.path(), &args);
+    assert_eq!((code, err.as_str()), (1, refusal));
+    assert!(tmp.path().join("cdi/a.yaml").exists());
+    assert!(!tmp.path().join("cdi/b.yaml").exists());
+}
+
 #[test]
 fn foreign_file_with_a_non_utf8_name_defining_the_same_device_is_refused() {
     use std::os::unix::ffi::OsStrExt;

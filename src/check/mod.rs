@@ -210,9 +210,13 @@ pub fn run(root: &HostRoot, plans: &Plans, dirs: &Dirs) -> Report {
             format!("{}; its files are left as they are", error_chain(&f.error)),
         );
     }
+    // Read once for every generator: check writes nothing in between.
+    let defined = specs
+        .is_some()
+        .then(|| generate::Defined::read(&dirs.output_dir, &dirs.spec_dirs));
     for p in &plans.planned {
-        if let Some(own) = &specs {
-            c.spec(&dirs.output_dir, &dirs.spec_dirs, own, p);
+        if let (Some(own), Some(defined)) = (&specs, &defined) {
+            c.spec(&dirs.output_dir, defined, own, p);
             if let Some(view) = &view {
                 c.shadowing(&dirs.output_dir, view, p);
             }
@@ -328,7 +332,7 @@ impl Checker<'_> {
 
     /// One generator's spec file, and the files of its it would remove;
     /// the files of other tools in `spec_dirs` that define its devices.
-    fn spec(&mut self, dir: &Path, spec_dirs: &[PathBuf], own: &Ownership, p: &Planned) {
+    fn spec(&mut self, dir: &Path, defined: &generate::Defined, own: &Ownership, p: &Planned) {
         let g = Some(p.generator.as_str());
         if let Some(spec) = &p.spec {
             self.checked.specs += 1;
@@ -341,7 +345,7 @@ impl Checker<'_> {
                 self.compare_spec(&path, own, p, spec, &old);
             }
             let mine: BTreeSet<String> = own.owned_by(&p.generator).into_iter().collect();
-            for c in generate::conflicts(dir, spec_dirs, p, &mine) {
+            for c in defined.conflicts(p, &mine) {
                 let (kind, reason) = if c.owner.is_some() {
                     (
                         Kind::Conflict,

@@ -6,7 +6,7 @@
 //! later directory overrides an earlier one; so a name two tools write is
 //! either lost or decided by directory order, and each tool rewrites its
 //! file on its own triggers (NVIDIA's `nvidia-cdi-refresh` on every load of
-//! the driver). [`crate::generate::conflicts`] finds such files in the
+//! the driver). [`crate::generate::Defined`] finds such files in the
 //! output directory and in the other spec directories ([`runtime_dirs`]);
 //! `generate` (and `--dry-run`) refuses to write the spec, and `check`
 //! reports a `competing` finding, each naming the file and, for a tool it
