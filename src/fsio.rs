@@ -247,6 +247,29 @@ pub fn read(path: &Path, limit: u64, links: Links) -> Result<Vec<u8>, Error> {
     read_open(path, file, limit)
 }
 
+/// Reads the regular file at `path` that `before` (its `lstat`, made by
+/// the caller) describes, as [`read`] does with [`Links::Refuse`]: a
+/// caller that has just examined the path spares the second look.
+///
+/// # Errors
+/// As [`read`]; also when the file opened is not the one examined.
+pub fn read_examined(path: &Path, before: &Metadata, limit: u64) -> Result<Vec<u8>, Error> {
+    if !before.file_type().is_file() {
+        return Err(Error::NotRegular {
+            path: path.to_path_buf(),
+            what: describe(before.file_type()),
+            via_link: false,
+        });
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(open_flags(Links::Refuse))
+        .open(path)
+        .map_err(|e| refused_link(path, e))?;
+    same_regular(path, &file, before)?;
+    read_open(path, file, limit)
+}
+
 /// Reads an opened file, at most `limit` bytes.
 fn read_open(path: &Path, file: File, limit: u64) -> Result<Vec<u8>, Error> {
     let mut buf = Vec::new();

@@ -127,6 +127,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// The error as met resolving `host`, a path under the one this error
+    /// was met resolving (escapes and loops name the path asked for).
+    fn resolving(self, host: &Path) -> Error {
+        match self {
+            Error::Escape { link, root, .. } => Error::Escape {
+                path: host.to_path_buf(),
+                link,
+                root,
+            },
+            Error::Loop { .. } => Error::Loop {
+                path: host.to_path_buf(),
+            },
+            other => other,
+        }
+    }
+
     /// What went wrong, without the file it went wrong on (a symlink that
     /// leaves the root is still named: it may be another path).
     pub fn reason(&self) -> String {
@@ -232,6 +248,9 @@ pub struct HostRoot {
     /// Symlink lookups by host path (None: exists, not a link). Make a new
     /// root for each discovery run so that changes are seen.
     links: Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
+    /// Real host paths of the directories resolved, by the host path
+    /// asked for; as short-lived as `links`.
+    dirs: Mutex<std::collections::HashMap<PathBuf, PathBuf>>,
 }
 
 impl HostRoot {
@@ -271,6 +290,7 @@ impl HostRoot {
             hook_path: PathBuf::from(DEFAULT_HOOK_PATH),
             nvml: true,
             links: Mutex::new(std::collections::HashMap::new()),
+            dirs: Mutex::new(std::collections::HashMap::new()),
         };
         // Read like every other root file: resolved inside the root, a
         // regular file, bounded.
@@ -287,6 +307,9 @@ impl HostRoot {
         }
         // Lookups made while opening must not outlive it.
         if let Ok(mut cache) = root.links.lock() {
+            cache.clear();
+        }
+        if let Ok(mut cache) = root.dirs.lock() {
             cache.clear();
         }
         Ok(root)
@@ -462,6 +485,52 @@ impl HostRoot {
     /// [`Error::Io`] (not found, permission), [`Error::Escape`],
     /// [`Error::Loop`].
     pub fn resolve(&self, host: &Path) -> Result<PathBuf, Error> {
+        Ok(self.resolve_entry(host)?.0)
+    }
+
+    /// [`HostRoot::resolve`], with what `lstat` says of the entry found
+    /// when that was its last step. The parent directory's resolution is
+    /// remembered for the life of this root (sysfs reads many attributes
+    /// of one directory), so a path whose last component is not a link
+    /// costs one lookup and one `lstat`; anything else (a link at the end,
+    /// a `..` in the path, a recording root) takes the full walk.
+    fn resolve_entry(&self, host: &Path) -> Result<(PathBuf, Option<fs::Metadata>), Error> {
+        if self.record.is_none()
+            && !host.components().any(|c| c == Component::ParentDir)
+            && let (Some(parent), Some(Component::Normal(name))) =
+                (host.parent(), host.components().next_back())
+        {
+            let here = self
+                .resolve_dir(parent)
+                .map_err(|e| e.resolving(host))?
+                .join(name);
+            let meta =
+                fs::symlink_metadata(self.disk_path(&here)).map_err(|e| self.io_error(&here, e))?;
+            if !meta.file_type().is_symlink() {
+                return Ok((here, Some(meta)));
+            }
+        }
+        Ok((self.resolve_walk(host)?, None))
+    }
+
+    /// The real host path of a directory (its type is not checked), from
+    /// the cache of directories resolved before.
+    fn resolve_dir(&self, host: &Path) -> Result<PathBuf, Error> {
+        if let Ok(cache) = self.dirs.lock()
+            && let Some(hit) = cache.get(host)
+        {
+            return Ok(hit.clone());
+        }
+        let real = self.resolve_walk(host)?;
+        if let Ok(mut cache) = self.dirs.lock() {
+            cache.insert(host.to_path_buf(), real.clone());
+        }
+        Ok(real)
+    }
+
+    /// The full resolution: component by component, each symlink's target
+    /// checked to stay inside the root.
+    fn resolve_walk(&self, host: &Path) -> Result<PathBuf, Error> {
         // Each pending component with the link whose target it came from
         // (None: from `host`), to name that link if its `..` escapes.
         let mut pending: VecDeque<(OsString, Option<PathBuf>)> =
@@ -551,25 +620,29 @@ impl HostRoot {
     /// # Errors
     /// [`Error`] naming the file; [`Error::TooLarge`] past the limit.
     pub fn read_limited(&self, host: &Path, limit: u64) -> Result<Vec<u8>, Error> {
-        let real = self.resolve(host)?;
+        let (real, examined) = self.resolve_entry(host)?;
         let disk = self.disk_path(&real);
         // `resolve` followed every link inside the root: the file itself
         // is no link, and it must be a regular file (a FIFO would hang the
-        // read, a device node must never be opened).
-        let buf =
-            crate::fsio::read(&disk, limit, crate::fsio::Links::Refuse).map_err(|e| match e {
-                crate::fsio::Error::Io { source, .. } => self.io_error(host, source),
-                crate::fsio::Error::NotRegular { what, .. } => Error::NotRegular {
-                    path: host.to_path_buf(),
-                    disk: self.disk_path(host),
-                    what,
-                },
-                crate::fsio::Error::TooLarge { limit, .. } => Error::TooLarge {
-                    disk: disk.clone(),
-                    limit,
-                },
-                crate::fsio::Error::NotUtf8 { .. } => Error::NotUtf8 { disk: disk.clone() },
-            })?;
+        // read, a device node must never be opened). The `lstat` of the
+        // resolution, when it made one, is that check.
+        let read = match &examined {
+            Some(meta) => crate::fsio::read_examined(&disk, meta, limit),
+            None => crate::fsio::read(&disk, limit, crate::fsio::Links::Refuse),
+        };
+        let buf = read.map_err(|e| match e {
+            crate::fsio::Error::Io { source, .. } => self.io_error(host, source),
+            crate::fsio::Error::NotRegular { what, .. } => Error::NotRegular {
+                path: host.to_path_buf(),
+                disk: self.disk_path(host),
+                what,
+            },
+            crate::fsio::Error::TooLarge { limit, .. } => Error::TooLarge {
+                disk: disk.clone(),
+                limit,
+            },
+            crate::fsio::Error::NotUtf8 { .. } => Error::NotUtf8 { disk: disk.clone() },
+        })?;
         self.note(|r| {
             r.files.insert(real.clone(), buf.clone());
         });
@@ -681,7 +754,7 @@ impl HostRoot {
     /// [`Error`] when the path exists but is not a symlink or is unreadable.
     pub fn link_name(&self, host: &Path) -> Result<Option<String>, Error> {
         let parent = match host.parent() {
-            Some(p) => match self.resolve(p) {
+            Some(p) => match self.resolve_dir(p) {
                 Ok(p) => p,
                 Err(e) if e.is_not_found() => return Ok(None),
                 Err(e) => return Err(e),
@@ -692,11 +765,18 @@ impl HostRoot {
             return Ok(None);
         };
         let here = parent.join(name);
-        let disk = self.disk_path(&here);
-        let target = match fs::read_link(&disk) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(self.io_error(host, e)),
+        // Through the link cache: the same links (`driver`, `physfn`) are
+        // also resolved through.
+        let target = match self.link_target(&here) {
+            Ok(Some(t)) => t,
+            Ok(None) => {
+                // What `readlink` says of a file that is not a link.
+                let not_a_link =
+                    io::Error::from_raw_os_error(rustix::io::Errno::INVAL.raw_os_error());
+                return Err(self.io_error(host, not_a_link));
+            }
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
         };
         self.note(|r| {
             r.links.insert(here.clone(), target.clone());

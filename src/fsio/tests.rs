@@ -150,3 +150,52 @@ fn own_files_are_created_but_never_through_a_symlink() {
     assert!(open_owned(&planted, true).is_err());
     assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
 }
+
+#[test]
+fn a_file_examined_by_the_caller_is_read_only_if_it_is_still_that_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let p = tmp.path().join("attr");
+    std::fs::write(&p, b"1\n").unwrap();
+    let examined = std::fs::symlink_metadata(&p).unwrap();
+    assert_eq!(read_examined(&p, &examined, 10).unwrap(), b"1\n");
+    // Replaced between the look and the open: refused, not read.
+    std::fs::write(tmp.path().join("other"), b"2\n").unwrap();
+    std::fs::rename(tmp.path().join("other"), &p).unwrap();
+    let e = read_examined(&p, &examined, 10).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: the file was replaced while it was being opened",
+            p.display()
+        )
+    );
+    // Replaced by a FIFO: never opened (the open would not block, and the
+    // type check after it refuses it).
+    std::fs::remove_file(&p).unwrap();
+    fifo(&p);
+    let e = quick(|| read_examined(&p, &examined, 10)).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: a FIFO, not a regular file: not opening it",
+            p.display()
+        )
+    );
+    // Examined as a FIFO: refused without an open.
+    let fifo_meta = std::fs::symlink_metadata(&p).unwrap();
+    let e = quick(|| read_examined(&p, &fifo_meta, 10)).unwrap_err();
+    assert!(matches!(e, Error::NotRegular { what: "a FIFO", .. }), "{e}");
+    // Replaced by a symlink to the same file: refused.
+    std::fs::remove_file(&p).unwrap();
+    std::fs::write(tmp.path().join("real"), b"3\n").unwrap();
+    let real = std::fs::symlink_metadata(tmp.path().join("real")).unwrap();
+    symlink(tmp.path().join("real"), &p).unwrap();
+    let e = read_examined(&p, &real, 10).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{}: a symbolic link, not a regular file: not opening it",
+            p.display()
+        )
+    );
+}
