@@ -749,7 +749,20 @@ where
 /// Runs a parsed command line, printing to `out` and `err`; returns the
 /// exit code.
 pub fn main(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
-    match run(cli, out, err) {
+    let result = if matches!(cli.command, Command::Plugin(_)) {
+        // The plugin's reply is its protocol: it sees its own write
+        // errors.
+        run(cli, out, err)
+    } else {
+        // The other commands that write to `out` write it and end (the
+        // long-running ones log to stderr): one write per buffer, not per
+        // line, and all of it before an error is printed.
+        let mut buffered = io::BufWriter::with_capacity(64 << 10, out);
+        let result = run(cli, &mut buffered, err);
+        let flushed = buffered.flush().map_err(anyhow::Error::from);
+        result.and_then(|code| flushed.map(|()| code))
+    };
+    match result {
         Ok(code) => code,
         Err(e) => {
             // A closed pipe (`cdigen list | head`) is not an error.
