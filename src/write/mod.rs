@@ -5,8 +5,9 @@
 //! - **Atomic**: content goes to a temp file in the target directory whose
 //!   name ends in `.tmp` (runtimes watch the directory and load only
 //!   `*.json`/`*.yaml`), is fsynced and made mode 0644, then renamed over
-//!   the target; the directory is fsynced. There is never a moment with no
-//!   file or a partial one.
+//!   the target; the directory is fsynced (once per batch of files, after
+//!   the last rename). There is never a moment with no file or a partial
+//!   one.
 //! - **Idempotent**: unchanged bytes leave the file untouched (its mtime
 //!   stays, so runtimes do not reload).
 //! - **Ownership**: a state file in the directory (`.cdigen-state`, which
@@ -269,17 +270,40 @@ impl ManagedDir {
             }
             return results;
         }
+        // Each file is synced before its rename; the directory, with every
+        // rename in it, once after the last.
+        let mut renamed: Vec<(usize, &String)> = Vec::new();
         for (i, bytes, new_hash) in &pending {
             let Some((name, r)) = results.get_mut(*i) else {
                 continue;
             };
-            match replace(&self.dir, name, bytes) {
-                Ok(()) => {
-                    if let Some(rec) = self.state.files.get_mut(name.as_str()) {
-                        rec.sha256 = vec![new_hash.clone()];
-                    }
-                }
+            match replace_unsynced(&self.dir, name, bytes) {
+                Ok(()) => renamed.push((*i, new_hash)),
                 Err(e) => *r = Err(e),
+            }
+        }
+        if !renamed.is_empty()
+            && let Err(e) = sync_dir(&self.dir)
+        {
+            // Not known to be durable: not recorded as written (the saved
+            // intents still prove the new content ours).
+            let why =
+                std::error::Error::source(&e).map_or_else(|| e.to_string(), ToString::to_string);
+            for (i, _) in renamed.drain(..) {
+                if let Some((_, r)) = results.get_mut(i) {
+                    *r = Err(Error::Io {
+                        action: "cannot sync directory",
+                        path: self.dir.clone(),
+                        source: io::Error::other(why.clone()),
+                    });
+                }
+            }
+        }
+        for (i, new_hash) in renamed {
+            if let Some((name, _)) = results.get(i)
+                && let Some(rec) = self.state.files.get_mut(name.as_str())
+            {
+                rec.sha256 = vec![new_hash.clone()];
             }
         }
         if !pending.is_empty()
@@ -783,6 +807,13 @@ pub fn remove_temp_files(dir: &Path) -> Result<(), Error> {
 /// # Errors
 /// [`Error::Io`] naming the file that could not be written.
 pub fn replace(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
+    replace_unsynced(dir, name, bytes)?;
+    sync_dir(dir)
+}
+
+/// [`replace`] without the directory's fsync: for a batch, which syncs
+/// the directory once after its last rename.
+fn replace_unsynced(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
     let target = dir.join(name);
     let mut tmp = tempfile::Builder::new()
         .prefix(TMP_PREFIX)
@@ -800,7 +831,7 @@ pub fn replace(dir: &Path, name: &str, bytes: &[u8]) -> Result<(), Error> {
         .map_err(io_err("cannot sync", &tmp_path))?;
     tmp.persist(&target)
         .map_err(|e| io_err("cannot rename to", &target)(e.error))?;
-    sync_dir(dir)
+    Ok(())
 }
 
 #[cfg(test)]
