@@ -245,12 +245,13 @@ pub struct HostRoot {
     /// Whether NVIDIA's NVML library may be loaded (`--no-nvml` turns it
     /// off): loading a library runs its code.
     nvml: bool,
-    /// Symlink lookups by host path (None: exists, not a link). Make a new
+    /// Symlink lookups by host path (None: exists, not a link), keyed by
+    /// the path's bytes (hashing a `Path` walks its components). Make a new
     /// root for each discovery run so that changes are seen.
-    links: Mutex<std::collections::HashMap<PathBuf, Option<PathBuf>>>,
+    links: Mutex<std::collections::HashMap<OsString, Option<PathBuf>>>,
     /// Real host paths of the directories resolved, by the host path
     /// asked for; as short-lived as `links`.
-    dirs: Mutex<std::collections::HashMap<PathBuf, PathBuf>>,
+    dirs: Mutex<std::collections::HashMap<OsString, PathBuf>>,
 }
 
 impl HostRoot {
@@ -461,7 +462,7 @@ impl HostRoot {
     /// deep device paths share most of their components.
     fn link_target(&self, here: &Path) -> Result<Option<PathBuf>, Error> {
         if let Ok(cache) = self.links.lock()
-            && let Some(hit) = cache.get(here)
+            && let Some(hit) = cache.get(here.as_os_str())
         {
             return Ok(hit.clone());
         }
@@ -473,7 +474,7 @@ impl HostRoot {
             None
         };
         if let Ok(mut cache) = self.links.lock() {
-            cache.insert(here.to_path_buf(), target.clone());
+            cache.insert(here.as_os_str().to_os_string(), target.clone());
         }
         Ok(target)
     }
@@ -514,16 +515,45 @@ impl HostRoot {
     }
 
     /// The real host path of a directory (its type is not checked), from
-    /// the cache of directories resolved before.
+    /// the cache of directories resolved before: the nearest ancestor
+    /// resolved before, then one component at a time, each step cached.
     fn resolve_dir(&self, host: &Path) -> Result<PathBuf, Error> {
-        if let Ok(cache) = self.dirs.lock()
-            && let Some(hit) = cache.get(host)
-        {
-            return Ok(hit.clone());
+        let cached = |p: &Path| {
+            self.dirs
+                .lock()
+                .ok()
+                .and_then(|c| c.get(p.as_os_str()).cloned())
+        };
+        if let Some(hit) = cached(host) {
+            return Ok(hit);
         }
-        let real = self.resolve_walk(host)?;
-        if let Ok(mut cache) = self.dirs.lock() {
-            cache.insert(host.to_path_buf(), real.clone());
+        if self.record.is_some() || host.components().any(|c| c == Component::ParentDir) {
+            return self.resolve_walk(host);
+        }
+        // The components below the nearest resolved ancestor, deepest first.
+        let mut missing: Vec<&std::ffi::OsStr> = Vec::new();
+        let mut at = host;
+        let mut real = loop {
+            if let Some(hit) = cached(at) {
+                break hit;
+            }
+            match (at.parent(), at.file_name()) {
+                (Some(parent), Some(name)) => {
+                    missing.push(name);
+                    at = parent;
+                }
+                _ => break PathBuf::from("/"),
+            }
+        };
+        let mut asked = at.to_path_buf();
+        for name in missing.into_iter().rev() {
+            asked.push(name);
+            real = self
+                .walk(host, components(&real), vec![name.to_os_string()])
+                .map_err(|e| e.resolving(host))?;
+            if let Ok(mut cache) = self.dirs.lock() {
+                cache.insert(asked.clone().into_os_string(), real.clone());
+            }
         }
         Ok(real)
     }
@@ -531,11 +561,21 @@ impl HostRoot {
     /// The full resolution: component by component, each symlink's target
     /// checked to stay inside the root.
     fn resolve_walk(&self, host: &Path) -> Result<PathBuf, Error> {
+        self.walk(host, Vec::new(), components(host))
+    }
+
+    /// Resolves the components `rest` below the real components `real`
+    /// (for `host`, which errors name).
+    fn walk(
+        &self,
+        host: &Path,
+        mut real: Vec<OsString>,
+        rest: Vec<OsString>,
+    ) -> Result<PathBuf, Error> {
         // Each pending component with the link whose target it came from
         // (None: from `host`), to name that link if its `..` escapes.
         let mut pending: VecDeque<(OsString, Option<PathBuf>)> =
-            components(host).into_iter().map(|c| (c, None)).collect();
-        let mut real: Vec<OsString> = Vec::new();
+            rest.into_iter().map(|c| (c, None)).collect();
         let mut links = 0;
         while let Some((c, from)) = pending.pop_front() {
             if c == ".." {
