@@ -36,7 +36,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// Node roles every device of a spec needs, offered as `common_nodes`.
-pub const COMMON_ROLES: [&str; 4] = crate::discover::nvidia::CONTROL_ROLES;
+pub const COMMON_ROLES: [&str; 4] = crate::model::NVIDIA_CONTROL_ROLES;
 
 /// Largest template file read.
 pub const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
