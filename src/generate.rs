@@ -21,6 +21,7 @@ use crate::cdi::validate::{EnvCollision, env_collision};
 use crate::cdi::{self, Format, Spec, Version};
 use crate::devinfo;
 use crate::discover::Discovery;
+use crate::discover::generic::join_tag;
 use crate::generator::{DriverFiles, Generator, Loaded};
 use crate::model::Device;
 use crate::render::Templates;
@@ -170,10 +171,10 @@ impl Planned {
 ///
 /// Candidates are the devices of the generator's backend (for the generic
 /// backend, those its `match` found: run discovery with
-/// [`crate::discover::discover_for`] and this generator). The nodes of its
-/// `join`s are added to each candidate (bound to a listed driver, if
-/// any), then `select` filters, the VFIO mode picks VFIO nodes, and the
-/// first `reserve` devices are left out.
+/// [`crate::discover::discover_for`] and the [`crate::generator::scan`] of
+/// this generator). The nodes of its `join`s are added to each candidate
+/// (bound to a listed driver, if any), then `select` filters, the VFIO
+/// mode picks VFIO nodes, and the first `reserve` devices are left out.
 pub fn select_devices(g: &Generator, discovery: &Discovery) -> Vec<Device> {
     let generic = |d: &&Device| d.backend == crate::discover::generic::NAME;
     let joins: Vec<Vec<&crate::model::Node>> = (0..g.join.len())
@@ -256,12 +257,6 @@ pub fn select_devices(g: &Generator, discovery: &Discovery) -> Vec<Device> {
         selected = kept;
     }
     selected
-}
-
-/// How the generic backend records that a device was found by a
-/// generator's `join[i]`: `amd-gpu.join[0]`.
-pub fn join_tag(generator: &str, i: usize) -> String {
-    format!("{generator}.join[{i}]")
 }
 
 /// Builds the spec of one generator from the discovered devices.

@@ -836,18 +836,22 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(crate::generator::USER_DIR));
     let all = crate::generator::load(&[user_dir])?;
-    let found = crate::discover::discover_for(&root, &[], all.iter().map(|l| &l.generator))?;
+    let scan = crate::generator::scan(all.iter().map(|l| &l.generator));
+    let found = crate::discover::discover_for(&root, &[], &scan)?;
     let record = root.take_record();
     let summary = crate::snapshot::write(&record, &args.output)?;
     // The devices counted are those `cdigen discover` lists (for the
     // enabled definitions); those only disabled ones match are said apart.
+    let enabled = crate::generator::scan(
+        all.iter()
+            .filter(|l| l.generator.enabled)
+            .map(|l| &l.generator),
+    );
     let listed = crate::discover::discover_for(
         &crate::root::HostRoot::open(&args.root)?
             .with_driver_root_or_detect(args.driver_root.as_deref()),
         &[],
-        all.iter()
-            .filter(|l| l.generator.enabled)
-            .map(|l| &l.generator),
+        &enabled,
     )?;
     let key = |d: &crate::model::Device| (d.backend.clone(), d.id.clone());
     let shown: std::collections::BTreeSet<_> = listed.devices.iter().map(key).collect();

@@ -20,11 +20,8 @@ pub(crate) fn discover(
     generators: &[Loaded],
 ) -> anyhow::Result<(HostRoot, Discovery)> {
     let root = source.host_root()?;
-    let found = discover::discover_for(
-        &root,
-        &source.backends,
-        generators.iter().map(|l| &l.generator),
-    )?;
+    let scan = generator::scan(generators.iter().map(|l| &l.generator));
+    let found = discover::discover_for(&root, &source.backends, &scan)?;
     for w in &found.warnings {
         tracing::warn!("{}: {}", text::path(&w.path), w.message);
     }

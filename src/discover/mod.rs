@@ -10,6 +10,10 @@
 //! a precedence; a device (keyed by its real sysfs path) reported by a
 //! backend of higher precedence is removed from the others' results, so a
 //! more specific backend always wins, whatever the order they run in.
+//!
+//! What the generic backend scans is plain data ([`generic::Scan`]), built
+//! by the caller from the generator definitions of the run: discovery
+//! knows nothing of definitions.
 
 pub(crate) mod devnode;
 pub mod drm;
@@ -26,7 +30,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::generator::Generator;
 use crate::model::Device;
 use crate::root::HostRoot;
 
@@ -84,6 +87,9 @@ pub enum Error {
     UnknownBackend(String),
 }
 
+/// Nothing for the generic backend to scan.
+static NO_SCAN: generic::Scan = generic::Scan::new();
+
 /// What a discovery run shares between its backends: the root, the PCI
 /// ID database, parsed at most once per run (it is about 1.4 MB), and what
 /// the generic backend is to scan.
@@ -92,7 +98,7 @@ pub struct Context<'a> {
     /// The host.
     pub root: &'a HostRoot,
     pci_ids: std::sync::OnceLock<Option<pciids::PciIds>>,
-    sources: Vec<generic::Source>,
+    scan: &'a generic::Scan,
 }
 
 impl<'a> Context<'a> {
@@ -102,23 +108,20 @@ impl<'a> Context<'a> {
         Context {
             root,
             pci_ids: std::sync::OnceLock::new(),
-            sources: Vec::new(),
+            scan: &NO_SCAN,
         }
     }
 
-    /// The context with what `generators` ask the generic backend to scan
-    /// (their `match` and `join` sections).
-    pub fn with_generators<'g>(
-        mut self,
-        generators: impl IntoIterator<Item = &'g Generator>,
-    ) -> Self {
-        self.sources = generic::sources(generators);
+    /// The context with `scan` for the generic backend (what the run's
+    /// generator definitions' `match` and `join` sections declare).
+    pub fn with_scan(mut self, scan: &'a generic::Scan) -> Self {
+        self.scan = scan;
         self
     }
 
     /// What the generic backend scans.
-    pub fn sources(&self) -> &[generic::Source] {
-        &self.sources
+    pub fn scan(&self) -> &generic::Scan {
+        self.scan
     }
 
     /// The PCI ID database under the root, loaded on first use; `None`
@@ -226,26 +229,26 @@ pub struct Discovery {
 /// # Errors
 /// [`Error`] for an unknown backend name or a backend that cannot run.
 pub fn discover(root: &HostRoot, only: &[String]) -> Result<Discovery, Error> {
-    discover_for(root, only, [])
+    discover_for(root, only, &NO_SCAN)
 }
 
-/// [`discover`] for these generator definitions: the generic backend
-/// scans what their `match` and `join` sections declare (see
-/// [`generic::sources`]); the other backends do not depend on them.
+/// [`discover`] with `scan` for the generic backend (what the run's
+/// generator definitions' `match` and `join` sections declare); the other
+/// backends do not depend on it.
 ///
 /// # Errors
 /// [`Error`] for an unknown backend name or a backend that cannot run.
-pub fn discover_for<'g>(
+pub fn discover_for(
     root: &HostRoot,
     only: &[String],
-    generators: impl IntoIterator<Item = &'g Generator>,
+    scan: &generic::Scan,
 ) -> Result<Discovery, Error> {
     for name in only {
         backend(name)?;
     }
     run(
         BACKENDS,
-        Context::new(root).with_generators(generators),
+        Context::new(root).with_scan(scan),
         only,
         &|_| true,
         None,
@@ -292,10 +295,10 @@ pub type ClaimCache = BTreeMap<&'static str, Claims>;
 ///
 /// # Errors
 /// [`Error`] for an unknown backend name or a backend that cannot run.
-pub fn discover_again<'g>(
+pub fn discover_again(
     root: &HostRoot,
     only: &[String],
-    generators: impl IntoIterator<Item = &'g Generator>,
+    scan: &generic::Scan,
     again: &dyn Fn(&str) -> bool,
     cache: &mut ClaimCache,
 ) -> Result<Discovery, Error> {
@@ -304,7 +307,7 @@ pub fn discover_again<'g>(
     }
     run(
         BACKENDS,
-        Context::new(root).with_generators(generators),
+        Context::new(root).with_scan(scan),
         only,
         again,
         Some(cache),

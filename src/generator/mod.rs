@@ -11,6 +11,8 @@
 pub mod select;
 pub mod source;
 
+pub use source::scan;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -607,10 +609,12 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
         let field = format!("names[{i}].{}", n.as_str());
         match n {
             NameStrategy::Attr(a) => {
-                source::check_attr_name(a).map_err(|m| invalid(&field, m))?;
+                crate::discover::generic::scan::check_attr_name(a)
+                    .map_err(|m| invalid(&field, m))?;
             }
             NameStrategy::Link(dir) => {
-                source::check_link_dir(dir).map_err(|m| invalid(&field, m))?;
+                crate::discover::generic::scan::check_link_dir(dir)
+                    .map_err(|m| invalid(&field, m))?;
             }
             NameStrategy::Template(t) => {
                 check_name_template(t).map_err(|m| invalid(&field, m))?;

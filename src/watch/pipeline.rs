@@ -264,13 +264,8 @@ impl Regenerate for Pipeline {
             .filter(|b| again(b) || !self.claims.contains_key(b))
             .map(str::to_string)
             .collect();
-        let found = discover::discover_again(
-            &root,
-            &backends,
-            self.generators.iter().map(|l| &l.generator),
-            &again,
-            &mut self.claims,
-        )?;
+        let scan = crate::generator::scan(self.generators.iter().map(|l| &l.generator));
+        let found = discover::discover_again(&root, &backends, &scan, &again, &mut self.claims)?;
         if nvidia_in_scope {
             let gpus = found.devices.iter().any(|d| d.backend == NVIDIA);
             self.mig = mig.filter(|_| gpus);
