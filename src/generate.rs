@@ -9,8 +9,10 @@
 
 pub mod coexist;
 mod defined;
+pub mod inputs;
 
 pub use defined::{Clash, Defined};
+pub use inputs::{Definitions, Host};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
