@@ -21,6 +21,7 @@ pub mod generic;
 pub mod nvidia;
 pub mod pci;
 pub mod pciids;
+pub mod pf;
 pub mod sriov;
 pub mod vdpa;
 pub mod vfio;
@@ -91,13 +92,15 @@ pub enum Error {
 static NO_SCAN: generic::Scan = generic::Scan::new();
 
 /// What a discovery run shares between its backends: the root, the PCI
-/// ID database, parsed at most once per run (it is about 1.4 MB), and what
-/// the generic backend is to scan.
+/// ID database, parsed at most once per run (it is about 1.4 MB), what
+/// the SR-IOV and vDPA backends both read ([`pf::Cache`]), and what the
+/// generic backend is to scan.
 #[derive(Debug)]
 pub struct Context<'a> {
     /// The host.
     pub root: &'a HostRoot,
     pci_ids: std::sync::OnceLock<Option<pciids::PciIds>>,
+    pf: pf::Cache,
     scan: &'a generic::Scan,
 }
 
@@ -108,6 +111,7 @@ impl<'a> Context<'a> {
         Context {
             root,
             pci_ids: std::sync::OnceLock::new(),
+            pf: pf::Cache::default(),
             scan: &NO_SCAN,
         }
     }
@@ -122,6 +126,12 @@ impl<'a> Context<'a> {
     /// What the generic backend scans.
     pub fn scan(&self) -> &generic::Scan {
         self.scan
+    }
+
+    /// What this run has read of PFs and vDPA devices, for the SR-IOV and
+    /// vDPA backends.
+    pub fn pf(&self) -> &pf::Cache {
+        &self.pf
     }
 
     /// The PCI ID database under the root, loaded on first use; `None`
