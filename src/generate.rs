@@ -6,6 +6,10 @@
 //! error for its generator, and the other generators go on. A generator
 //! that finds no device removes the spec it wrote earlier (a spec without
 //! devices is invalid, and a stale one would offer hardware that is gone).
+//!
+//! What a run starts from (the host and backends, the definitions and
+//! templates), as plain settings the commands fill from their flags, is
+//! [`inputs`].
 
 pub mod coexist;
 mod defined;

@@ -6,7 +6,8 @@
 //! shipped one of the same `name`. Parsing is strict: an unknown key or a
 //! bad value is an error naming the file, the line, and what was expected.
 //! Two definitions that would write one file are refused together
-//! ([`check_shared_outputs`]).
+//! ([`check_shared_outputs`]). What a run's definitions ask the generic
+//! backend to scan is built here ([`scan`]), as discovery's plain data.
 
 pub mod select;
 pub mod source;
