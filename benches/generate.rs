@@ -70,8 +70,12 @@ fn pipeline(
     let t0 = Instant::now();
     let host = HostRoot::open(root).expect("root");
     let gens = enabled_generators();
-    let found =
-        discover::discover_for(&host, &[], gens.iter().map(|l| &l.generator)).expect("discover");
+    let found = discover::discover_for(
+        &host,
+        &[],
+        &cdigen::generator::scan(gens.iter().map(|l| &l.generator)),
+    )
+    .expect("discover");
     assert!(found.warnings.is_empty(), "{:?}", found.warnings);
     let t1 = Instant::now();
     let templates = Templates::load(None).expect("templates");
@@ -105,8 +109,12 @@ fn check_current(root: &Path, out: &Path, devinfo: Option<&Path>) -> Duration {
     let t = Instant::now();
     let host = HostRoot::open(root).expect("root");
     let gens = enabled_generators();
-    let found =
-        discover::discover_for(&host, &[], gens.iter().map(|l| &l.generator)).expect("discover");
+    let found = discover::discover_for(
+        &host,
+        &[],
+        &cdigen::generator::scan(gens.iter().map(|l| &l.generator)),
+    )
+    .expect("discover");
     let templates = Templates::load(None).expect("templates");
     let plans = plan_all(&gens, &templates, &found, None);
     let dirs = check::Dirs {

@@ -285,8 +285,12 @@ fn record(root: &Path, list: &Path) -> (BTreeMap<String, usize>, usize, usize) {
         .with_driver_root_or_detect(None)
         .with_nvml(false);
     let gens = enabled();
-    let found =
-        cdigen::discover::discover_for(&host, &[], gens.iter().map(|l| &l.generator)).unwrap();
+    let found = cdigen::discover::discover_for(
+        &host,
+        &[],
+        &cdigen::generator::scan(gens.iter().map(|l| &l.generator)),
+    )
+    .unwrap();
     assert!(found.warnings.is_empty(), "{:?}", found.warnings);
     let record = host.take_record();
     let mut out = Vec::new();
@@ -562,8 +566,12 @@ fn bench() {
     let gens = enabled();
     let templates = Templates::load(None).unwrap();
     let host = open(&big.root);
-    let found =
-        cdigen::discover::discover_for(&host, &[], gens.iter().map(|l| &l.generator)).unwrap();
+    let found = cdigen::discover::discover_for(
+        &host,
+        &[],
+        &cdigen::generator::scan(gens.iter().map(|l| &l.generator)),
+    )
+    .unwrap();
     let plans = plan_all(&gens, &templates, &found, None);
     assert!(plans.failed.is_empty());
     let writes = work.join("writes");

@@ -333,9 +333,9 @@ impl EventSource for Channel {
 
 impl InProcess {
     fn start(dir: &Path) -> InProcess {
-        use cdigen::cli::{DefinitionArgs, SourceArgs};
+        use cdigen::generate::{Definitions, Host};
         let mut pipeline = cdigen::watch::Pipeline::new(
-            SourceArgs {
+            Host {
                 root: dir.join("root"),
                 backends: Vec::new(),
                 driver_root: None,
@@ -343,7 +343,7 @@ impl InProcess {
                 hook_path: Some("/usr/bin/cdigen".into()),
                 no_nvml: true,
             },
-            DefinitionArgs {
+            Definitions {
                 generators: Some("/nonexistent-cdigen-user-generators".into()),
                 templates: None,
                 only: Vec::new(),

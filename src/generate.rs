@@ -6,11 +6,17 @@
 //! error for its generator, and the other generators go on. A generator
 //! that finds no device removes the spec it wrote earlier (a spec without
 //! devices is invalid, and a stale one would offer hardware that is gone).
+//!
+//! What a run starts from (the host and backends, the definitions and
+//! templates), as plain settings the commands fill from their flags, is
+//! [`inputs`].
 
 pub mod coexist;
 mod defined;
+pub mod inputs;
 
 pub use defined::{Clash, Defined};
+pub use inputs::{Definitions, Host};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -21,6 +27,7 @@ use crate::cdi::validate::{EnvCollision, env_collision};
 use crate::cdi::{self, Format, Spec, Version};
 use crate::devinfo;
 use crate::discover::Discovery;
+use crate::discover::generic::join_tag;
 use crate::generator::{DriverFiles, Generator, Loaded};
 use crate::model::Device;
 use crate::render::Templates;
@@ -170,10 +177,10 @@ impl Planned {
 ///
 /// Candidates are the devices of the generator's backend (for the generic
 /// backend, those its `match` found: run discovery with
-/// [`crate::discover::discover_for`] and this generator). The nodes of its
-/// `join`s are added to each candidate (bound to a listed driver, if
-/// any), then `select` filters, the VFIO mode picks VFIO nodes, and the
-/// first `reserve` devices are left out.
+/// [`crate::discover::discover_for`] and the [`crate::generator::scan`] of
+/// this generator). The nodes of its `join`s are added to each candidate
+/// (bound to a listed driver, if any), then `select` filters, the VFIO
+/// mode picks VFIO nodes, and the first `reserve` devices are left out.
 pub fn select_devices(g: &Generator, discovery: &Discovery) -> Vec<Device> {
     let generic = |d: &&Device| d.backend == crate::discover::generic::NAME;
     let joins: Vec<Vec<&crate::model::Node>> = (0..g.join.len())
@@ -256,12 +263,6 @@ pub fn select_devices(g: &Generator, discovery: &Discovery) -> Vec<Device> {
         selected = kept;
     }
     selected
-}
-
-/// How the generic backend records that a device was found by a
-/// generator's `join[i]`: `amd-gpu.join[0]`.
-pub fn join_tag(generator: &str, i: usize) -> String {
-    format!("{generator}.join[{i}]")
 }
 
 /// Builds the spec of one generator from the discovered devices.

@@ -37,6 +37,13 @@
 //! - [`text`]: escaping of host-derived text for terminals and logs.
 //! - [`cli`]: the command-line interface; `src/main.rs` is a thin shell
 //!   over it.
+//!
+//! The module graph has no cycles (`tests/modules.rs` checks it): discovery
+//! knows nothing of generator definitions (what the generic backend scans
+//! is plain data, [`discover::generic::Scan`], that [`generator::scan`]
+//! builds); the definitions know nothing of rendering; [`watch`],
+//! [`deviceplugin`] and [`cli`] sit on top and take plain settings
+//! ([`generate::inputs`]).
 
 pub mod cdi;
 pub mod check;

@@ -340,6 +340,17 @@ pub struct Node {
     pub host: Option<HostNode>,
 }
 
+/// Roles of the NVIDIA control nodes (`nvidiactl`, `nvidia-modeset`,
+/// `nvidia-uvm`, `nvidia-uvm-tools`): the nodes every NVIDIA device needs
+/// besides its own, which the NVIDIA backend adds to each and templates
+/// offer once per spec.
+pub const NVIDIA_CONTROL_ROLES: [&str; 4] = [
+    "nvidia-control",
+    "nvidia-modeset",
+    "nvidia-uvm",
+    "nvidia-uvm-tools",
+];
+
 /// Mode and owner of a node in the host's `/dev`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub struct HostNode {

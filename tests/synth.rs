@@ -308,8 +308,12 @@ fn mixed_machine_is_fully_discovered() {
     let root = open(tmp.path());
     let gens = cdigen::generator::load(&[]).unwrap();
     let enabled: Vec<_> = gens.iter().filter(|l| l.generator.enabled).collect();
-    let found =
-        cdigen::discover::discover_for(&root, &[], enabled.iter().map(|l| &l.generator)).unwrap();
+    let found = cdigen::discover::discover_for(
+        &root,
+        &[],
+        &cdigen::generator::scan(enabled.iter().map(|l| &l.generator)),
+    )
+    .unwrap();
     assert_eq!(found.warnings, vec![]);
     let count = |b: &str| found.devices.iter().filter(|d| d.backend == b).count();
     assert_eq!(

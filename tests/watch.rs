@@ -26,8 +26,8 @@ use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use cdigen::cli::{DefinitionArgs, SourceArgs};
 use cdigen::generate::Action;
+use cdigen::generate::{Definitions, Host};
 use cdigen::watch::{
     Config, Control, DeviceEvent, Event, EventSource, Pass, Pipeline, Summary, run,
 };
@@ -69,7 +69,7 @@ fn pipeline(tmp: &Path) -> Pipeline {
 /// [`pipeline`] with the user generator definitions in `generators`.
 fn pipeline_with(tmp: &Path, generators: &Path) -> Pipeline {
     Pipeline::new(
-        SourceArgs {
+        Host {
             root: tmp.join("root"),
             backends: Vec::new(),
             driver_root: None,
@@ -77,7 +77,7 @@ fn pipeline_with(tmp: &Path, generators: &Path) -> Pipeline {
             hook_path: Some("/usr/bin/cdigen".into()),
             no_nvml: true,
         },
-        DefinitionArgs {
+        Definitions {
             generators: Some(generators.into()),
             templates: None,
             only: Vec::new(),

@@ -11,8 +11,8 @@ use crate::watch::{self, Config, Control, Pipeline, Regenerate as _};
 pub(crate) fn run(args: &DevicePluginArgs) -> anyhow::Result<u8> {
     let w = &args.watch;
     let pipeline = Pipeline::new(
-        w.source.clone(),
-        w.defs.clone(),
+        w.source.host(),
+        w.defs.definitions(),
         w.output_dir.clone(),
         w.devinfo_dir.clone(),
         w.format.map(Into::into),

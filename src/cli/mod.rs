@@ -15,7 +15,7 @@ mod hook;
 mod inject;
 mod list;
 mod output;
-pub(crate) mod pipeline;
+mod pipeline;
 mod plugin;
 mod validate;
 mod watch;
@@ -447,23 +447,24 @@ pub struct SourceArgs {
 }
 
 impl SourceArgs {
+    /// The flags as plain settings.
+    pub fn host(&self) -> crate::generate::Host {
+        crate::generate::Host {
+            root: self.root.clone(),
+            backends: self.backends.clone(),
+            driver_root: self.driver_root.clone(),
+            library_search_path: self.library_search_path.clone(),
+            hook_path: self.hook_path.clone(),
+            no_nvml: self.no_nvml,
+        }
+    }
+
     /// Opens the root with the driver's locations and the hook path.
     ///
     /// # Errors
     /// When the root cannot be used.
     pub fn host_root(&self) -> anyhow::Result<crate::root::HostRoot> {
-        use anyhow::Context as _;
-        let hook_path = match &self.hook_path {
-            Some(p) => p.clone(),
-            None => std::env::current_exe()
-                .unwrap_or_else(|_| PathBuf::from(crate::root::DEFAULT_HOOK_PATH)),
-        };
-        Ok(crate::root::HostRoot::open(&self.root)
-            .with_context(|| format!("cannot use {} as the root", crate::text::path(&self.root)))?
-            .with_driver_root_or_detect(self.driver_root.as_deref())
-            .with_library_search_path(&self.library_search_path)
-            .with_hook_path(&hook_path)
-            .with_nvml(!self.no_nvml))
+        self.host().open()
     }
 }
 
@@ -481,6 +482,17 @@ pub struct DefinitionArgs {
     /// Only run this generator (repeatable; default: every enabled generator).
     #[arg(long = "generator", value_name = "NAME")]
     pub only: Vec<String>,
+}
+
+impl DefinitionArgs {
+    /// The flags as plain settings.
+    pub fn definitions(&self) -> crate::generate::Definitions {
+        crate::generate::Definitions {
+            generators: self.generators.clone(),
+            templates: self.templates.clone(),
+            only: self.only.clone(),
+        }
+    }
 }
 
 /// Arguments of `cdigen generate`.
@@ -849,18 +861,22 @@ fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(crate::generator::USER_DIR));
     let all = crate::generator::load(&[user_dir])?;
-    let found = crate::discover::discover_for(&root, &[], all.iter().map(|l| &l.generator))?;
+    let scan = crate::generator::scan(all.iter().map(|l| &l.generator));
+    let found = crate::discover::discover_for(&root, &[], &scan)?;
     let record = root.take_record();
     let summary = crate::snapshot::write(&record, &args.output)?;
     // The devices counted are those `cdigen discover` lists (for the
     // enabled definitions); those only disabled ones match are said apart.
+    let enabled = crate::generator::scan(
+        all.iter()
+            .filter(|l| l.generator.enabled)
+            .map(|l| &l.generator),
+    );
     let listed = crate::discover::discover_for(
         &crate::root::HostRoot::open(&args.root)?
             .with_driver_root_or_detect(args.driver_root.as_deref()),
         &[],
-        all.iter()
-            .filter(|l| l.generator.enabled)
-            .map(|l| &l.generator),
+        &enabled,
     )?;
     let key = |d: &crate::model::Device| (d.backend.clone(), d.id.clone());
     let shown: std::collections::BTreeSet<_> = listed.devices.iter().map(key).collect();

@@ -10,8 +10,8 @@ use crate::watch::{self, Config, Control, EventSource, NoEvents, Pipeline, Regen
 
 pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<u8> {
     let mut pipeline = Pipeline::new(
-        args.source.clone(),
-        args.defs.clone(),
+        args.source.host(),
+        args.defs.definitions(),
         args.output_dir.clone(),
         args.devinfo_dir.clone(),
         args.format.map(Into::into),

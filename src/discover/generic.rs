@@ -2,10 +2,11 @@
 //! `kfd`, `accel`, `hidraw`, `usbmisc`, `usb`, ...), found by
 //! configuration only.
 //!
-//! What it scans comes from the generator definitions of the run (see
-//! [`sources`]): each definition with `backend: generic` declares a
-//! [`Match`], and any definition may `join` shared nodes found the same
-//! way. Without definitions it finds nothing.
+//! What it scans is the run's [`Scan`] ([`super::Context::with_scan`]),
+//! plain data built from the run's generator definitions: each definition
+//! with `backend: generic` declares a [`scan::Match`], and any definition
+//! may `join` shared nodes found the same way. An empty scan finds
+//! nothing.
 //!
 //! For each source, the entries of `/sys/class/<subsystem>` and
 //! `/sys/bus/<subsystem>/devices` whose kernel name matches are read: the
@@ -22,16 +23,19 @@
 //! symlinks (`/dev/serial/by-id/...`) are recorded when they name the
 //! node; they are never device nodes.
 
+pub mod scan;
+
+pub use scan::{Scan, Source, Usage, join_tag};
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
 use super::devnode::{check_host_node, is_safe_devname, read_node};
 use super::{Backend, Context, Error, Report};
-use crate::generator::source::{Compiled, MAX_VALUE_LEN, Match};
-use crate::generator::{Generator, NameStrategy};
 use crate::model::{Device, GenericInfo, Link, Node};
 use crate::root::{DevKind, HostRoot, dev_path, sys_path};
 use crate::sysfs::parse_uevent;
+use scan::{Compiled, MAX_VALUE_LEN};
 
 /// The backend's name in definitions and `--backend`.
 pub const NAME: &str = "generic";
@@ -50,83 +54,6 @@ const MAX_READ: u64 = 4096;
 #[derive(Debug, Clone, Copy)]
 pub struct Generic;
 
-/// Whether a source selects devices for its definition or joins their
-/// nodes to the definition's devices.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Usage {
-    /// The definition's `match`.
-    Match,
-    /// The definition's `join` entry of this index.
-    Join(usize),
-}
-
-/// One thing to scan for, from one generator definition.
-#[derive(Debug, Clone)]
-pub struct Source {
-    /// The definition's name.
-    pub generator: String,
-    /// Match or join.
-    pub usage: Usage,
-    /// The compiled match.
-    pub matcher: Compiled,
-    /// Attributes to record: the match's `expose` and `attrs`, and the
-    /// definition's `attr` names.
-    pub expose: BTreeSet<String>,
-    /// `/dev` directories whose links to record: the match's `links` and
-    /// the definition's `link` names.
-    pub link_dirs: BTreeSet<String>,
-}
-
-/// What the generic backend must scan for `generators`: their `match`es
-/// and `join`s. Definitions are checked when parsed, so a match that does
-/// not compile here is skipped with a log line.
-pub fn sources<'a>(generators: impl IntoIterator<Item = &'a Generator>) -> Vec<Source> {
-    let mut out = Vec::new();
-    for g in generators {
-        let mut named_attrs = BTreeSet::new();
-        let mut named_links = BTreeSet::new();
-        for n in &g.names {
-            match n {
-                NameStrategy::Attr(a) => {
-                    named_attrs.insert(a.clone());
-                }
-                NameStrategy::Link(d) => {
-                    named_links.insert(d.clone());
-                }
-                _ => {}
-            }
-        }
-        let mut add = |m: &Match, usage: Usage, names: bool| match m.compile() {
-            Ok(matcher) => {
-                let mut expose: BTreeSet<String> = m.expose.iter().cloned().collect();
-                expose.extend(m.attrs.keys().cloned());
-                let mut link_dirs: BTreeSet<String> = m.links.iter().cloned().collect();
-                if names {
-                    expose.extend(named_attrs.iter().cloned());
-                    link_dirs.extend(named_links.iter().cloned());
-                }
-                out.push(Source {
-                    generator: g.name.clone(),
-                    usage,
-                    matcher,
-                    expose,
-                    link_dirs,
-                });
-            }
-            Err((field, message)) => {
-                tracing::warn!("generator {}: {field}: {message}; not scanning it", g.name);
-            }
-        };
-        if let Some(m) = &g.source {
-            add(m, Usage::Match, true);
-        }
-        for (i, j) in g.join.iter().enumerate() {
-            add(&j.source, Usage::Join(i), false);
-        }
-    }
-    out
-}
-
 impl Backend for Generic {
     fn name(&self) -> &'static str {
         NAME
@@ -140,7 +67,7 @@ impl Backend for Generic {
 
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
         let root = cx.root;
-        let sources = cx.sources();
+        let sources = cx.scan().sources();
         let subsystems: BTreeSet<&str> = sources
             .iter()
             .map(|s| s.matcher.source.subsystem.as_str())
@@ -290,9 +217,7 @@ fn read_device(
     for (s, parent) in &matched {
         match s.usage {
             Usage::Match => info.matched_by.push(s.generator.clone()),
-            Usage::Join(i) => info
-                .joined_by
-                .push(crate::generate::join_tag(&s.generator, i)),
+            Usage::Join(i) => info.joined_by.push(join_tag(&s.generator, i)),
         }
         for a in &s.expose {
             if recorded.contains_key(a) {

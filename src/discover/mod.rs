@@ -10,6 +10,10 @@
 //! a precedence; a device (keyed by its real sysfs path) reported by a
 //! backend of higher precedence is removed from the others' results, so a
 //! more specific backend always wins, whatever the order they run in.
+//!
+//! What the generic backend scans is plain data ([`generic::Scan`]), built
+//! by the caller from the generator definitions of the run: discovery
+//! knows nothing of definitions.
 
 pub(crate) mod devnode;
 pub mod drm;
@@ -17,6 +21,7 @@ pub mod generic;
 pub mod nvidia;
 pub mod pci;
 pub mod pciids;
+pub mod pf;
 pub mod sriov;
 pub mod vdpa;
 pub mod vfio;
@@ -26,7 +31,6 @@ use std::path::PathBuf;
 
 use serde::Serialize;
 
-use crate::generator::Generator;
 use crate::model::Device;
 use crate::root::HostRoot;
 
@@ -84,15 +88,20 @@ pub enum Error {
     UnknownBackend(String),
 }
 
+/// Nothing for the generic backend to scan.
+static NO_SCAN: generic::Scan = generic::Scan::new();
+
 /// What a discovery run shares between its backends: the root, the PCI
-/// ID database, parsed at most once per run (it is about 1.4 MB), and what
-/// the generic backend is to scan.
+/// ID database, parsed at most once per run (it is about 1.4 MB), what
+/// the SR-IOV and vDPA backends both read ([`pf::Cache`]), and what the
+/// generic backend is to scan.
 #[derive(Debug)]
 pub struct Context<'a> {
     /// The host.
     pub root: &'a HostRoot,
     pci_ids: std::sync::OnceLock<Option<pciids::PciIds>>,
-    sources: Vec<generic::Source>,
+    pf: pf::Cache,
+    scan: &'a generic::Scan,
 }
 
 impl<'a> Context<'a> {
@@ -102,23 +111,27 @@ impl<'a> Context<'a> {
         Context {
             root,
             pci_ids: std::sync::OnceLock::new(),
-            sources: Vec::new(),
+            pf: pf::Cache::default(),
+            scan: &NO_SCAN,
         }
     }
 
-    /// The context with what `generators` ask the generic backend to scan
-    /// (their `match` and `join` sections).
-    pub fn with_generators<'g>(
-        mut self,
-        generators: impl IntoIterator<Item = &'g Generator>,
-    ) -> Self {
-        self.sources = generic::sources(generators);
+    /// The context with `scan` for the generic backend (what the run's
+    /// generator definitions' `match` and `join` sections declare).
+    pub fn with_scan(mut self, scan: &'a generic::Scan) -> Self {
+        self.scan = scan;
         self
     }
 
     /// What the generic backend scans.
-    pub fn sources(&self) -> &[generic::Source] {
-        &self.sources
+    pub fn scan(&self) -> &generic::Scan {
+        self.scan
+    }
+
+    /// What this run has read of PFs and vDPA devices, for the SR-IOV and
+    /// vDPA backends.
+    pub fn pf(&self) -> &pf::Cache {
+        &self.pf
     }
 
     /// The PCI ID database under the root, loaded on first use; `None`
@@ -226,26 +239,26 @@ pub struct Discovery {
 /// # Errors
 /// [`Error`] for an unknown backend name or a backend that cannot run.
 pub fn discover(root: &HostRoot, only: &[String]) -> Result<Discovery, Error> {
-    discover_for(root, only, [])
+    discover_for(root, only, &NO_SCAN)
 }
 
-/// [`discover`] for these generator definitions: the generic backend
-/// scans what their `match` and `join` sections declare (see
-/// [`generic::sources`]); the other backends do not depend on them.
+/// [`discover`] with `scan` for the generic backend (what the run's
+/// generator definitions' `match` and `join` sections declare); the other
+/// backends do not depend on it.
 ///
 /// # Errors
 /// [`Error`] for an unknown backend name or a backend that cannot run.
-pub fn discover_for<'g>(
+pub fn discover_for(
     root: &HostRoot,
     only: &[String],
-    generators: impl IntoIterator<Item = &'g Generator>,
+    scan: &generic::Scan,
 ) -> Result<Discovery, Error> {
     for name in only {
         backend(name)?;
     }
     run(
         BACKENDS,
-        Context::new(root).with_generators(generators),
+        Context::new(root).with_scan(scan),
         only,
         &|_| true,
         None,
@@ -292,10 +305,10 @@ pub type ClaimCache = BTreeMap<&'static str, Claims>;
 ///
 /// # Errors
 /// [`Error`] for an unknown backend name or a backend that cannot run.
-pub fn discover_again<'g>(
+pub fn discover_again(
     root: &HostRoot,
     only: &[String],
-    generators: impl IntoIterator<Item = &'g Generator>,
+    scan: &generic::Scan,
     again: &dyn Fn(&str) -> bool,
     cache: &mut ClaimCache,
 ) -> Result<Discovery, Error> {
@@ -304,7 +317,7 @@ pub fn discover_again<'g>(
     }
     run(
         BACKENDS,
-        Context::new(root).with_generators(generators),
+        Context::new(root).with_scan(scan),
         only,
         again,
         Some(cache),

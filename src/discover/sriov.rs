@@ -16,12 +16,17 @@
 //! and `/dev/net/tun` as optional nodes (only when both exist, as the
 //! SR-IOV device plugin does); VFIO nodes when the VF is on vfio-pci; and a
 //! vDPA device it carries.
+//!
+//! What a PF says about its VFs ([`super::pf::PfInfo`]) and the vDPA
+//! devices are read once per discovery run, into the run's
+//! [`super::pf::Cache`], which the vDPA backend shares.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::pci::read_function;
 use super::pciids::PciIds;
+use super::pf::Cache;
 use super::vfio::{is_vfio_driver, require_host_node, vfio_nodes};
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, NetInfo, Node};
@@ -74,7 +79,7 @@ impl Backend for Sriov {
         // PFs with virtfn links that lead nowhere.
         for n in &names {
             let dir = bus.join(n);
-            for l in virtfn_links(root, &dir) {
+            for l in cx.pf().virtfn_links(root, &dir) {
                 if let Err(e) = root.resolve(&dir.join(&l)) {
                     report.warn(
                         dir.join(&l),
@@ -90,38 +95,17 @@ impl Backend for Sriov {
             return Ok(Vec::new());
         }
         let ids = cx.pci_ids();
-        let vdpa_by_parent = super::vdpa::by_parent(root);
+        let vdpa_by_parent = cx.pf().vdpa_by_parent(root);
         let extra = shared_nodes(root, report);
         let mut devices = Vec::new();
-        let mut pf_cache: HashMap<PathBuf, PfInfo> = HashMap::new();
         for name in vfs {
             let entry = bus.join(&name);
-            if let Some(d) = read_vf(
-                root,
-                &entry,
-                ids,
-                &vdpa_by_parent,
-                &extra,
-                &mut pf_cache,
-                report,
-            ) {
+            if let Some(d) = read_vf(root, &entry, ids, &vdpa_by_parent, &extra, cx.pf(), report) {
                 devices.push(d);
             }
         }
         Ok(devices)
     }
-}
-
-/// `virtfnN` links of a PCI function, in VF index order.
-fn virtfn_links(root: &HostRoot, dir: &Path) -> Vec<String> {
-    let mut v: Vec<(u32, String)> = root
-        .list_dir_opt(dir)
-        .unwrap_or_default()
-        .into_iter()
-        .filter_map(|n| node_number(&n, "virtfn").map(|i| (i, n)))
-        .collect();
-    v.sort();
-    v.into_iter().map(|(_, n)| n).collect()
 }
 
 /// Nodes every VF may use: rdma_cm, vhost-net and tun.
@@ -158,7 +142,7 @@ fn read_vf(
     ids: Option<&PciIds>,
     vdpa_by_parent: &BTreeMap<PathBuf, (crate::model::VdpaInfo, Option<Node>)>,
     shared: &Shared,
-    pf_cache: &mut HashMap<PathBuf, PfInfo>,
+    cache: &Cache,
     report: &mut Report,
 ) -> Option<Device> {
     let name = entry.file_name()?.to_str()?.to_string();
@@ -184,9 +168,7 @@ fn read_vf(
     };
     let pf = pf_dir.file_name()?.to_str()?.to_string();
     let f = read_function(root, &dir, ids, report)?;
-    let pf_info = pf_cache
-        .entry(pf_dir.clone())
-        .or_insert_with(|| pf_info(root, &pf_dir));
+    let pf_info = cache.pf_info(root, &pf_dir);
     let vf_index = pf_info.vf_index.get(&name).copied();
     if vf_index.is_none() {
         report.warn(
@@ -287,54 +269,4 @@ fn read_vf(
         vdpa,
         ..Default::default()
     })
-}
-
-/// What a PF says about its VFs: each VF's index (from `virtfnN`), the
-/// PF's netdev, and the VF representors by index. Read once per PF.
-#[derive(Debug, Clone, Default)]
-pub struct PfInfo {
-    /// VF PCI address → VF index.
-    pub vf_index: BTreeMap<String, u32>,
-    /// The PF's netdev: the uplink (`phys_port_name` `p<N>`) in switchdev
-    /// mode, else the first entry of its `net/`.
-    pub netdev: Option<String>,
-    /// VF index → representor netdev (`phys_port_name` `pf<M>vf<index>`).
-    pub representors: BTreeMap<u32, String>,
-}
-
-/// Reads a PF's [`PfInfo`]. In switchdev mode the PF's `net/` lists the
-/// uplink and every representor; without readable port names (legacy mode)
-/// the first entry is the PF's netdev and there are no representors.
-pub fn pf_info(root: &HostRoot, pf_dir: &Path) -> PfInfo {
-    let mut info = PfInfo::default();
-    for l in virtfn_links(root, pf_dir) {
-        if let (Some(i), Ok(Some(target))) =
-            (node_number(&l, "virtfn"), root.link_name(&pf_dir.join(&l)))
-        {
-            info.vf_index.insert(target, i);
-        }
-    }
-    let netdevs = root.list_dir_opt(&pf_dir.join("net")).unwrap_or_default();
-    let mut uplink = None;
-    for n in &netdevs {
-        let Some(port) = root
-            .read_attr_opt(&pf_dir.join("net").join(n).join("phys_port_name"))
-            .ok()
-            .flatten()
-        else {
-            continue;
-        };
-        if node_number(&port, "p").is_some() {
-            if uplink.is_none() {
-                uplink = Some(n.clone());
-            }
-        } else if let Some((head, vf)) = port.split_once("vf") {
-            let pf_part_ok = head.starts_with("pf") || head.starts_with('c');
-            if let (true, Ok(i)) = (pf_part_ok, vf.parse::<u32>()) {
-                info.representors.entry(i).or_insert_with(|| n.clone());
-            }
-        }
-    }
-    info.netdev = uplink.or_else(|| netdevs.first().cloned());
-    info
 }

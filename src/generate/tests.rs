@@ -168,8 +168,3 @@ fn joined_nodes_go_to_the_devices_bound_to_the_listed_drivers() {
     );
     assert_eq!(select_devices(&g3, &d), vec![]);
 }
-
-#[test]
-fn join_tags_name_the_entry() {
-    assert_eq!(join_tag("amd-gpu", 0), "amd-gpu.join[0]");
-}

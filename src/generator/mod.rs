@@ -6,10 +6,13 @@
 //! shipped one of the same `name`. Parsing is strict: an unknown key or a
 //! bad value is an error naming the file, the line, and what was expected.
 //! Two definitions that would write one file are refused together
-//! ([`check_shared_outputs`]).
+//! ([`check_shared_outputs`]). What a run's definitions ask the generic
+//! backend to scan is built here ([`scan`]), as discovery's plain data.
 
 pub mod select;
 pub mod source;
+
+pub use source::scan;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -315,6 +318,33 @@ impl NameStrategy {
     }
 }
 
+/// Longest name template accepted.
+pub const MAX_NAME_TEMPLATE_LEN: usize = 512;
+
+/// Checks a `template` name strategy: it must compile (strict handlebars,
+/// over the device as `cdigen discover -o json` shows it).
+///
+/// Unescaped output (`{{{x}}}`) is allowed here: a name is rendered with no
+/// escaping in any spelling, and what it gives must be a valid CDI device
+/// name ([`crate::render::render_name`]), so a value can only make it
+/// invalid.
+///
+/// # Errors
+/// What is wrong, for the definition's error message.
+pub fn check_name_template(template: &str) -> Result<(), String> {
+    if template.trim().is_empty() {
+        return Err("empty template".into());
+    }
+    if template.len() > MAX_NAME_TEMPLATE_LEN {
+        return Err(format!(
+            "template longer than {MAX_NAME_TEMPLATE_LEN} bytes"
+        ));
+    }
+    handlebars::Template::compile(template)
+        .map(|_| ())
+        .map_err(|e| format!("{template:?} is not a valid template: {e}"))
+}
+
 /// Output file settings.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -580,13 +610,15 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
         let field = format!("names[{i}].{}", n.as_str());
         match n {
             NameStrategy::Attr(a) => {
-                source::check_attr_name(a).map_err(|m| invalid(&field, m))?;
+                crate::discover::generic::scan::check_attr_name(a)
+                    .map_err(|m| invalid(&field, m))?;
             }
             NameStrategy::Link(dir) => {
-                source::check_link_dir(dir).map_err(|m| invalid(&field, m))?;
+                crate::discover::generic::scan::check_link_dir(dir)
+                    .map_err(|m| invalid(&field, m))?;
             }
             NameStrategy::Template(t) => {
-                crate::render::check_name_template(t).map_err(|m| invalid(&field, m))?;
+                check_name_template(t).map_err(|m| invalid(&field, m))?;
             }
             _ => {}
         }

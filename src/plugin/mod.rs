@@ -544,8 +544,8 @@ fn discover_host(opts: &Options, all: &[Loaded]) -> Result<Host, Failure> {
             ))
         })?
         .with_driver_root_or_detect(opts.driver_root.as_deref());
-    let discovery = discover::discover_for(&root, &[], all.iter().map(|l| &l.generator))
-        .map_err(|e| Failure::host(&e))?;
+    let scan = crate::generator::scan(all.iter().map(|l| &l.generator));
+    let discovery = discover::discover_for(&root, &[], &scan).map_err(|e| Failure::host(&e))?;
     for w in &discovery.warnings {
         tracing::warn!("{}: {}", w.path.display(), w.message);
     }

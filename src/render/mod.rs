@@ -36,7 +36,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
 ];
 
 /// Node roles every device of a spec needs, offered as `common_nodes`.
-pub const COMMON_ROLES: [&str; 4] = crate::discover::nvidia::CONTROL_ROLES;
+pub const COMMON_ROLES: [&str; 4] = crate::model::NVIDIA_CONTROL_ROLES;
 
 /// Largest template file read.
 pub const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
@@ -213,34 +213,9 @@ fn walk_params<'a>(
     }
 }
 
-/// Longest name template accepted.
-pub const MAX_NAME_TEMPLATE_LEN: usize = 512;
-
-/// Checks a `template` name strategy: it must compile (strict handlebars,
-/// over the device as `cdigen discover -o json` shows it).
-///
-/// Unescaped output (`{{{x}}}`) is allowed here: a name is rendered with no
-/// escaping in any spelling, and what it gives must be a valid CDI device
-/// name ([`render_name`]), so a value can only make it invalid.
-///
-/// # Errors
-/// What is wrong, for the definition's error message.
-pub fn check_name_template(template: &str) -> Result<(), String> {
-    if template.trim().is_empty() {
-        return Err("empty template".into());
-    }
-    if template.len() > MAX_NAME_TEMPLATE_LEN {
-        return Err(format!(
-            "template longer than {MAX_NAME_TEMPLATE_LEN} bytes"
-        ));
-    }
-    handlebars::Template::compile(template)
-        .map(|_| ())
-        .map_err(|e| format!("{template:?} is not a valid template: {e}"))
-}
-
-/// Renders a `template` name strategy for `device` and checks that the
-/// result is a valid CDI device name.
+/// Renders a `template` name strategy for `device` (checked when its
+/// definition was parsed: [`crate::generator::check_name_template`]) and
+/// checks that the result is a valid CDI device name.
 ///
 /// # Errors
 /// Why the device gets no name from it (a missing value, an invalid name).

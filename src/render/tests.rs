@@ -1712,7 +1712,10 @@ fn one_entry_for_several_devices_is_no_name_clash() {
 fn name_templates_may_use_triple_stash_their_result_is_checked_as_a_name() {
     // Names are rendered unescaped in every spelling, then must be valid
     // CDI device names: a hostile value only leaves the device unnamed.
-    assert_eq!(check_name_template("{{{attrs.serial}}}"), Ok(()));
+    assert_eq!(
+        crate::generator::check_name_template("{{{attrs.serial}}}"),
+        Ok(())
+    );
     let mut d = hostile("x");
     d.attrs.insert("serial".into(), "a\", \"b".into());
     assert_eq!(

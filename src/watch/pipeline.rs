@@ -27,9 +27,10 @@ use std::time::Instant;
 
 use super::{FileChange, Pass, Regenerate, Scope, Watched};
 use crate::cdi::{self, Format};
-use crate::cli::{DefinitionArgs, SourceArgs};
 use crate::discover;
-use crate::generate::{Action, Change, Planned, apply_all_until, plan_all};
+use crate::generate::{
+    Action, Change, Definitions, Host, Planned, apply_all_until, inputs, plan_all,
+};
 use crate::generator::Loaded;
 use crate::render::Templates;
 use crate::root::HostRoot;
@@ -43,8 +44,8 @@ const UDEV_CONTROL: &str = "/run/udev/control";
 
 /// The `generate` pipeline over fixed arguments.
 pub struct Pipeline {
-    source: SourceArgs,
-    defs: DefinitionArgs,
+    source: Host,
+    defs: Definitions,
     output_dir: PathBuf,
     devinfo_dir: PathBuf,
     format: Option<Format>,
@@ -133,8 +134,8 @@ impl Pipeline {
     /// An unknown backend or generator, invalid definitions or templates,
     /// or no generator selected.
     pub fn new(
-        source: SourceArgs,
-        defs: DefinitionArgs,
+        source: Host,
+        defs: Definitions,
         output_dir: PathBuf,
         devinfo_dir: PathBuf,
         format: Option<Format>,
@@ -199,7 +200,7 @@ impl Pipeline {
     }
 
     fn root(&self) -> anyhow::Result<HostRoot> {
-        self.source.host_root()
+        self.source.open()
     }
 }
 
@@ -209,8 +210,8 @@ fn no_device_info(generators: &mut [Loaded]) {
     }
 }
 
-fn load(defs: &DefinitionArgs, source: &SourceArgs) -> anyhow::Result<(Vec<Loaded>, Templates)> {
-    let (generators, templates) = crate::cli::pipeline::definitions(defs, source)?;
+fn load(defs: &Definitions, source: &Host) -> anyhow::Result<(Vec<Loaded>, Templates)> {
+    let (generators, templates) = inputs::definitions(defs, &source.backends)?;
     if generators.is_empty() {
         anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
     }
@@ -249,7 +250,7 @@ impl Regenerate for Pipeline {
     fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
         let started = Instant::now();
         let root = self.root()?;
-        let backends = crate::cli::pipeline::generate_backends(&self.source, &self.generators);
+        let backends = inputs::backends(&self.source.backends, &self.generators);
         // Taken before discovery: a MIG change after it is seen by the
         // next poll.
         let nvidia_in_scope = self.nvidia_generators().any(|g| scope.contains(g));
@@ -264,13 +265,8 @@ impl Regenerate for Pipeline {
             .filter(|b| again(b) || !self.claims.contains_key(b))
             .map(str::to_string)
             .collect();
-        let found = discover::discover_again(
-            &root,
-            &backends,
-            self.generators.iter().map(|l| &l.generator),
-            &again,
-            &mut self.claims,
-        )?;
+        let scan = crate::generator::scan(self.generators.iter().map(|l| &l.generator));
+        let found = discover::discover_again(&root, &backends, &scan, &again, &mut self.claims)?;
         if nvidia_in_scope {
             let gpus = found.devices.iter().any(|d| d.backend == NVIDIA);
             self.mig = mig.filter(|_| gpus);

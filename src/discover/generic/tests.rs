@@ -11,7 +11,7 @@ use std::fs;
 
 use proptest::prelude::*;
 
-use crate::generator::parse;
+use crate::generator::{Generator, parse};
 
 // ---------------------------------------------------------------- a tree
 
@@ -159,7 +159,8 @@ fn def(name: &str, m: &str) -> Generator {
 }
 
 fn run(root: &HostRoot, generators: &[&Generator]) -> (Vec<Device>, Vec<String>) {
-    let cx = Context::new(root).with_generators(generators.iter().copied());
+    let scan = crate::generator::scan(generators.iter().copied());
+    let cx = Context::new(root).with_scan(&scan);
     let mut report = Report::default();
     let devices = Generic.discover(&cx, &mut report).unwrap();
     let warnings = report
@@ -587,4 +588,9 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn join_tags_name_the_entry() {
+    assert_eq!(join_tag("amd-gpu", 0), "amd-gpu.join[0]");
 }

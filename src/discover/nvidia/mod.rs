@@ -43,14 +43,6 @@ use crate::sysfs::node_number;
 #[derive(Debug, Clone, Copy)]
 pub struct Nvidia;
 
-/// Roles of the nodes every NVIDIA device needs besides its own.
-pub const CONTROL_ROLES: [&str; 4] = [
-    "nvidia-control",
-    "nvidia-modeset",
-    "nvidia-uvm",
-    "nvidia-uvm-tools",
-];
-
 fn char_node(role: &str, path: PathBuf, major: u32, minor: u32) -> Node {
     let name = path
         .file_name()
@@ -378,7 +370,8 @@ fn unique_minors(
         .collect()
 }
 
-/// `nvidiactl`, `nvidia-modeset`, `nvidia-uvm`, `nvidia-uvm-tools`.
+/// `nvidiactl`, `nvidia-modeset`, `nvidia-uvm`, `nvidia-uvm-tools`: the
+/// nodes of the [`NVIDIA_CONTROL_ROLES`](crate::model::NVIDIA_CONTROL_ROLES).
 fn control_nodes(
     root: &HostRoot,
     major: u32,

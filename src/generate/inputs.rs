@@ -1,0 +1,200 @@
+//! What a `generate` run starts from, as plain settings the commands fill
+//! from their flags: the host and backends ([`Host`]), the definitions and
+//! templates ([`Definitions`]); and loading them: the definitions and
+//! templates chosen ([`definitions`]), the backends their devices come
+//! from ([`backends`]).
+
+use std::path::{Path, PathBuf};
+
+use crate::generator::{self, Loaded};
+use crate::render::Templates;
+use crate::root::HostRoot;
+use crate::text;
+
+/// Where user templates live when no directory is given.
+pub const USER_TEMPLATES: &str = "/etc/cdigen/templates";
+
+/// Where devices are discovered from (`--root`, `--backend`,
+/// `--driver-root`, `--library-search-path`, `--hook-path`, `--no-nvml`).
+#[derive(Debug, Clone)]
+pub struct Host {
+    /// The directory sysfs, procfs and /dev are read under (`/`).
+    pub root: PathBuf,
+    /// Only these backends (empty: all).
+    pub backends: Vec<String>,
+    /// Where the NVIDIA driver's user-space files are (a host path); `None`:
+    /// detected.
+    pub driver_root: Option<PathBuf>,
+    /// More directories to look for the driver's libraries in.
+    pub library_search_path: Vec<PathBuf>,
+    /// Where container runtimes find cdigen on the host; `None`: this
+    /// cdigen's own path.
+    pub hook_path: Option<PathBuf>,
+    /// Never load NVML.
+    pub no_nvml: bool,
+}
+
+impl Host {
+    /// Opens the root with the driver's locations and the hook path.
+    ///
+    /// # Errors
+    /// When the root cannot be used.
+    pub fn open(&self) -> anyhow::Result<HostRoot> {
+        use anyhow::Context as _;
+        let hook_path = match &self.hook_path {
+            Some(p) => p.clone(),
+            None => std::env::current_exe()
+                .unwrap_or_else(|_| PathBuf::from(crate::root::DEFAULT_HOOK_PATH)),
+        };
+        Ok(HostRoot::open(&self.root)
+            .with_context(|| format!("cannot use {} as the root", text::path(&self.root)))?
+            .with_driver_root_or_detect(self.driver_root.as_deref())
+            .with_library_search_path(&self.library_search_path)
+            .with_hook_path(&hook_path)
+            .with_nvml(!self.no_nvml))
+    }
+}
+
+/// Which generator definitions and templates to use (`--generators`,
+/// `--templates`, `--generator`).
+#[derive(Debug, Clone, Default)]
+pub struct Definitions {
+    /// Directory of user definitions; `None`: [`generator::USER_DIR`].
+    pub generators: Option<PathBuf>,
+    /// Directory of user templates; `None`: [`USER_TEMPLATES`].
+    pub templates: Option<PathBuf>,
+    /// Only these generators (empty: every enabled one).
+    pub only: Vec<String>,
+}
+
+/// The backends whose devices (and warnings) `generators` need:
+/// `backends` when given, else the backends of the generators (empty when
+/// there are none: all), plus the generic backend when a generator `join`s
+/// generic devices. Every backend still runs, for precedence; the others
+/// are not reported.
+pub fn backends(backends: &[String], generators: &[Loaded]) -> Vec<String> {
+    let mut backends = backends.to_vec();
+    if backends.is_empty() {
+        for l in generators {
+            if !backends.contains(&l.generator.backend) {
+                backends.push(l.generator.backend.clone());
+            }
+        }
+    }
+    let generic = crate::discover::generic::NAME.to_string();
+    if !backends.is_empty()
+        && !backends.contains(&generic)
+        && generators.iter().any(|l| !l.generator.join.is_empty())
+    {
+        backends.push(generic);
+    }
+    backends
+}
+
+/// A user directory (given, else the default) as it is to be read: `None`
+/// when it does not exist, whether given or the default, which is then
+/// skipped with a debug line (a DaemonSet or a unit names the directory
+/// where the host may keep them). A path that exists but cannot be read as
+/// a directory (a file, no permission) is kept, and reading it fails
+/// naming it.
+fn user_dir(dir: Option<&Path>, default: &str, what: &str) -> Option<PathBuf> {
+    let dir = dir.map_or_else(|| PathBuf::from(default), Path::to_path_buf);
+    match dir.try_exists() {
+        Ok(false) => {
+            tracing::debug!("{}: no such directory: no user {what}", text::path(&dir));
+            None
+        }
+        Ok(true) | Err(_) => Some(dir),
+    }
+}
+
+/// Loads the definitions (built-in, then `dir`, default
+/// `/etc/cdigen/generators.d`, skipped when missing) and picks the ones to
+/// run: the `only` names (enabled or not), or every enabled one.
+///
+/// # Errors
+/// Invalid definitions, or an unknown name in `only`.
+pub fn generators(dir: Option<&Path>, only: &[String]) -> anyhow::Result<Vec<Loaded>> {
+    let user = user_dir(dir, generator::USER_DIR, "generator definitions");
+    let all = generator::load(user.as_slice())?;
+    for name in only {
+        if !all.iter().any(|l| &l.generator.name == name) {
+            let known: Vec<&str> = all.iter().map(|l| l.generator.name.as_str()).collect();
+            anyhow::bail!("unknown generator {name:?} (known: {})", known.join(", "));
+        }
+    }
+    Ok(all
+        .into_iter()
+        .filter(|l| {
+            if only.is_empty() {
+                l.generator.enabled
+            } else {
+                only.contains(&l.generator.name)
+            }
+        })
+        .collect())
+}
+
+/// Loads generators (built-in, then the user directory) and templates
+/// (built-in, then the user directory), and picks the ones to run: the
+/// `only` names, or every enabled one (of `backends`, when not empty).
+/// A user directory that does not exist is skipped, given or not.
+///
+/// # Errors
+/// Invalid definitions or templates, an unknown generator, or a generator
+/// whose template does not exist.
+pub fn definitions(
+    defs: &Definitions,
+    backends: &[String],
+) -> anyhow::Result<(Vec<Loaded>, Templates)> {
+    let templates_dir = user_dir(defs.templates.as_deref(), USER_TEMPLATES, "templates");
+    let templates = Templates::load(templates_dir.as_deref())?;
+    let chosen: Vec<Loaded> = generators(defs.generators.as_deref(), &defs.only)?
+        .into_iter()
+        .filter(|l| backends.is_empty() || backends.contains(&l.generator.backend))
+        .collect();
+    for l in &chosen {
+        if !templates.names().contains(&l.generator.template.as_str()) {
+            anyhow::bail!(
+                "{}: template {:?} does not exist (known: {})",
+                text::path(&l.source),
+                l.generator.template,
+                templates.names().join(", ")
+            );
+        }
+    }
+    Ok((chosen, templates))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backends_asked_for_by_flag_or_by_generator() {
+        let all = generator::load(&[]).unwrap();
+        let named = |names: &[&str]| -> Vec<Loaded> {
+            all.iter()
+                .filter(|l| names.contains(&l.generator.name.as_str()))
+                .cloned()
+                .collect()
+        };
+        let given = |b: &[&str]| -> Vec<String> { b.iter().map(|b| b.to_string()).collect() };
+        assert_eq!(backends(&given(&[]), &named(&["usb-serial"])), ["generic"]);
+        assert_eq!(
+            backends(&given(&[]), &named(&["nvidia", "vfio"])),
+            ["nvidia", "vfio"]
+        );
+        // amd-gpu joins /dev/kfd from the generic backend.
+        assert_eq!(
+            backends(&given(&["drm"]), &named(&["amd-gpu"])),
+            ["drm", "generic"]
+        );
+        assert_eq!(
+            backends(&given(&[]), &named(&["amd-gpu"])),
+            ["drm", "generic"]
+        );
+        // No generator: nothing narrows the run.
+        assert!(backends(&given(&[]), &[]).is_empty());
+    }
+}
