@@ -459,7 +459,10 @@ pub struct CdiDevice<'a> {
     /// (`PCIDEVICE_<KIND>_<NAME>`); a plan whose devices set one variable to
     /// different values is refused.
     pub name_env: String,
-    /// The model devices it stands for (one, or all for `all`).
+    /// The model devices it stands for (one, or all for `all`). Templates
+    /// see each without its `driver_files`: the driver's files are in the
+    /// spec-wide `common_mounts` and `common_hooks`, once.
+    #[serde(serialize_with = "members_without_driver_files")]
     pub members: Vec<&'a Device>,
     /// CDI device nodes, as the generator's settings want them.
     pub nodes: Vec<DeviceNode>,
@@ -546,6 +549,30 @@ pub fn identity_cmp(a: &str, b: &str) -> Ordering {
         (Err(_), Err(_)) => cdi::codec::natural_cmp(a, b),
     }
     .then_with(|| a.cmp(b))
+}
+
+/// Serializes `members` as the template context has them: every device's
+/// own facts, without the driver's files it shares with the others (128
+/// GPUs of one driver would repeat its files 256 times: once per device,
+/// once in `all`).
+fn members_without_driver_files<S: serde::Serializer>(
+    members: &[&Device],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeSeq as _;
+    let mut seq = s.serialize_seq(Some(members.len()))?;
+    for d in members {
+        if d.driver_files.is_some() {
+            let own = Device {
+                driver_files: None,
+                ..(*d).clone()
+            };
+            seq.serialize_element(&own)?;
+        } else {
+            seq.serialize_element(d)?;
+        }
+    }
+    seq.end()
 }
 
 /// Builds the template context: one entry per selected device and naming

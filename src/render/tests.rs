@@ -1778,3 +1778,36 @@ fn plan_leaves_out_a_device_whose_cdi_device_alone_is_invalid() {
          \"y\" is not NAME=value"
     );
 }
+
+#[test]
+fn members_are_given_to_templates_without_the_driver_files_they_share() {
+    let driver = std::sync::Arc::new(crate::model::Driver {
+        version: Some("560.35.03".into()),
+        root: "/".into(),
+        hook_path: "/usr/bin/cdigen".into(),
+        ..Default::default()
+    });
+    let devices: Vec<Device> = (0..2)
+        .map(|i| Device {
+            driver_files: Some(driver.clone()),
+            ..gpu(&format!("0000:0{i}:00.0"), i)
+        })
+        .collect();
+    let g = generator("drm");
+    let ctx = context(&g, &devices);
+    let json = serde_json::to_value(&ctx).unwrap();
+    let members: Vec<&serde_json::Value> = json["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|d| d["members"].as_array().unwrap())
+        .collect();
+    assert!(members.len() >= 2, "{json}");
+    for m in members {
+        assert!(m.get("id").is_some(), "{m}");
+        assert!(m.get("driver_files").is_none(), "{m}");
+    }
+    // The devices themselves (what `discover` prints) keep them.
+    let own = serde_json::to_value(&devices[0]).unwrap();
+    assert_eq!(own["driver_files"]["version"], "560.35.03");
+}
