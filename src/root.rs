@@ -501,15 +501,21 @@ impl HostRoot {
             && let (Some(parent), Some(Component::Normal(name))) =
                 (host.parent(), host.components().next_back())
         {
-            let here = self
-                .resolve_dir(parent)
-                .map_err(|e| e.resolving(host))?
-                .join(name);
-            let meta =
-                fs::symlink_metadata(self.disk_path(&here)).map_err(|e| self.io_error(&here, e))?;
+            let parent = self.resolve_dir(parent).map_err(|e| e.resolving(host))?;
+            let here = parent.join(name);
+            let disk = self.disk_path(&here);
+            let meta = fs::symlink_metadata(&disk).map_err(|e| self.io_error(&here, e))?;
             if !meta.file_type().is_symlink() {
                 return Ok((here, Some(meta)));
             }
+            // A link at the end (`driver`, `physfn`): the walk goes on from
+            // the parent, with the link read once and cached.
+            let target = fs::read_link(&disk).map_err(|e| self.io_error(&here, e))?;
+            if let Ok(mut cache) = self.links.lock() {
+                cache.insert(here.into_os_string(), Some(target));
+            }
+            let real = self.walk(host, components(&parent), vec![name.to_os_string()])?;
+            return Ok((real, None));
         }
         Ok((self.resolve_walk(host)?, None))
     }
