@@ -780,3 +780,55 @@ fn warnings_name_their_file_once() {
     );
     assert!(!stderr.contains(root.to_str().unwrap()), "{stderr}");
 }
+
+/// A file two backends read is named once per run, whatever path each
+/// took to it: the L4's `card1` (nvidia-drm) is read by the DRM backend
+/// through `/sys/class/drm` and by the NVIDIA backend through the GPU's
+/// `drm/` directory. A run that hears only the NVIDIA backend gets its
+/// warning, under its path.
+#[test]
+fn a_file_two_backends_read_is_named_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("no-uvm", tmp.path());
+    let card = "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/drm/card1";
+    fs::remove_file(root.join(card).join("dev")).unwrap();
+    let root_s = root.to_str().unwrap();
+    let gone = "no such file, so card1 has no device number; skipping it";
+    for (args, want) in [
+        (
+            &["discover"][..],
+            format!("/sys/class/drm/card1/dev: {gone}"),
+        ),
+        (
+            &["discover", "--backend", "drm"],
+            format!("/sys/class/drm/card1/dev: {gone}"),
+        ),
+        (
+            &["discover", "--backend", "nvidia"],
+            format!("/{card}/dev: {gone}"),
+        ),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--root", root_s]);
+        let (code, out, stderr) = cdigen(&a);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert_eq!(warnings_of(&stderr), [want.as_str()], "{args:?}: {stderr}");
+        if args.len() == 1 {
+            // The L4 keeps its render node, in the NVIDIA backend.
+            let gpu = out.lines().find(|l| l.contains("0000:01:00.0")).unwrap();
+            assert!(
+                gpu.starts_with("nvidia ") && gpu.contains("renderD128"),
+                "{out}"
+            );
+            assert!(!gpu.contains("card1"), "{out}");
+        }
+    }
+    // discover -o json says it once too.
+    let (code, json, stderr) = cdigen(&["discover", "--root", root_s, "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([{"path": "/sys/class/drm/card1/dev", "message": gone}])
+    );
+}
