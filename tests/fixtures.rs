@@ -609,8 +609,9 @@ fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
         warnings_of(&stderr),
         [
             "/sys/bus/pci/drivers/nvidia/0000:00:06.0: GPU 0000:00:06.0 is bound to nvidia but has \
-             no /proc/driver/nvidia/gpus/0000:00:06.0 entry (the driver did not initialize it: see \
-             the kernel log); skipping it"
+             no /proc/driver/nvidia/gpus/0000:00:06.0 entry, which gives its /dev/nvidiaN minor and \
+             UUID (the driver is still probing it, or could not create the entry: see the kernel \
+             log); it is in no NVIDIA spec until it has one"
         ],
         "{stderr}"
     );
