@@ -629,7 +629,9 @@ fn a_card_without_its_dev_file_is_skipped_with_a_warning() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
         warnings_of(&stderr),
-        ["/sys/class/drm/card1/dev: no such file, so card1 has no device number; skipping it"],
+        [
+            "/sys/class/drm/card1/dev: no such file, so card1 has no device number (being added or removed?); skipping it"
+        ],
         "{stderr}"
     );
     let gpu = out.lines().find(|l| l.contains("0000:00:02.0")).unwrap();
@@ -794,7 +796,7 @@ fn a_file_two_backends_read_is_named_once() {
     let card = "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/drm/card1";
     fs::remove_file(root.join(card).join("dev")).unwrap();
     let root_s = root.to_str().unwrap();
-    let gone = "no such file, so card1 has no device number; skipping it";
+    let gone = "no such file, so card1 has no device number (being added or removed?); skipping it";
     for (args, want) in [
         (
             &["discover"][..],

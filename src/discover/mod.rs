@@ -623,7 +623,8 @@ mod tests {
             message: message.into(),
             backend,
         };
-        let gone = "no such file, so card1 has no device number; skipping it";
+        let gone =
+            "no such file, so card1 has no device number (being added or removed?); skipping it";
         let got = once_per_file(
             &root,
             [
