@@ -609,8 +609,9 @@ fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
         warnings_of(&stderr),
         [
             "/sys/bus/pci/drivers/nvidia/0000:00:06.0: GPU 0000:00:06.0 is bound to nvidia but has \
-             no /proc/driver/nvidia/gpus/0000:00:06.0 entry (the driver did not initialize it: see \
-             the kernel log); skipping it"
+             no /proc/driver/nvidia/gpus/0000:00:06.0 entry, which gives its /dev/nvidiaN minor and \
+             UUID (the driver is still probing it, or could not create the entry: see the kernel \
+             log); it is in no NVIDIA spec until it has one"
         ],
         "{stderr}"
     );
@@ -628,7 +629,9 @@ fn a_card_without_its_dev_file_is_skipped_with_a_warning() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
         warnings_of(&stderr),
-        ["/sys/class/drm/card1/dev: no such file, so card1 has no device number; skipping it"],
+        [
+            "/sys/class/drm/card1/dev: no such file, so card1 has no device number (being added or removed?); skipping it"
+        ],
         "{stderr}"
     );
     let gpu = out.lines().find(|l| l.contains("0000:00:02.0")).unwrap();
@@ -779,4 +782,253 @@ fn warnings_name_their_file_once() {
         "{stderr}"
     );
     assert!(!stderr.contains(root.to_str().unwrap()), "{stderr}");
+}
+
+/// A file two backends read is named once per run, whatever path each
+/// took to it: the L4's `card1` (nvidia-drm) is read by the DRM backend
+/// through `/sys/class/drm` and by the NVIDIA backend through the GPU's
+/// `drm/` directory. A run that hears only the NVIDIA backend gets its
+/// warning, under its path.
+#[test]
+fn a_file_two_backends_read_is_named_once() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("no-uvm", tmp.path());
+    let card = "sys/devices/pci0000:00/0000:00:01.1/0000:01:00.0/drm/card1";
+    fs::remove_file(root.join(card).join("dev")).unwrap();
+    let root_s = root.to_str().unwrap();
+    let gone = "no such file, so card1 has no device number (being added or removed?); skipping it";
+    for (args, want) in [
+        (
+            &["discover"][..],
+            format!("/sys/class/drm/card1/dev: {gone}"),
+        ),
+        (
+            &["discover", "--backend", "drm"],
+            format!("/sys/class/drm/card1/dev: {gone}"),
+        ),
+        (
+            &["discover", "--backend", "nvidia"],
+            format!("/{card}/dev: {gone}"),
+        ),
+    ] {
+        let mut a = args.to_vec();
+        a.extend(["--root", root_s]);
+        let (code, out, stderr) = cdigen(&a);
+        assert_eq!(code, 0, "{args:?}: {stderr}");
+        assert_eq!(warnings_of(&stderr), [want.as_str()], "{args:?}: {stderr}");
+        if args.len() == 1 {
+            // The L4 keeps its render node, in the NVIDIA backend.
+            let gpu = out.lines().find(|l| l.contains("0000:01:00.0")).unwrap();
+            assert!(
+                gpu.starts_with("nvidia ") && gpu.contains("renderD128"),
+                "{out}"
+            );
+            assert!(!gpu.contains("card1"), "{out}");
+        }
+    }
+    // discover -o json says it once too.
+    let (code, json, stderr) = cdigen(&["discover", "--root", root_s, "-o", "json"]);
+    assert_eq!(code, 0, "{stderr}");
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([{"path": "/sys/class/drm/card1/dev", "message": gone}])
+    );
+}
+
+/// The two warnings of `nouveau-host`, exactly: ast's card1 inside
+/// `device_add` (no `dev` yet) and the L4 inside `nv_pci_probe` (no procfs
+/// entry yet).
+const CARD1_NO_DEV: &str = "/sys/class/drm/card1/dev: no such file, so card1 has no device \
+                            number (being added or removed?); skipping it";
+const L4_NOT_IN_PROCFS: &str = "/sys/bus/pci/drivers/nvidia/0000:41:00.0: GPU 0000:41:00.0 is \
+                                bound to nvidia but has no /proc/driver/nvidia/gpus/0000:41:00.0 \
+                                entry, which gives its /dev/nvidiaN minor and UUID (the driver is \
+                                still probing it, or could not create the entry: see the kernel \
+                                log); it is in no NVIDIA spec until it has one";
+
+/// `generate` on `root` into `tmp/<name>/cdi`: (code, stdout, warnings).
+fn generate_named(
+    root: &Path,
+    tmp: &Path,
+    name: &str,
+    extra: &[&str],
+) -> (i32, String, Vec<String>) {
+    let out = tmp.join(name).join("cdi");
+    let mut args = vec![
+        "generate",
+        "--root",
+        root.to_str().unwrap(),
+        "--driver-root",
+        DRIVER_ROOT,
+        "--output-dir",
+        out.to_str().unwrap(),
+    ];
+    args.extend(extra);
+    let (code, stdout, stderr) = cdigen(&args);
+    let warnings = warnings_of(&stderr)
+        .into_iter()
+        .map(str::to_string)
+        .collect();
+    (code, stdout.replace(out.to_str().unwrap(), "OUT"), warnings)
+}
+
+/// Every DRM device of `nouveau-host` is in exactly one spec or in a
+/// warning that names it and says why: the RTX 4090 on nouveau is
+/// `cdigen.io/drm=0` (no NVIDIA backend takes a GPU on nouveau), the L4
+/// still being probed and ast's card1 still being registered are in no
+/// spec, each with its warning, once, and only in the runs that ask for
+/// their backend.
+#[test]
+fn nouveau_host_gpus_are_in_one_spec_or_in_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixtures_dir().join("nouveau-host/root");
+    let root_s = root.to_str().unwrap();
+    for (name, extra, want) in [
+        ("all", &[][..], &[CARD1_NO_DEV, L4_NOT_IN_PROCFS][..]),
+        ("drm", &["--generator", "drm"], &[CARD1_NO_DEV]),
+        ("backend-drm", &["--backend", "drm"], &[CARD1_NO_DEV]),
+        ("nvidia", &["--generator", "nvidia"], &[L4_NOT_IN_PROCFS]),
+        (
+            "backend-nvidia",
+            &["--backend", "nvidia"],
+            &[L4_NOT_IN_PROCFS],
+        ),
+    ] {
+        let (code, stdout, warnings) = generate_named(&root, tmp.path(), name, extra);
+        assert_eq!(code, 0, "{name}: {stdout}{warnings:?}");
+        assert_eq!(warnings, want, "{name}");
+    }
+    let (code, list, stderr) = cdigen(&["list", "--discovered", "--root", root_s]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        list,
+        "cdigen.io/drm=0\ncdigen.io/drm=all\nnvidia.com/gpu=0\n\
+         nvidia.com/gpu=GPU-5c0f7a2e-8d41-4b6e-a3f9-2e7d91c04b58\nnvidia.com/gpu=all\n"
+    );
+    // cdigen.io/drm=0 is the 4090 (card0, renderD128), the only DRM
+    // device; nvidia.com/gpu has the L4 at 0000:21:00.0 and none of the
+    // 4090's nodes.
+    let specs = specs_in(&tmp.path().join("all/cdi"));
+    let drm = &specs["cdigen.io-drm.yaml"];
+    assert!(
+        drm.contains("'/dev/dri/card0'") && drm.contains("'/dev/dri/renderD128'"),
+        "{drm}"
+    );
+    assert!(drm.contains("pci-0000:01:00.0-card"), "{drm}");
+    assert!(!drm.contains("card1"), "{drm}");
+    let nv = &specs["nvidia.com-gpu.yaml"];
+    assert!(
+        nv.contains("'/dev/nvidia0'") && !nv.contains("/dev/nvidia1"),
+        "{nv}"
+    );
+    assert!(!nv.contains("/dev/dri/"), "{nv}");
+}
+
+/// Once the kernel has finished (the L4's probe made its procfs entry
+/// and nvidia-modprobe its node; device_add gave card1 its `dev`, its
+/// `sys/dev/char` link and its node), the warnings are gone and both are
+/// in their specs, after the devices already there: the 4090 keeps
+/// `cdigen.io/drm=0`, the ASPEED VGA is `=1`, the second L4
+/// `nvidia.com/gpu=1`.
+#[test]
+fn nouveau_host_once_the_kernel_has_finished() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("nouveau-host", tmp.path());
+    let gpus = root.join("proc/driver/nvidia/gpus");
+    let info = fs::read_to_string(gpus.join("0000:21:00.0/information")).unwrap();
+    fs::create_dir_all(gpus.join("0000:41:00.0")).unwrap();
+    fs::write(
+        gpus.join("0000:41:00.0/information"),
+        info.replace("0000:21:00.0", "0000:41:00.0")
+            .replace("Device Minor: \t 0", "Device Minor: \t 1")
+            .replace(
+                "GPU-5c0f7a2e-8d41-4b6e-a3f9-2e7d91c04b58",
+                "GPU-0b7e54d1-3f6a-4c2e-9d81-6a5f2c7e3b90",
+            )
+            .replace("IRQ:   \t\t 170", "IRQ:   \t\t 188"),
+    )
+    .unwrap();
+    let card1 = "sys/devices/pci0000:60/0000:60:05.2/0000:61:00.0/0000:62:00.0/drm/card1";
+    fs::write(root.join(card1).join("dev"), "226:1\n").unwrap();
+    std::os::unix::fs::symlink(
+        "../../devices/pci0000:60/0000:60:05.2/0000:61:00.0/0000:62:00.0/drm/card1",
+        root.join("sys/dev/char/226:1"),
+    )
+    .unwrap();
+    let manifest = root.join("dev.manifest");
+    let mut text = fs::read_to_string(&manifest).unwrap();
+    text.push_str("/dev/dri/card1 c 226:1 0660 0 44\n/dev/nvidia1 c 195:1 0666 0 0\n");
+    fs::write(&manifest, text).unwrap();
+
+    let (code, stdout, warnings) = generate_named(&root, tmp.path(), "done", &[]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    assert_eq!(warnings, Vec::<String>::new());
+    let (code, list, stderr) = cdigen(&[
+        "list",
+        "--spec-dir",
+        tmp.path().join("done/cdi").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        list,
+        "cdigen.io/drm=0\ncdigen.io/drm=1\ncdigen.io/drm=all\nnvidia.com/gpu=0\nnvidia.com/gpu=1\n\
+         nvidia.com/gpu=GPU-0b7e54d1-3f6a-4c2e-9d81-6a5f2c7e3b90\n\
+         nvidia.com/gpu=GPU-5c0f7a2e-8d41-4b6e-a3f9-2e7d91c04b58\nnvidia.com/gpu=all\n"
+    );
+    let drm = &specs_in(&tmp.path().join("done/cdi"))["cdigen.io-drm.yaml"];
+    let one = drm.split("- name: '1'").nth(1).unwrap();
+    let zero = drm.split("- name: '1'").next().unwrap();
+    assert!(
+        zero.contains("'/dev/dri/card0'") && !zero.contains("card1"),
+        "{drm}"
+    );
+    assert!(one.contains("'/dev/dri/card1'"), "{drm}");
+}
+
+/// A GPU bound to `nvidia` is the NVIDIA backend's even when it cannot
+/// take it: with nvidia-drm loaded, the L4 still being probed has DRM
+/// nodes, and they do not turn up alone under `cdigen.io/drm` (which would
+/// also shift its names when the GPU moves to `nvidia.com/gpu`); the
+/// warning says why it is in no spec.
+#[test]
+fn a_gpu_on_nvidia_the_nvidia_backend_cannot_take_is_not_a_drm_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("nouveau-host", tmp.path());
+    let l4 = "sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0";
+    for (name, minor) in [("card2", 2), ("renderD129", 129)] {
+        let dir = root.join(l4).join("drm").join(name);
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(dir.join("dev"), format!("226:{minor}\n")).unwrap();
+        fs::write(
+            dir.join("uevent"),
+            format!("MAJOR=226\nMINOR={minor}\nDEVNAME=dri/{name}\nDEVTYPE=drm_minor\n"),
+        )
+        .unwrap();
+        std::os::unix::fs::symlink("../../../0000:41:00.0", dir.join("device")).unwrap();
+        std::os::unix::fs::symlink(
+            format!("../../devices/pci0000:40/0000:40:01.1/0000:41:00.0/drm/{name}"),
+            root.join("sys/class/drm").join(name),
+        )
+        .unwrap();
+    }
+    let (code, stdout, warnings) = generate_named(&root, tmp.path(), "out", &[]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    assert_eq!(warnings, [CARD1_NO_DEV, L4_NOT_IN_PROCFS]);
+    let specs = specs_in(&tmp.path().join("out/cdi"));
+    let drm = &specs["cdigen.io-drm.yaml"];
+    assert!(
+        !drm.contains("card2") && !drm.contains("renderD129"),
+        "{drm}"
+    );
+    assert!(!drm.contains("- name: '1'"), "{drm}");
+    // discover still lists the L4's DRM nodes, as the DRM backend's: it
+    // is the generator that leaves them out.
+    let (code, out, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let l4 = out.lines().find(|l| l.contains("0000:41:00.0")).unwrap();
+    assert!(
+        l4.starts_with("drm ") && l4.contains("card2,renderD129"),
+        "{out}"
+    );
 }

@@ -75,7 +75,10 @@ pub(crate) fn read_node(
 /// [`read_node`] for an entry whose name says it is a device node
 /// (`card1`, `renderD128`, `accel0`): when the entry exists without a `dev`
 /// file, it is skipped with a warning naming that file, instead of being
-/// taken for a device without a number.
+/// taken for a device without a number. The kernel's `device_add` creates
+/// `dev` after the directory, its class link and `uevent`, and
+/// `device_del` removes it first, so a device being registered or removed
+/// looks like this for a moment.
 pub(crate) fn read_named_node(
     root: &HostRoot,
     entry: &Path,
@@ -103,7 +106,7 @@ fn read_node_as(
             if named && root.exists(entry) {
                 report.warn(
                     &dev_file,
-                    format!("no such file, so {name} has no device number; skipping it"),
+                    format!("no such file, so {name} has no device number (being added or removed?); skipping it"),
                 );
             }
             return None; // not a numbered device
@@ -320,7 +323,9 @@ mod tests {
         );
         assert_eq!(
             warnings(&report),
-            ["/sys/class/drm/card1/dev: no such file, so card1 has no device number; skipping it"]
+            [
+                "/sys/class/drm/card1/dev: no such file, so card1 has no device number (being added or removed?); skipping it"
+            ]
         );
         // A device that may have no number (the generic backend's) is
         // skipped quietly.

@@ -27,7 +27,7 @@ pub mod vdpa;
 pub mod vfio;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
@@ -380,12 +380,60 @@ fn run(
     devices.sort_by(|a, b| (&a.backend, &a.id).cmp(&(&b.backend, &b.id)));
     // The other backends ran for precedence only: what they skipped is
     // not this run's business (`--backend generic` says nothing of NVIDIA).
-    let warnings = report
+    let heard = report
         .warnings
         .into_iter()
-        .filter(|w| only.is_empty() || only.iter().any(|b| b == w.backend))
-        .collect();
+        .filter(|w| only.is_empty() || only.iter().any(|b| b == w.backend));
+    let warnings = once_per_file(cx.root, heard);
     Ok(Discovery { devices, warnings })
+}
+
+/// The warnings with each file named once. Backends read shared entries
+/// (a GPU's PCI function and DRM nodes are read by the DRM and the NVIDIA
+/// backends, a PF by SR-IOV and vDPA), each under its own spelling of the
+/// path (`/sys/class/drm/card1/dev` is
+/// `/sys/devices/.../drm/card1/dev`), so a file is identified by its
+/// directory's real path and its name (a link at the end is not followed:
+/// a warning about a link is about the link). The first warning about a
+/// file stands, under the path it gives; what a later backend says about
+/// the same file is dropped (it found the same problem), and a distinct
+/// finding of the same backend is appended to the first (`; also: ...`).
+/// Run after the `only` filter, so a backend asked for is heard even when
+/// one that is not asked for said it first.
+fn once_per_file(root: &HostRoot, warnings: impl IntoIterator<Item = Warning>) -> Vec<Warning> {
+    let mut out: Vec<Warning> = Vec::new();
+    // file -> (index in `out`, messages said of it)
+    let mut seen: BTreeMap<PathBuf, (usize, Vec<String>)> = BTreeMap::new();
+    for w in warnings {
+        let key = file_key(root, &w.path);
+        let Some((i, said)) = seen.get_mut(&key) else {
+            seen.insert(key, (out.len(), vec![w.message.clone()]));
+            out.push(w);
+            continue;
+        };
+        let Some(first) = out.get_mut(*i) else {
+            continue;
+        };
+        if first.backend == w.backend && !said.contains(&w.message) {
+            first.message.push_str("; also: ");
+            first.message.push_str(&w.message);
+            said.push(w.message);
+        }
+    }
+    out
+}
+
+/// What identifies the file a warning names: its directory's real path
+/// (through the root) and its name; the path as given when the directory
+/// cannot be resolved (a `/dev` path of a manifest, a vanished entry).
+fn file_key(root: &HostRoot, path: &Path) -> PathBuf {
+    match (path.parent(), path.file_name()) {
+        (Some(dir), Some(name)) => root
+            .resolve(dir)
+            .map(|d| d.join(name))
+            .unwrap_or_else(|_| path.to_path_buf()),
+        _ => path.to_path_buf(),
+    }
 }
 
 #[cfg(test)]
@@ -424,7 +472,7 @@ mod tests {
         }
         fn discover(&self, _: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
             self.runs.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-            report.warn("/sys/x", format!("{} ran", self.name));
+            report.warn(format!("/sys/{}", self.name), format!("{} ran", self.name));
             Ok(self
                 .paths
                 .iter()
@@ -481,7 +529,7 @@ mod tests {
         assert_eq!(
             only.warnings,
             [Warning {
-                path: "/sys/x".into(),
+                path: "/sys/drm".into(),
                 message: "drm ran".into(),
                 backend: "drm",
             }]
@@ -554,6 +602,75 @@ mod tests {
         assert_eq!(ids(&fresh), ids(&all));
         assert_eq!(nvidia.runs(), 2);
         assert_eq!(empty.len(), 2);
+    }
+
+    #[test]
+    fn warnings_name_each_file_once_whatever_the_spelling() {
+        let tmp = tempfile::tempdir().unwrap();
+        let card = tmp
+            .path()
+            .join("sys/devices/pci0000:00/0000:00:01.0/drm/card1");
+        std::fs::create_dir_all(&card).unwrap();
+        std::fs::create_dir_all(tmp.path().join("sys/class/drm")).unwrap();
+        std::os::unix::fs::symlink(
+            "../../devices/pci0000:00/0000:00:01.0/drm/card1",
+            tmp.path().join("sys/class/drm/card1"),
+        )
+        .unwrap();
+        let root = HostRoot::open(tmp.path()).unwrap();
+        let w = |backend: &'static str, path: &str, message: &str| Warning {
+            path: path.into(),
+            message: message.into(),
+            backend,
+        };
+        let gone =
+            "no such file, so card1 has no device number (being added or removed?); skipping it";
+        let got = once_per_file(
+            &root,
+            [
+                // One file under two spellings, from two backends.
+                w("drm", "/sys/class/drm/card1/dev", gone),
+                w(
+                    "nvidia",
+                    "/sys/devices/pci0000:00/0000:00:01.0/drm/card1/dev",
+                    gone,
+                ),
+                // Another backend's wording of the same finding.
+                w(
+                    "drm",
+                    "/dev/dri/card1",
+                    "not a character device; skipping this node",
+                ),
+                w(
+                    "nvidia",
+                    "/dev/dri/card1",
+                    "not a character device; leaving it out",
+                ),
+                // Two findings of one backend about one file, one said twice.
+                w("nvidia", "/proc/devices", "a"),
+                w("nvidia", "/proc/devices", "b"),
+                w("nvidia", "/proc/devices", "a"),
+                // A link is not its target.
+                w("drm", "/sys/class/drm/card1", "a link"),
+            ],
+        );
+        let said: Vec<(String, &str, &str)> = got
+            .iter()
+            .map(|w| (w.path.display().to_string(), w.message.as_str(), w.backend))
+            .collect();
+        assert_eq!(
+            said,
+            [
+                ("/sys/class/drm/card1/dev".to_string(), gone, "drm"),
+                (
+                    "/dev/dri/card1".to_string(),
+                    "not a character device; skipping this node",
+                    "drm"
+                ),
+                ("/proc/devices".to_string(), "a; also: b", "nvidia"),
+                ("/sys/class/drm/card1".to_string(), "a link", "drm"),
+            ]
+        );
     }
 
     #[test]

@@ -62,6 +62,10 @@ pub struct Select {
     /// Drivers to take (`amdgpu`).
     #[serde(default)]
     pub drivers: Vec<String>,
+    /// Drivers to leave out (`nvidia`: the NVIDIA backend's GPUs, which it
+    /// claims or reports). A device bound to no driver is not left out.
+    #[serde(default)]
+    pub exclude_drivers: Vec<String>,
     /// Buses to take (`pci`, `platform`).
     #[serde(default)]
     pub buses: Vec<String>,
@@ -174,6 +178,12 @@ impl Select {
                 .driver
                 .as_ref()
                 .is_some_and(|drv| self.drivers.contains(drv))
+        {
+            return None;
+        }
+        if d.driver
+            .as_ref()
+            .is_some_and(|drv| self.exclude_drivers.contains(drv))
         {
             return None;
         }

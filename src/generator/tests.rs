@@ -285,7 +285,7 @@ fn full_definition() {
          backend: drm\n\
          kind: example.com/gpu\n\
          select:\n  vendor_ids: [\"0x10DE\"]\n  exclude_vendor_ids: [\"0x1002\"]\n  \
-         drivers: [nouveau]\n  buses: [pci]\n  node_roles: [render, accel]\n\
+         drivers: [nouveau]\n  exclude_drivers: [nvidia]\n  buses: [pci]\n  node_roles: [render, accel]\n\
          names: [pci, node, all]\n\
          template: custom\n\
          output:\n  file: my.gpus\n  format: json\n\
@@ -308,6 +308,7 @@ fn full_definition() {
                 vendor_ids: strings(&["0x10DE"]),
                 exclude_vendor_ids: strings(&["0x1002"]),
                 drivers: strings(&["nouveau"]),
+                exclude_drivers: strings(&["nvidia"]),
                 buses: strings(&["pci"]),
                 node_roles: strings(&["render", "accel"]),
                 ..Default::default()
@@ -348,8 +349,8 @@ fn unknown_key_names_file_line_and_expected_keys() {
     assert_eq!(
         err_with("select:\n  vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of \
-         vendor_ids, exclude_vendor_ids, drivers, buses, node_roles, device_ids, pci_addresses, \
-         pf_names, pf_addresses, link_types at line 6, column 3"
+         vendor_ids, exclude_vendor_ids, drivers, exclude_drivers, buses, node_roles, device_ids, \
+         pci_addresses, pf_names, pf_addresses, link_types at line 6, column 3"
     );
     assert_eq!(
         err_with("device_nodes:\n  mode: 0666\n"),
@@ -1024,6 +1025,22 @@ fn select_drivers_and_buses() {
     assert_eq!(s.apply(&unbound), None);
     assert_eq!(Select::default().apply(&unbound), Some(unbound.clone()));
 
+    // Excluded drivers: a device bound to none of them, or to none at all,
+    // is kept; exclusion wins over the allowlist.
+    let s = select(|s| s.exclude_drivers = strings(&["nvidia"]));
+    let nvidia = pci_gpu("0000:41:00.0", "0x10de", "nvidia", 1);
+    let nouveau = pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0);
+    assert_eq!(s.apply(&nvidia), None);
+    assert_eq!(s.apply(&nouveau), Some(nouveau.clone()));
+    assert_eq!(s.apply(&unbound), Some(unbound.clone()));
+    assert_eq!(s.apply(&p), Some(p.clone()));
+    let s = select(|s| {
+        s.drivers = strings(&["nvidia", "nouveau"]);
+        s.exclude_drivers = strings(&["nvidia"]);
+    });
+    assert_eq!(s.apply(&nvidia), None);
+    assert_eq!(s.apply(&nouveau), Some(nouveau.clone()));
+
     let s = select(|s| s.buses = strings(&["platform"]));
     assert_eq!(s.apply(&p), Some(p.clone()));
     assert_eq!(s.apply(&intel), None);
@@ -1107,7 +1124,8 @@ fn select_builtin_definitions() {
         driver: Some("intel_vpu".into()),
         ..pci_gpu("0000:00:0b.0", "0x8086", "intel_vpu", 0)
     };
-    let nv = pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0);
+    let nouveau = pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0);
+    let nvidia = pci_gpu("0000:41:00.0", "0x10de", "nvidia", 2);
     let p = platform("fec00000.v3d", 0);
 
     assert_eq!(sel("amd-gpu").apply(&a), Some(a.clone()));
@@ -1116,10 +1134,61 @@ fn select_builtin_definitions() {
     assert_eq!(sel("intel-gpu").apply(&npu), None);
     assert_eq!(sel("intel-npu").apply(&npu), Some(npu.clone()));
     assert_eq!(sel("intel-npu").apply(&intel), None);
-    for d in [&a, &intel, &npu, &nv] {
+    for d in [&a, &intel, &npu, &nvidia] {
         assert_eq!(sel("drm").apply(d), None, "{}", d.id);
     }
+    // An NVIDIA GPU on nouveau is no NVIDIA backend's: the generic DRM
+    // generator offers it, as any other vendor's GPU.
+    assert_eq!(sel("drm").apply(&nouveau), Some(nouveau.clone()));
     assert_eq!(sel("drm").apply(&p), Some(p.clone()));
+}
+
+/// Every DRM device is offered by exactly one enabled built-in generator
+/// of the DRM backend, but a GPU bound to `nvidia`: that one is the NVIDIA
+/// backend's, which claims it or reports why it cannot. A vendor filter
+/// that assumed another backend takes every device of the vendor once
+/// dropped NVIDIA GPUs on nouveau silently.
+#[test]
+fn builtin_drm_generators_offer_each_drm_device_once() {
+    let loaded = load(&[]).unwrap();
+    let drm: Vec<&Generator> = loaded
+        .iter()
+        .map(|l| &l.generator)
+        .filter(|g| g.enabled && g.backend == "drm")
+        .collect();
+    let accel = |addr: &str, vendor: &str, driver: &str| Device {
+        nodes: vec![node("accel", "accel0", "/dev/accel/accel0", 261, 0)],
+        links: Vec::new(),
+        ..pci_gpu(addr, vendor, driver, 0)
+    };
+    let card_only = |addr: &str, vendor: &str, driver: &str| Device {
+        nodes: vec![node("primary", "card1", "/dev/dri/card1", 226, 1)],
+        links: Vec::new(),
+        ..pci_gpu(addr, vendor, driver, 1)
+    };
+    let takers = |d: &Device| -> Vec<&str> {
+        drm.iter()
+            .filter(|g| g.select.apply(d).is_some())
+            .map(|g| g.name.as_str())
+            .collect()
+    };
+    for (d, want) in [
+        (amd("0000:03:00.0", 1), "amd-gpu"),
+        (pci_gpu("0000:03:00.0", "0x1002", "radeon", 1), "amd-gpu"),
+        (pci_gpu("0000:00:02.0", "0x8086", "i915", 0), "intel-gpu"),
+        (pci_gpu("0000:00:02.0", "0x8086", "xe", 0), "intel-gpu"),
+        (accel("0000:00:0b.0", "0x8086", "intel_vpu"), "intel-npu"),
+        (pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0), "drm"),
+        (pci_gpu("0000:01:00.0", "0x10DE", "nova", 0), "drm"),
+        (card_only("0000:04:00.0", "0x1a03", "ast"), "drm"),
+        (accel("0000:33:00.0", "0x1da3", "habanalabs"), "drm"),
+        (accel("0000:c4:00.1", "0x1022", "amdxdna"), "drm"),
+        (platform("fec00000.v3d", 0), "drm"),
+    ] {
+        assert_eq!(takers(&d), [want], "{} on {:?}", d.id, d.driver);
+    }
+    let nvidia = pci_gpu("0000:41:00.0", "0x10de", "nvidia", 0);
+    assert_eq!(takers(&nvidia), Vec::<&str>::new());
 }
 
 // ---------------------------------------------------------------- generic

@@ -265,9 +265,12 @@ impl Backend for Nvidia {
 
 /// Warns about each GPU (a display-class PCI function: NVSwitches are
 /// bound to `nvidia` too and have no entry) bound to the `nvidia` driver
-/// that has no `/proc/driver/nvidia/gpus/<address>` among `entries`: the
-/// driver did not take it up (an initialization failure, say), so it gets
-/// no spec.
+/// that has no `/proc/driver/nvidia/gpus/<address>` among `entries`. That
+/// entry gives the GPU's `Device Minor` (N of `/dev/nvidiaN`) and UUID, so
+/// without it the GPU gets no NVIDIA device. It happens while the driver
+/// probes the GPU (the kernel links a device to its driver before calling
+/// the driver's probe, and `nv_pci_probe` adds the entry near its end) and
+/// when the driver could not create the entry (it goes on without it).
 fn unlisted_gpus(root: &HostRoot, entries: &[String], report: &mut Report) {
     let driver_dir = sys_path("bus/pci/drivers/nvidia");
     for name in root.list_dir_opt(&driver_dir).unwrap_or_default() {
@@ -283,8 +286,9 @@ fn unlisted_gpus(root: &HostRoot, entries: &[String], report: &mut Report) {
             report.warn(
                 driver_dir.join(&name),
                 format!(
-                    "GPU {name} is bound to nvidia but has no {} entry (the driver did not \
-                     initialize it: see the kernel log); skipping it",
+                    "GPU {name} is bound to nvidia but has no {} entry, which gives its \
+                     /dev/nvidiaN minor and UUID (the driver is still probing it, or could not \
+                     create the entry: see the kernel log); it is in no NVIDIA spec until it has one",
                     proc_path("driver/nvidia/gpus").join(&name).display()
                 ),
             );

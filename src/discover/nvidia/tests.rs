@@ -854,13 +854,14 @@ fn a_gpu_bound_to_nvidia_without_procfs_entry_is_reported() {
         tmp.path().join("sys/bus/pci/drivers/nvidia/0000:00:06.0"),
     )
     .unwrap();
-    // A GPU the driver did not take up, and an NVSwitch (bound to nvidia,
-    // never in procfs): only the GPU is reported.
+    // A GPU the driver is still probing (or could not list), and an
+    // NVSwitch (bound to nvidia, never in procfs): only the GPU is reported.
     add_gpu(tmp.path(), "0000:00:07.0", "0x030200\n", None);
     add_gpu(tmp.path(), "0000:00:09.0", "0x068000\n", None);
     let want = "/sys/bus/pci/drivers/nvidia/0000:00:07.0: GPU 0000:00:07.0 is bound to nvidia but \
-                has no /proc/driver/nvidia/gpus/0000:00:07.0 entry (the driver did not initialize \
-                it: see the kernel log); skipping it";
+                has no /proc/driver/nvidia/gpus/0000:00:07.0 entry, which gives its /dev/nvidiaN \
+                minor and UUID (the driver is still probing it, or could not create the entry: see \
+                the kernel log); it is in no NVIDIA spec until it has one";
     let (devices, warnings) = run(&tmp);
     assert_eq!(warnings, [want]);
     let ids: Vec<&str> = devices.iter().map(|d| d.id.as_str()).collect();
