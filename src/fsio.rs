@@ -211,12 +211,18 @@ fn same_regular(path: &Path, file: &File, before: &Metadata) -> Result<Metadata,
 /// with [`Links::Refuse`], unreadable.
 pub fn open(path: &Path, links: Links) -> Result<File, Error> {
     let before = regular_meta(path, links)?;
+    open_examined(path, links, &before)
+}
+
+/// Opens the regular file `before` (examined by the caller) describes,
+/// refusing another one found there by the open.
+fn open_examined(path: &Path, links: Links, before: &Metadata) -> Result<File, Error> {
     let file = OpenOptions::new()
         .read(true)
         .custom_flags(open_flags(links))
         .open(path)
         .map_err(|e| refused_link(path, e))?;
-    same_regular(path, &file, &before)?;
+    same_regular(path, &file, before)?;
     Ok(file)
 }
 
@@ -261,12 +267,7 @@ pub fn read_examined(path: &Path, before: &Metadata, limit: u64) -> Result<Vec<u
             via_link: false,
         });
     }
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(open_flags(Links::Refuse))
-        .open(path)
-        .map_err(|e| refused_link(path, e))?;
-    same_regular(path, &file, before)?;
+    let file = open_examined(path, Links::Refuse, before)?;
     read_open(path, file, limit)
 }
 

@@ -468,8 +468,19 @@ impl HostRoot {
         }
         let disk = self.disk_path(here);
         let meta = fs::symlink_metadata(&disk).map_err(|e| self.io_error(here, e))?;
+        self.remember_link(here, &disk, &meta)
+    }
+
+    /// Caches what `meta` (the `lstat` of `here`, at `disk`) says: a
+    /// symlink (read here) and its target, or not a link.
+    fn remember_link(
+        &self,
+        here: &Path,
+        disk: &Path,
+        meta: &fs::Metadata,
+    ) -> Result<Option<PathBuf>, Error> {
         let target = if meta.file_type().is_symlink() {
-            Some(fs::read_link(&disk).map_err(|e| self.io_error(here, e))?)
+            Some(fs::read_link(disk).map_err(|e| self.io_error(here, e))?)
         } else {
             None
         };
@@ -510,10 +521,7 @@ impl HostRoot {
             }
             // A link at the end (`driver`, `physfn`): the walk goes on from
             // the parent, with the link read once and cached.
-            let target = fs::read_link(&disk).map_err(|e| self.io_error(&here, e))?;
-            if let Ok(mut cache) = self.links.lock() {
-                cache.insert(here.into_os_string(), Some(target));
-            }
+            self.remember_link(&here, &disk, &meta)?;
             let real = self.walk(host, components(&parent), vec![name.to_os_string()])?;
             return Ok((real, None));
         }
