@@ -1032,3 +1032,102 @@ fn a_gpu_on_nvidia_the_nvidia_backend_cannot_take_is_not_a_drm_device() {
         "{out}"
     );
 }
+
+/// `intel-ai-host` as shipped: every DRM and accel device is in exactly one
+/// spec, the Gaudi cards with their control nodes, the GPUs by index and
+/// by Intel's device UID; the GPUs' MEI nodes only in the opt-in
+/// `intel.com/gpu-mei`, and the chipset's ME (`mei0`) in none.
+#[test]
+fn intel_ai_host_devices_are_each_in_one_spec() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixtures_dir().join("intel-ai-host/root");
+    let (code, stdout, warnings) = generate_named(&root, tmp.path(), "all", &[]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    assert_eq!(warnings, Vec::<String>::new());
+    let specs = specs_in(&tmp.path().join("all/cdi"));
+    let all: String = specs.values().cloned().collect();
+    for node in [
+        "/dev/dri/card0'",
+        "/dev/dri/card1'",
+        "/dev/dri/card2'",
+        "/dev/dri/renderD128'",
+        "/dev/dri/renderD129'",
+        "/dev/accel/accel0'",
+        "/dev/accel/accel1'",
+        "/dev/accel/accel_controlD0'",
+        "/dev/accel/accel_controlD1'",
+    ] {
+        let kinds: Vec<&String> = specs
+            .iter()
+            .filter(|(_, s)| s.contains(node))
+            .map(|(f, _)| f)
+            .collect();
+        assert_eq!(kinds.len(), 1, "{node} in {kinds:?}");
+    }
+    assert!(!all.contains("/dev/mei"), "{all}");
+    let gaudi = &specs["intel.com-gaudi.yaml"];
+    let one = gaudi.split("- name: '1'").nth(1).unwrap();
+    let one = one.split("- name:").next().unwrap();
+    assert!(
+        one.contains("'/dev/accel/accel1'") && one.contains("'/dev/accel/accel_controlD1'"),
+        "{gaudi}"
+    );
+    assert!(!one.contains("accel_controlD0"), "{gaudi}");
+
+    let (code, stdout, warnings) =
+        generate_named(&root, tmp.path(), "mei", &["--generator", "intel-gpu-mei"]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    let mei = &specs_in(&tmp.path().join("mei/cdi"))["intel.com-gpu-mei.yaml"];
+    assert!(
+        mei.contains("'/dev/mei1'") && mei.contains("'/dev/mei2'") && !mei.contains("/dev/mei0'"),
+        "{mei}"
+    );
+}
+
+/// A Gaudi control node and a GPU's MEI node caught without their `dev`
+/// (being added or removed) are skipped with a warning naming the file;
+/// the card keeps its compute node and the GPU its DRM nodes. An MEI entry
+/// whose `device` link leads nowhere belongs to no GPU we know: it is
+/// offered nowhere.
+#[test]
+fn intel_ai_host_a_missing_control_or_mei_node_is_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("intel-ai-host", tmp.path());
+    let ctl = "sys/devices/pci0000:97/0000:97:02.0/0000:9a:00.0/accel/accel_controlD1";
+    fs::remove_file(root.join(ctl).join("dev")).unwrap();
+    fs::remove_file(root.join("sys/dev/char/234:3")).unwrap();
+    let mei = "sys/devices/pci0000:c9/0000:c9:01.0/0000:ca:00.0/xe.mei-gscfi.51712/mei/mei2";
+    fs::remove_file(root.join(mei).join("dev")).unwrap();
+    fs::remove_file(root.join("sys/dev/char/240:2")).unwrap();
+    let gsc = "sys/devices/pci0000:4a/0000:4a:01.0/0000:4b:00.0/0000:4c:01.0/0000:4d:00.0/\
+               i915.mei-gscfi.19712/mei/mei1/device";
+    fs::remove_file(root.join(gsc)).unwrap();
+    std::os::unix::fs::symlink("../../gone", root.join(gsc)).unwrap();
+
+    let (code, stdout, warnings) = generate_named(
+        &root,
+        tmp.path(),
+        "broken",
+        &["--generator", "gaudi", "--generator", "intel-gpu-mei"],
+    );
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    assert_eq!(
+        warnings,
+        [
+            "/sys/class/accel/accel_controlD1/dev: no such file, so accel_controlD1 has no \
+             device number (being added or removed?); skipping it",
+            "/sys/class/mei/mei2/dev: no such file, so mei2 has no device number (being \
+             added or removed?); skipping it",
+        ]
+    );
+    let specs = specs_in(&tmp.path().join("broken/cdi"));
+    let gaudi = &specs["intel.com-gaudi.yaml"];
+    let one = gaudi.split("- name: '1'").nth(1).unwrap();
+    let one = one.split("- name:").next().unwrap();
+    assert!(
+        one.contains("'/dev/accel/accel1'") && !one.contains("accel_controlD"),
+        "{gaudi}"
+    );
+    // Neither GPU has an MEI node left to offer.
+    assert!(!specs.contains_key("intel.com-gpu-mei.yaml"), "{specs:?}");
+}

@@ -3,10 +3,18 @@
 //! Reads `/sys/class/drm` and `/sys/class/accel`, keeping entries named
 //! exactly `card<N>`, `renderD<N>` or `accel<N>` that have a `dev` file
 //! (`"226:1\n"`; one without it is skipped with a warning); connectors (`card1-DP-1`), `version` and legacy
-//! `controlD*` entries are skipped. Nodes are grouped by their parent
+//! `controlD*` entries are skipped. habanalabs' control node
+//! (`accel_controlD<N>`, in the accel class with the driver's own major)
+//! joins its device as `accel-control`: management tools need it. Nodes are grouped by their parent
 //! device (the real path of `<entry>/device`): card and render numbers of
 //! one GPU are unrelated, so pairing by number would be wrong. PCI parents
 //! are identified by address, others by bus and name.
+//!
+//! The MEI node of an Intel discrete GPU's graphics security controller
+//! (`<gpu>/i915.mei-gscfi.<id>/mei/mei<N>`, or `xe.`; an auxiliary device
+//! of the GPU) joins the GPU as `mei`. Only MEI devices whose parent is a
+//! child of a DRM parent are taken: the chipset's own ME
+//! (`0000:00:16.0/mei/mei0`) belongs to no GPU.
 //!
 //! ROCm's compute node `/dev/kfd` is not a DRM node: the `amd-gpu`
 //! definition joins it to AMD GPUs declaratively (`join`, found by the
@@ -37,7 +45,9 @@ fn role_rank(role: &str) -> u8 {
         "primary" => 0,
         "render" => 1,
         "accel" => 2,
-        _ => 3,
+        "accel-control" => 3,
+        "mei" => 4,
+        _ => 5,
     }
 }
 
@@ -53,7 +63,7 @@ impl Backend for Drm {
     fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
         // Cards, render and accel nodes come and go with their PCI or
         // platform device binding a driver; /dev/kfd is its own class.
-        Some(&["drm", "accel", "kfd", "pci", "platform"])
+        Some(&["drm", "accel", "kfd", "mei", "pci", "platform"])
     }
 
     fn discover(&self, cx: &Context, report: &mut Report) -> Result<Vec<Device>, Error> {
@@ -66,7 +76,10 @@ impl Backend for Drm {
         let mut groups: BTreeMap<PathBuf, Vec<Node>> = BTreeMap::new();
         for (class, prefixes) in [
             ("drm", &[("card", "primary"), ("renderD", "render")][..]),
-            ("accel", &[("accel", "accel")][..]),
+            (
+                "accel",
+                &[("accel", "accel"), ("accel_controlD", "accel-control")][..],
+            ),
         ] {
             let class_dir = sys_path(&format!("class/{class}"));
             for name in root.list_dir_opt(&class_dir).map_err(root_err)? {
@@ -102,6 +115,7 @@ impl Backend for Drm {
         if groups.is_empty() {
             return Ok(Vec::new());
         }
+        add_gpu_mei(root, &mut groups, report).map_err(root_err)?;
         let ids = cx.pci_ids();
         let mut devices = Vec::new();
         for (parent, mut nodes) in groups {
@@ -126,6 +140,34 @@ impl Backend for Drm {
         }
         Ok(devices)
     }
+}
+
+/// Adds to each group the MEI nodes of its parent's auxiliary devices
+/// (`<gpu>/<aux>/mei/mei<N>`); a MEI device elsewhere is no GPU's.
+fn add_gpu_mei(
+    root: &HostRoot,
+    groups: &mut BTreeMap<PathBuf, Vec<Node>>,
+    report: &mut Report,
+) -> Result<(), crate::root::Error> {
+    let class_dir = sys_path("class/mei");
+    for name in root.list_dir_opt(&class_dir)? {
+        if node_number(&name, "mei").is_none() {
+            continue;
+        }
+        let entry = class_dir.join(&name);
+        // Which device it is under decides whether it is a GPU's at all;
+        // one that cannot be resolved is no GPU's that we know of.
+        let Ok(aux) = root.resolve(&entry.join("device")) else {
+            continue;
+        };
+        let Some(nodes) = aux.parent().and_then(|gpu| groups.get_mut(gpu)) else {
+            continue;
+        };
+        if let Some(node) = read_named_node(root, &entry, &name, "mei", &name, report) {
+            nodes.push(node);
+        }
+    }
+    Ok(())
 }
 
 /// Reads the parent device of a group of nodes.

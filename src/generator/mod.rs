@@ -36,6 +36,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "intel-npu.yaml",
         include_str!("../../generators/intel-npu.yaml"),
     ),
+    (
+        "intel-gpu-mei.yaml",
+        include_str!("../../generators/intel-gpu-mei.yaml"),
+    ),
+    ("gaudi.yaml", include_str!("../../generators/gaudi.yaml")),
     ("drm.yaml", include_str!("../../generators/drm.yaml")),
     ("vfio.yaml", include_str!("../../generators/vfio.yaml")),
     ("sriov.yaml", include_str!("../../generators/sriov.yaml")),
@@ -266,6 +271,10 @@ pub enum NameStrategy {
     Index,
     /// The identity: PCI address `0000:03:00.0`, or `platform:gpu`.
     Pci,
+    /// PCI address and device ID as Intel's DRA driver and CDI generator
+    /// name devices (`0000-03-00-0-0x56c0`), so their specs and ours name
+    /// a device alike. Non-PCI devices get no name from it.
+    PciUid,
     /// The first node's kernel name: `card1` (or `renderD128`, `accel0`).
     Node,
     /// One extra device named `all` with every selected device's edits.
@@ -307,6 +316,7 @@ impl NameStrategy {
         match self {
             NameStrategy::Index => "index",
             NameStrategy::Pci => "pci",
+            NameStrategy::PciUid => "pci-uid",
             NameStrategy::Node => "node",
             NameStrategy::All => "all",
             NameStrategy::Group => "group",
@@ -595,7 +605,7 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
     if g.names.is_empty() {
         return Err(invalid(
             "names",
-            "must list at least one name strategy (index, pci, node, group, uuid, attr, link, template, all)".into(),
+            "must list at least one name strategy (index, pci, pci-uid, node, group, uuid, attr, link, template, all)".into(),
         ));
     }
     if g.names == [NameStrategy::All] {

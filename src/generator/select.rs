@@ -8,10 +8,12 @@ use crate::model::{Device, Node};
 use crate::sysfs::parse_hex_id;
 
 /// Node roles the backends produce.
-pub const NODE_ROLES: [&str; 23] = [
+pub const NODE_ROLES: [&str; 25] = [
     "primary",
     "render",
     "accel",
+    "accel-control",
+    "mei",
     "kfd",
     "vfio-container",
     "vfio-group",

@@ -163,9 +163,11 @@ fn builtins_parse_and_check() {
             g.template
         );
         // Only safe definitions run by default: the generic ones for
-        // consoles and serial lines, and the vendor-neutral accel one (the
-        // DRM backend already offers accel devices), are opt-in.
-        let opt_in = ["generic-tty", "usb-serial", "accel"].contains(&g.name.as_str());
+        // consoles and serial lines, the vendor-neutral accel one (the
+        // DRM backend already offers accel devices) and Intel GPUs' MEI
+        // nodes (firmware interfaces) are opt-in.
+        let opt_in =
+            ["generic-tty", "usb-serial", "accel", "intel-gpu-mei"].contains(&g.name.as_str());
         assert_eq!(g.enabled, !opt_in, "{file}");
         assert!(crate::discover::backend(&g.backend).is_ok(), "{file}");
         // The file is named after the generator.
@@ -178,8 +180,10 @@ fn builtins_parse_and_check() {
                 "accel",
                 "amd-gpu",
                 "drm",
+                "gaudi",
                 "generic-tty",
                 "intel-gpu",
+                "intel-gpu-mei",
                 "intel-npu",
                 "nvidia",
                 "sriov",
@@ -406,7 +410,7 @@ fn bad_enum_values() {
     assert_eq!(
         err_with("names: [first]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `first`, expected one of index, \
-         pci, node, all, group, uuid, attr, link, template at line 5, column 9"
+         pci, pci-uid, node, all, group, uuid, attr, link, template at line 5, column 9"
     );
     assert_eq!(
         err_with("output:\n  format: toml\n"),
@@ -503,7 +507,7 @@ fn names_empty_or_repeated() {
     assert_eq!(
         err_with("names: []\n"),
         "/etc/cdigen/generators.d/test.yaml: names: must list at least one name strategy (index, \
-         pci, node, group, uuid, attr, link, template, all)"
+         pci, pci-uid, node, group, uuid, attr, link, template, all)"
     );
     assert_eq!(
         err_with("names: [index, all, index]\n"),
@@ -546,7 +550,7 @@ fn bad_node_role() {
     assert_eq!(
         err_with("select:\n  node_roles: [render, card]\n"),
         "/etc/cdigen/generators.d/test.yaml: select.node_roles[1]: \"card\" is not a node role \
-         (expected one of primary, render, accel, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor, generic)"
+         (expected one of primary, render, accel, accel-control, mei, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor, generic)"
     );
 }
 
@@ -633,8 +637,10 @@ fn builtin_summary() -> Vec<(String, String)> {
         "accel",
         "amd-gpu",
         "drm",
+        "gaudi",
         "generic-tty",
         "intel-gpu",
+        "intel-gpu-mei",
         "intel-npu",
         "nvidia",
         "sriov",
@@ -700,6 +706,7 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             ("amd-gpu".into(), show(&amd)),
             ("drm".into(), "builtin:generators/drm.yaml".into()),
             ("extra".into(), show(&extra)),
+            ("gaudi".into(), "builtin:generators/gaudi.yaml".into()),
             (
                 "generic-tty".into(),
                 "builtin:generators/generic-tty.yaml".into()
@@ -707,6 +714,10 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             (
                 "intel-gpu".into(),
                 "builtin:generators/intel-gpu.yaml".into()
+            ),
+            (
+                "intel-gpu-mei".into(),
+                "builtin:generators/intel-gpu-mei.yaml".into()
             ),
             ("intel-npu".into(), show(&off)),
             ("nvidia".into(), "builtin:generators/nvidia.yaml".into()),
@@ -1181,7 +1192,7 @@ fn builtin_drm_generators_offer_each_drm_device_once() {
         (pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0), "drm"),
         (pci_gpu("0000:01:00.0", "0x10DE", "nova", 0), "drm"),
         (card_only("0000:04:00.0", "0x1a03", "ast"), "drm"),
-        (accel("0000:33:00.0", "0x1da3", "habanalabs"), "drm"),
+        (accel("0000:33:00.0", "0x1da3", "habanalabs"), "gaudi"),
         (accel("0000:c4:00.1", "0x1022", "amdxdna"), "drm"),
         (platform("fec00000.v3d", 0), "drm"),
     ] {
@@ -1189,6 +1200,54 @@ fn builtin_drm_generators_offer_each_drm_device_once() {
     }
     let nvidia = pci_gpu("0000:41:00.0", "0x10de", "nvidia", 0);
     assert_eq!(takers(&nvidia), Vec::<&str>::new());
+}
+
+/// Gaudi's control node goes with its accel node; an Intel GPU's MEI node
+/// is offered only by the opt-in intel-gpu-mei, never with the GPU's DRM
+/// nodes.
+#[test]
+fn gaudi_control_node_and_intel_gpu_mei() {
+    let loaded = load(&[]).unwrap();
+    let sel = |n: &str| {
+        loaded
+            .iter()
+            .find(|l| l.generator.name == n)
+            .unwrap()
+            .generator
+            .select
+            .clone()
+    };
+    let gaudi = Device {
+        nodes: vec![
+            node("accel", "accel0", "/dev/accel/accel0", 261, 0),
+            node(
+                "accel-control",
+                "accel_controlD0",
+                "/dev/accel/accel_controlD0",
+                239,
+                0,
+            ),
+        ],
+        links: Vec::new(),
+        ..pci_gpu("0000:33:00.0", "0x1da3", "habanalabs", 0)
+    };
+    assert_eq!(sel("gaudi").apply(&gaudi), Some(gaudi.clone()));
+    assert_eq!(sel("drm").apply(&gaudi), None);
+    assert_eq!(sel("intel-npu").apply(&gaudi), None);
+
+    let mut arc = pci_gpu("0000:03:00.0", "0x8086", "i915", 0);
+    let mei = node("mei", "mei1", "/dev/mei1", 511, 1);
+    let mut gpu_only = arc.clone();
+    arc.nodes.push(mei.clone());
+    assert_eq!(sel("intel-gpu").apply(&arc), Some(gpu_only.clone()));
+    gpu_only.nodes = vec![mei];
+    gpu_only.links = Vec::new();
+    assert_eq!(sel("intel-gpu-mei").apply(&arc), Some(gpu_only));
+    assert!(
+        !loaded
+            .iter()
+            .any(|l| l.generator.name == "intel-gpu-mei" && l.generator.enabled)
+    );
 }
 
 // ---------------------------------------------------------------- generic
@@ -1398,7 +1457,7 @@ fn value_name_strategies_are_checked() {
     assert_eq!(
         err_with("names: [{serial: x}]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `serial`, expected one of index, \
-         pci, node, all, group, uuid, attr, link, template at line 5, column 10"
+         pci, pci-uid, node, all, group, uuid, attr, link, template at line 5, column 10"
     );
     // Two different attributes are fine (collisions are found per device).
     assert_eq!(

@@ -501,7 +501,7 @@ pub struct Named {
 pub fn stability(strategy: &NameStrategy) -> u8 {
     match strategy {
         NameStrategy::Uuid => 0,
-        NameStrategy::Pci => 1,
+        NameStrategy::Pci | NameStrategy::PciUid => 1,
         NameStrategy::Link(_) => 2,
         NameStrategy::Attr(_) => 3,
         NameStrategy::Template(_) => 4,
@@ -510,6 +510,12 @@ pub fn stability(strategy: &NameStrategy) -> u8 {
         NameStrategy::Group => 7,
         NameStrategy::All => 8,
     }
+}
+
+/// Intel's device UID (`DeviceUIDFromPCIinfo`): the PCI address with `:`
+/// and `.` as `-`, then the device ID (`0000-03-00-0-0x56c0`).
+pub fn pci_uid(p: &crate::model::PciInfo) -> String {
+    format!("{}-{}", p.address.replace([':', '.'], "-"), p.device_id)
 }
 
 /// An IOMMU group with several devices.
@@ -742,6 +748,17 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             NameStrategy::Pci => {
                 for d in &sorted {
                     out.push(entry(d.id.clone(), vec![*d]));
+                }
+            }
+            NameStrategy::PciUid => {
+                for d in &sorted {
+                    match &d.pci {
+                        Some(p) => out.push(entry(pci_uid(p), vec![*d])),
+                        None => warnings.push(format!(
+                            "{}: not a PCI device, so no name from `{strategy}`",
+                            d.id
+                        )),
+                    }
                 }
             }
             NameStrategy::Node => {

@@ -1811,3 +1811,20 @@ fn members_are_given_to_templates_without_the_driver_files_they_share() {
     let own = serde_json::to_value(&devices[0]).unwrap();
     assert_eq!(own["driver_files"]["version"], "560.35.03");
 }
+
+#[test]
+fn pci_uid_names_are_intels_and_skip_devices_off_pci() {
+    let devices = [
+        gpu("0000:03:00.0", 1),
+        gpu("0000:4d:00.0", 2),
+        platform("fec00000.v3d", 0),
+    ];
+    let g = with_names("drm", &[NameStrategy::PciUid, NameStrategy::All]);
+    assert_eq!(
+        names_and_warnings(&g, &devices),
+        (
+            strings(&["0000-03-00-0-0x744c", "0000-4d-00-0-0x744c", "all"]),
+            strings(&["platform:fec00000.v3d: not a PCI device, so no name from `\"pci-uid\"`"])
+        )
+    );
+}

@@ -711,7 +711,10 @@ fn generic_generators_listen_to_their_match_and_joins_add_theirs() {
     assert_eq!(of("usb-serial"), ["tty"]);
     assert_eq!(of("accel"), ["accel"]);
     // The DRM backend's own list already has kfd: no duplicate.
-    assert_eq!(of("amd-gpu"), ["drm", "accel", "kfd", "pci", "platform"]);
+    assert_eq!(
+        of("amd-gpu"),
+        ["drm", "accel", "kfd", "mei", "pci", "platform"]
+    );
     let mut g = all
         .iter()
         .find(|l| l.generator.name == "intel-gpu")
@@ -722,7 +725,7 @@ fn generic_generators_listen_to_their_match_and_joins_add_theirs() {
     g.generator.join[0].source.subsystem = "misc".into();
     assert_eq!(
         subsystems_of(&g).unwrap(),
-        ["drm", "accel", "kfd", "pci", "platform", "misc"]
+        ["drm", "accel", "kfd", "mei", "pci", "platform", "misc"]
     );
 }
 
