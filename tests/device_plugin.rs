@@ -47,12 +47,13 @@ const GPU: &str = "nvidia.com/gpu";
 
 /// The resources of the example machine: one per enabled built-in
 /// generator, with devices or not.
-const EXAMPLE_RESOURCES: [&str; 8] = [
+const EXAMPLE_RESOURCES: [&str; 9] = [
     "amd.com/gpu",
     "cdigen.io/drm",
     "cdigen.io/vdpa",
     VF,
     VFIO,
+    "intel.com/gaudi",
     "intel.com/gpu",
     "intel.com/npu",
     GPU,
@@ -340,6 +341,7 @@ fn registers_once_the_kubelet_appears_and_passes_its_checks() {
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-cdigen.io_vf.sock",
             "cdigen-cdigen.io_vfio.sock",
+            "cdigen-intel.com_gaudi.sock",
             "cdigen-intel.com_gpu.sock",
             "cdigen-intel.com_npu.sock",
             "cdigen-nvidia.com_gpu.sock",
@@ -1014,6 +1016,7 @@ fn user_definitions_rename_or_turn_off_a_resource() {
             "cdigen-cdigen.io_drm.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-example.com_vf.sock",
+            "cdigen-intel.com_gaudi.sock",
             "cdigen-intel.com_gpu.sock",
             "cdigen-intel.com_npu.sock",
             "cdigen-nvidia.com_gpu.sock",

@@ -1131,3 +1131,41 @@ fn intel_ai_host_a_missing_control_or_mei_node_is_named() {
     // Neither GPU has an MEI node left to offer.
     assert!(!specs.contains_key("intel.com-gpu-mei.yaml"), "{specs:?}");
 }
+
+/// Intel's naming is one line in a copy of a built-in definition:
+/// `names: [pci-uid, all]` names the GPUs and Gaudi cards by PCI address
+/// and device ID, as Intel's DRA driver and CDI generator do.
+#[test]
+fn intel_ai_host_named_the_intel_way() {
+    let tmp = tempfile::tempdir().unwrap();
+    let gens = tmp.path().join("generators.d");
+    fs::create_dir(&gens).unwrap();
+    for g in ["intel-gpu", "gaudi"] {
+        let text = fs::read_to_string(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("generators/{g}.yaml")),
+        )
+        .unwrap();
+        assert!(text.contains("\nnames: [index, all]\n"), "{g}: {text}");
+        fs::write(
+            gens.join(format!("{g}.yaml")),
+            text.replace("\nnames: [index, all]\n", "\nnames: [pci-uid, all]\n"),
+        )
+        .unwrap();
+    }
+    let root = fixtures_dir().join("intel-ai-host/root");
+    let out = Command::cargo_bin("cdigen")
+        .unwrap()
+        .args(["list", "--discovered", "--root", root.to_str().unwrap()])
+        .env("CDIGEN_GENERATORS", &gens)
+        .env("CDIGEN_NO_NVML", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "cdigen.io/drm=0\ncdigen.io/drm=all\n\
+         intel.com/gaudi=0000-9a-00-0-0x1020\nintel.com/gaudi=0000-33-00-0-0x1020\n\
+         intel.com/gaudi=all\n\
+         intel.com/gpu=0000-4d-00-0-0x56c0\nintel.com/gpu=0000-ca-00-0-0xe20b\nintel.com/gpu=all\n"
+    );
+}

@@ -58,7 +58,7 @@ fn a_new_device_family_from_one_yaml_file() {
     assert_eq!(
         out,
         "created: cdi/amd.com-gpu.yaml (2 devices)\n\
-         created: cdi/cdigen.io-drm.yaml (2 devices)\n\
+         created: cdi/intel.com-gaudi.yaml (2 devices)\n\
          created: cdi/example.com-yubikey.yaml (2 devices)\n"
     );
     assert_eq!(

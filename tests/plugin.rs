@@ -522,7 +522,7 @@ fn bad_configuration_is_error_100_naming_the_field() {
         info(&conf(json!({"generator": "nope"}))),
         format!(
             "args.generator: no generator named \"nope\" (known: {})",
-            "accel, amd-gpu, drm, generic-tty, intel-gpu, intel-npu, nvidia, sriov, usb-serial, vdpa, vfio"
+            "accel, amd-gpu, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, sriov, usb-serial, vdpa, vfio"
         )
     );
     // Unknown args are ignored with a warning on stderr (stdout stays JSON).
@@ -1149,18 +1149,18 @@ fn not_enough(details: &str) -> Value {
 }
 
 /// `serial-host`'s Gaudi accelerator: the DRM backend reports its
-/// `/dev/accel/accel0` (the `drm` generator), and so does the generic
-/// backend (the `accel` definition). The node goes to one request only,
+/// `/dev/accel/accel0` with its control node (the `gaudi` generator), and
+/// the generic backend the accel node alone (the `accel` definition). The node goes to one request only,
 /// whichever configuration asks first.
 #[test]
 fn an_accel_node_goes_to_one_request_whatever_the_generator() {
     let host = fixture("serial-host");
-    let drm = plugin_conf("gpu", "drm", json!({}));
+    let drm = plugin_conf("gpu", "gaudi", json!({}));
     let accel = plugin_conf("accel", "accel", json!({}));
     assert_eq!(host.info_as(&accel)["accel"], 1);
     assert_eq!(
         host.add_as(&drm, "gpu:1", "a"),
-        Ok(json!(["/dev/accel/accel0"]))
+        Ok(json!(["/dev/accel/accel0", "/dev/accel/accel_controlD0"]))
     );
     assert_eq!(host.info_as(&accel)["accel"], 0);
     assert_eq!(
@@ -1276,17 +1276,17 @@ fn a_gpu_and_its_mig_devices_exclude_each_other_mig_siblings_do_not() {
     );
 }
 
-/// `serial-host` has two plugins of type `gpu`: `drm` (the Gaudi) and
+/// `serial-host` has two plugins of type `gpu`: `gaudi` (the Gaudi) and
 /// `amd-gpu` (the Radeon). One request ID may hold a GPU of each; the
 /// 103 check and DEL keep to the configuration's generator.
 #[test]
 fn two_plugins_of_one_type_keep_their_allocations_apart() {
     let host = fixture("serial-host");
-    let drm = plugin_conf("gpu", "drm", json!({}));
+    let drm = plugin_conf("gpu", "gaudi", json!({}));
     let amd = plugin_conf("gpu", "amd-gpu", json!({}));
     assert_eq!(
         host.add_as(&drm, "gpu:1", "pod"),
-        Ok(json!(["/dev/accel/accel0"]))
+        Ok(json!(["/dev/accel/accel0", "/dev/accel/accel_controlD0"]))
     );
     assert_eq!(
         host.add_as(&amd, "gpu:1", "pod"),
@@ -1320,7 +1320,7 @@ fn two_plugins_of_one_type_keep_their_allocations_apart() {
     let state = host.state();
     let left = state["allocations"].as_array().unwrap();
     assert_eq!(left.len(), 1);
-    assert_eq!(left[0]["generator"], "drm");
+    assert_eq!(left[0]["generator"], "gaudi");
     assert_eq!(
         host.del_as(&amd, "pod"),
         Some(json!({"cdiVersion": "0.0.1", "error": 5, "message": "Unknown request ID"}))
@@ -1468,7 +1468,7 @@ fn the_whole_configuration_is_checked_before_the_command() {
     for (stdin, details) in [
         (
             &nope,
-            "args.generator: no generator named \"nope\" (known: accel, amd-gpu, drm, generic-tty, intel-gpu, intel-npu, nvidia, sriov, usb-serial, vdpa, vfio)",
+            "args.generator: no generator named \"nope\" (known: accel, amd-gpu, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, sriov, usb-serial, vdpa, vfio)",
         ),
         (
             &bad_args,
