@@ -47,7 +47,7 @@ const GPU: &str = "nvidia.com/gpu";
 
 /// The resources of the example machine: one per enabled built-in
 /// generator, with devices or not.
-const EXAMPLE_RESOURCES: [&str; 9] = [
+const EXAMPLE_RESOURCES: [&str; 10] = [
     "amd.com/gpu",
     "cdigen.io/drm",
     "cdigen.io/vdpa",
@@ -57,6 +57,7 @@ const EXAMPLE_RESOURCES: [&str; 9] = [
     "intel.com/gpu",
     "intel.com/npu",
     GPU,
+    "nvidia.com/imex-channel",
 ];
 
 /// The example machine's VFs.
@@ -345,6 +346,7 @@ fn registers_once_the_kubelet_appears_and_passes_its_checks() {
             "cdigen-intel.com_gpu.sock",
             "cdigen-intel.com_npu.sock",
             "cdigen-nvidia.com_gpu.sock",
+            "cdigen-nvidia.com_imex-channel.sock",
         ]
     );
 
@@ -1020,6 +1022,7 @@ fn user_definitions_rename_or_turn_off_a_resource() {
             "cdigen-intel.com_gpu.sock",
             "cdigen-intel.com_npu.sock",
             "cdigen-nvidia.com_gpu.sock",
+            "cdigen-nvidia.com_imex-channel.sock",
         ]
     );
     // The specs are still written, under their kinds.

@@ -1169,3 +1169,54 @@ fn intel_ai_host_named_the_intel_way() {
          intel.com/gpu=0000-4d-00-0-0x56c0\nintel.com/gpu=0000-ca-00-0-0xe20b\nintel.com/gpu=all\n"
     );
 }
+
+/// `dgx-8gpu`'s IMEX channels are offered as their nodes are: a node made
+/// with the wrong numbers, one beyond the driver's `ImexChannelCount` and
+/// one that is not a character device are each skipped with a warning
+/// naming the node; the good channel keeps its name (its number).
+#[test]
+fn imex_channels_that_are_not_what_the_driver_made_are_named() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("dgx-8gpu", tmp.path());
+    let manifest = root.join("dev.manifest");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let text = text.replace("c  239:1    0666", "c  239:7    0666");
+    // The fixture's params file is abridged; the driver's lists all.
+    let params = root.join("proc/driver/nvidia/params");
+    let mut p = fs::read_to_string(&params).unwrap();
+    p.push_str("ImexChannelCount: 2048\nCreateImexChannel0: 0\n");
+    fs::write(&params, p).unwrap();
+    assert!(text.contains("239:7"), "{text}");
+    fs::write(
+        &manifest,
+        format!(
+            "{text}/dev/nvidia-caps-imex-channels/channel2048 c 239:2048 0666 0 0\n\
+             /dev/nvidia-caps-imex-channels/channel3 d\n"
+        ),
+    )
+    .unwrap();
+    let (code, stdout, warnings) =
+        generate_named(&root, tmp.path(), "imex", &["--generator", "nvidia-imex"]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    assert_eq!(
+        warnings,
+        [
+            "/dev/nvidia-caps-imex-channels/channel1: is 239:7, not IMEX channel 1 (239:1); \
+             skipping it",
+            "/dev/nvidia-caps-imex-channels/channel2048: channel 2048 is beyond the driver's \
+             2048 IMEX channels (ImexChannelCount in /proc/driver/nvidia/params); skipping it",
+            "/dev/nvidia-caps-imex-channels/channel3: not a character device (a Dir); skipping \
+             IMEX channel 3",
+        ]
+    );
+    let (code, list, stderr) = cdigen(&[
+        "list",
+        "--spec-dir",
+        tmp.path().join("imex/cdi").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        list,
+        "nvidia.com/imex-channel=0\nnvidia.com/imex-channel=all\n"
+    );
+}

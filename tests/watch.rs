@@ -272,7 +272,7 @@ fn an_unchanged_host_gets_no_write_however_many_events() {
     for p in &passes[1..] {
         assert!(p.changes.is_empty(), "{:?}", p.changes);
         assert!(p.errors.is_empty(), "{:?}", p.errors);
-        assert_eq!(p.generators.len(), 9, "pci and lost events affect all");
+        assert_eq!(p.generators.len(), 10, "pci and lost events affect all");
     }
     assert_eq!(
         stamps(tmp.path()),
@@ -555,11 +555,11 @@ fn a_mig_instance_created_without_any_event_is_in_the_spec_within_seconds() {
         !names().contains(&"0:2".to_string())
     });
     let (summary, passes) = running.stop();
-    // Only the NVIDIA generator ran for it (one pass each way, maybe a
-    // second if a poll fell between two writes).
+    // Only the NVIDIA backend's generators ran for it (one pass each way,
+    // maybe a second if a poll fell between two writes).
     assert!(passes.len() - before >= 2, "{summary:?}");
     for p in &passes[before..] {
-        assert_eq!(p.generators, ["nvidia"]);
+        assert_eq!(p.generators, ["nvidia", "nvidia-imex"]);
     }
     assert_eq!(summary.events, 0);
 }
@@ -716,7 +716,7 @@ fn sighup_regenerates_and_sigterm_exits_0_promptly_removing_the_ready_file() {
     assert_eq!(
         lines,
         [
-            " INFO watching 9 generators (events: none; full re-check every 10m)",
+            " INFO watching 10 generators (events: none; full re-check every 10m)",
             " INFO wrote cdi/intel.com-gpu.yaml: 2 devices (added intel.com/gpu=0, intel.com/gpu=all)",
             " INFO wrote cdi/intel.com-npu.yaml: 2 devices (added intel.com/npu=0, intel.com/npu=all)",
             " INFO stopping after 0 events, 2 regenerations (2 full), 2 files changed",
@@ -1076,7 +1076,7 @@ sys.exit(0 if ok and p.wait() == 0 else 1)
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        log.contains(" INFO watching 9 generators (events: udev; "),
+        log.contains(" INFO watching 10 generators (events: udev; "),
         "{log}"
     );
     assert!(

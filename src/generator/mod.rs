@@ -47,6 +47,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("vdpa.yaml", include_str!("../../generators/vdpa.yaml")),
     ("nvidia.yaml", include_str!("../../generators/nvidia.yaml")),
     (
+        "nvidia-imex.yaml",
+        include_str!("../../generators/nvidia-imex.yaml"),
+    ),
+    (
         "generic-tty.yaml",
         include_str!("../../generators/generic-tty.yaml"),
     ),

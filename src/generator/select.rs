@@ -8,7 +8,7 @@ use crate::model::{Device, Node};
 use crate::sysfs::parse_hex_id;
 
 /// Node roles the backends produce.
-pub const NODE_ROLES: [&str; 25] = [
+pub const NODE_ROLES: [&str; 26] = [
     "primary",
     "render",
     "accel",
@@ -33,6 +33,7 @@ pub const NODE_ROLES: [&str; 25] = [
     "nvidia-uvm-tools",
     "nvidia-mig-config",
     "nvidia-mig-monitor",
+    "nvidia-imex-channel",
     "generic",
 ];
 

@@ -186,6 +186,7 @@ fn builtins_parse_and_check() {
                 "intel-gpu-mei",
                 "intel-npu",
                 "nvidia",
+                "nvidia-imex",
                 "sriov",
                 "usb-serial",
                 "vdpa",
@@ -550,7 +551,7 @@ fn bad_node_role() {
     assert_eq!(
         err_with("select:\n  node_roles: [render, card]\n"),
         "/etc/cdigen/generators.d/test.yaml: select.node_roles[1]: \"card\" is not a node role \
-         (expected one of primary, render, accel, accel-control, mei, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor, generic)"
+         (expected one of primary, render, accel, accel-control, mei, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor, nvidia-imex-channel, generic)"
     );
 }
 
@@ -643,6 +644,7 @@ fn builtin_summary() -> Vec<(String, String)> {
         "intel-gpu-mei",
         "intel-npu",
         "nvidia",
+        "nvidia-imex",
         "sriov",
         "usb-serial",
         "vdpa",
@@ -721,6 +723,10 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             ),
             ("intel-npu".into(), show(&off)),
             ("nvidia".into(), "builtin:generators/nvidia.yaml".into()),
+            (
+                "nvidia-imex".into(),
+                "builtin:generators/nvidia-imex.yaml".into()
+            ),
             ("sriov".into(), "builtin:generators/sriov.yaml".into()),
             (
                 "usb-serial".into(),

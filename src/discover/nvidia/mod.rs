@@ -25,8 +25,10 @@
 //!   minors. A MIG device needs its parent's `/dev/nvidiaN` and both cap
 //!   nodes. The parent GPU stays requestable, as with `nvidia-ctk`.
 //! - Index order is PCI bus order, as `nvidia-smi` numbers GPUs.
+//! - IMEX channels whose nodes exist ([`imex`]), where the driver has GPUs.
 
 pub mod driver;
+pub mod imex;
 pub mod nvml;
 pub mod proc;
 
@@ -258,6 +260,9 @@ impl Backend for Nvidia {
                 Ok(lib) => nvml::enrich(&mut gpus, &lib, report),
                 Err(why) => tracing::info!("{why}"),
             }
+        }
+        if !gpus.is_empty() {
+            gpus.extend(imex::channels(root, &majors, report));
         }
         Ok(gpus)
     }
