@@ -1034,8 +1034,8 @@ fn a_gpu_on_nvidia_the_nvidia_backend_cannot_take_is_not_a_drm_device() {
 }
 
 /// `intel-ai-host` as shipped: every DRM and accel device is in exactly one
-/// spec, the Gaudi cards with their control nodes, the GPUs by index and
-/// by Intel's device UID; the GPUs' MEI nodes only in the opt-in
+/// spec, the Gaudi cards with their control nodes; the GPUs' MEI nodes
+/// only in the opt-in
 /// `intel.com/gpu-mei`, and the chipset's ME (`mei0`) in none.
 #[test]
 fn intel_ai_host_devices_are_each_in_one_spec() {
@@ -1219,4 +1219,186 @@ fn imex_channels_that_are_not_what_the_driver_made_are_named() {
         list,
         "nvidia.com/imex-channel=0\nnvidia.com/imex-channel=all\n"
     );
+}
+
+/// GPU 0 of `mi300x-cpx` is in CPX mode: the warning when fewer of its
+/// eight partitions have a KFD node.
+const GPU0_MODE: &str =
+    "/sys/devices/pci0000:00/0000:00:01.1/0000:05:00.0/current_compute_partition";
+
+/// `list --discovered` of `root` and the warnings of `generate` on it,
+/// with the `amd.com/gpu` spec it wrote.
+fn mi300x_run(root: &Path, tmp: &Path, name: &str) -> (String, Vec<String>, String) {
+    let (code, stdout, warnings) = generate_named(root, tmp, name, &[]);
+    assert_eq!(code, 0, "{name}: {stdout}{warnings:?}");
+    let (code, list, stderr) = cdigen(&["list", "--discovered", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{name}: {stderr}");
+    let amd = specs_in(&tmp.join(name).join("cdi"))["amd.com-gpu.yaml"].clone();
+    (list, warnings, amd)
+}
+
+/// The `amd.com/gpu` names `0` to `n - 1` and `all`, and `cdigen.io/drm`'s.
+fn mi300x_list(n: usize) -> String {
+    let mut out: String = (0..n).map(|i| format!("amd.com/gpu={i}\n")).collect();
+    out.push_str("amd.com/gpu=all\ncdigen.io/drm=0\ncdigen.io/drm=all\n");
+    out
+}
+
+/// The CDI device `name` of a spec, as text.
+fn cdi_device<'a>(spec: &'a str, name: &str) -> &'a str {
+    let start = spec
+        .find(&format!("- name: '{name}'"))
+        .unwrap_or_else(|| panic!("no device {name} in {spec}"));
+    let rest = &spec[start + 1..];
+    let end = rest.find("\n- name: ").map_or(rest.len(), |e| e + 1);
+    &spec[start..start + end]
+}
+
+/// `mi300x-cpx` with GPU 0's partition 3 (`amdgpu_xcp_2`, renderD131)
+/// missing from the KFD topology, in three ways: its node gone, its
+/// `properties` garbage, its `properties` huge. The partition is offered
+/// nowhere, the others keep their numbers and nodes, and the warnings say
+/// which file and why: the node's file (when there is one) and GPU 0's
+/// mode, which needs eight partitions.
+#[test]
+fn mi300x_partition_without_a_kfd_node_is_offered_nowhere_with_a_warning() {
+    let node5 = "sys/devices/virtual/kfd/kfd/topology/nodes/5";
+    let gpu0 = format!(
+        "{GPU0_MODE}: GPU 0000:05:00.0 is in CPX mode (8 compute partitions), but the KFD \
+         topology (/sys/class/kfd/kfd/topology/nodes) lists 7; a partition without a KFD node \
+         cannot be told from an idle amdgpu_xcp device; only the partitions with a KFD node are \
+         offered"
+    );
+    let props = "/sys/class/kfd/kfd/topology/nodes/5/properties";
+    let cases = [
+        ("gone", vec![gpu0.clone()]),
+        (
+            "garbage",
+            vec![
+                format!(
+                    "{props}: line 2: \"\\u{{1}}\\u{{2}}garbage: yes\" is not a property \
+                     (\"<name> <decimal value>\"); ignoring KFD node 5"
+                ),
+                gpu0.clone(),
+            ],
+        ),
+        (
+            "huge",
+            vec![
+                format!("{props}: larger than 65536 bytes; ignoring KFD node 5"),
+                gpu0.clone(),
+            ],
+        ),
+    ];
+    for (name, want) in cases {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = copy_machine("mi300x-cpx", tmp.path());
+        let node = root.join(node5);
+        match name {
+            "gone" => fs::remove_dir_all(node).unwrap(),
+            "garbage" => fs::write(
+                node.join("properties"),
+                "cpu_cores_count 0\n\u{1}\u{2}garbage: yes\n",
+            )
+            .unwrap(),
+            _ => fs::write(
+                node.join("properties"),
+                "drm_render_minor 131\n".repeat(4000),
+            )
+            .unwrap(),
+        }
+        let (list, warnings, amd) = mi300x_run(&root, tmp.path(), name);
+        assert_eq!(warnings, want, "{name}");
+        assert_eq!(list, mi300x_list(8), "{name}");
+        assert!(
+            !amd.contains("renderD131") && !amd.contains("card4'"),
+            "{name}: {amd}"
+        );
+        assert!(!amd.contains("amdgpu_xcp_2-"), "{name}: {amd}");
+        // amd.com/gpu=3 is partition 4 now (amdgpu_xcp_3, card5,
+        // renderD132), with /dev/kfd; GPU 1 is =7.
+        let three = cdi_device(&amd, "3");
+        for want in ["'/dev/dri/card5'", "'/dev/dri/renderD132'", "'/dev/kfd'"] {
+            assert!(three.contains(want), "{name}: {three}");
+        }
+        assert!(
+            cdi_device(&amd, "7").contains("'/dev/dri/renderD136'"),
+            "{name}"
+        );
+        // discover keeps the partitions' own numbers: xcp4 is still xcp4.
+        let (code, out, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+        assert_eq!(code, 0, "{stderr}");
+        let ids: Vec<&str> = out
+            .lines()
+            .filter_map(|l| l.split_whitespace().nth(1))
+            .filter_map(|id| id.strip_prefix("0000:05:00.0/"))
+            .collect();
+        assert_eq!(
+            ids,
+            ["xcp1", "xcp2", "xcp4", "xcp5", "xcp6", "xcp7"],
+            "{out}"
+        );
+    }
+}
+
+/// Without the KFD topology (KFD not loaded) the `amdgpu_xcp` devices
+/// cannot be told from idle ones: only each GPU's own nodes are offered,
+/// and GPU 0, whose CPX mode needs its partitions, is reported once.
+#[test]
+fn mi300x_without_kfd_topology_offers_the_gpus_and_says_why() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("mi300x-cpx", tmp.path());
+    fs::remove_dir_all(root.join("sys/devices/virtual/kfd/kfd/topology")).unwrap();
+    let (list, warnings, amd) = mi300x_run(&root, tmp.path(), "no-topology");
+    assert_eq!(
+        warnings,
+        [format!(
+            "{GPU0_MODE}: GPU 0000:05:00.0 is in CPX mode (8 compute partitions), but there is \
+             no KFD topology (/sys/class/kfd/kfd/topology/nodes: is amdgpu's KFD loaded?) to say \
+             which amdgpu_xcp devices are its partitions; only the partitions with a KFD node are \
+             offered"
+        )]
+    );
+    assert_eq!(list, mi300x_list(2));
+    assert!(
+        cdi_device(&amd, "0").contains("'/dev/dri/renderD128'"),
+        "{amd}"
+    );
+    assert!(
+        cdi_device(&amd, "1").contains("'/dev/dri/renderD136'"),
+        "{amd}"
+    );
+    assert!(!amd.contains("amdgpu_xcp"), "{amd}");
+}
+
+/// A KFD node that names no AMD GPU (a `location_id` of another bus) is
+/// reported on its file, and its partition device offered nowhere.
+#[test]
+fn mi300x_kfd_node_of_no_gpu_is_reported() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("mi300x-cpx", tmp.path());
+    let props = root.join("sys/devices/virtual/kfd/kfd/topology/nodes/9/properties");
+    let text = fs::read_to_string(&props).unwrap();
+    fs::write(
+        &props,
+        text.replace("location_id 1287\n", "location_id 1543\n"),
+    )
+    .unwrap();
+    let (list, warnings, _) = mi300x_run(&root, tmp.path(), "orphan");
+    assert_eq!(
+        warnings,
+        [
+            "/sys/class/kfd/kfd/topology/nodes/9/properties: KFD node 9 (renderD135): domain 0 \
+             location_id 1543 (PCI 0000:06:00.x) is no AMD GPU with DRM nodes here; amdgpu_xcp_6 \
+             is offered nowhere"
+                .to_string(),
+            format!(
+                "{GPU0_MODE}: GPU 0000:05:00.0 is in CPX mode (8 compute partitions), but the KFD \
+                 topology (/sys/class/kfd/kfd/topology/nodes) lists 7; a partition without a KFD \
+                 node cannot be told from an idle amdgpu_xcp device; only the partitions with a \
+                 KFD node are offered"
+            ),
+        ]
+    );
+    assert_eq!(list, mi300x_list(8));
 }

@@ -9,7 +9,9 @@
 //! 1. an NVIDIA GPU's UUID; a MIG device's parent UUID with its GPU and
 //!    compute instance (`GPU-…-mig-1-0`: MIG UUIDs change whenever the
 //!    instances are re-created, placements do not);
-//! 2. the PCI address;
+//! 2. the PCI address; for a part of a PCI device that is no MIG device
+//!    (an AMD compute partition, `0000:05:00.0/xcp1`), the address and
+//!    the part (`0000:05:00.0-xcp1`: its partitions share the address);
 //! 3. a `/dev/…/by-id/` link (USB serial numbers), then a serial attribute;
 //! 4. the identity discovery gave it (`vdpa0`, `tty-ttyS0`), kernel names
 //!    last.
@@ -43,6 +45,12 @@ fn raw_id(d: &Device) -> String {
         };
     }
     if let Some(p) = &d.pci {
+        if let Some(part) =
+            d.id.strip_prefix(p.address.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+        {
+            return format!("{}-{}", p.address, part.replace('/', "-"));
+        }
         return p.address.clone();
     }
     let by_id = d
@@ -140,6 +148,13 @@ mod tests {
         // instances are re-created).
         assert_eq!(device_id(&mig), format!("{gpu_uuid}-mig-2-0"));
         assert!(device_id(&mig).len() <= MAX_LEN);
+        // An AMD compute partition: its GPU's address and its own part.
+        let partition = Device {
+            id: "0000:05:00.0/xcp3".into(),
+            pci: Some(test_pci("0000:05:00.0")),
+            ..Default::default()
+        };
+        assert_eq!(device_id(&partition), "0000:05:00.0-xcp3");
         let serial = Device {
             id: "tty:ttyUSB0".into(),
             links: vec![

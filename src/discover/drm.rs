@@ -18,7 +18,12 @@
 //!
 //! ROCm's compute node `/dev/kfd` is not a DRM node: the `amd-gpu`
 //! definition joins it to AMD GPUs declaratively (`join`, found by the
-//! generic backend).
+//! generic backend), partitions included (they have their GPU's driver).
+//!
+//! AMD Instinct compute partitions ([`xcp`]): a DRM device whose parent is
+//! an `amdgpu_xcp_<N>` platform device is a partition of the GPU the KFD
+//! topology ties its render node to (`<address>/xcp<k>`, with the GPU's
+//! PCI identity), or an idle partition device, which is offered nowhere.
 //!
 //! `/dev/dri/by-path/<ID_PATH>-card|render` links are recorded when they
 //! exist on the host and name the node; they are symlinks, so they must
@@ -31,6 +36,8 @@ use super::devnode::{by_path_links, check_host_node, read_named_node};
 use super::pci::{link, read_function};
 use super::pciids::PciIds;
 use super::{Backend, Context, Error, Report};
+
+pub mod xcp;
 use crate::model::{Device, Node};
 use crate::root::{HostRoot, sys_path};
 use crate::sysfs::{node_number, parse_uevent};
@@ -118,10 +125,27 @@ impl Backend for Drm {
         add_gpu_mei(root, &mut groups, report).map_err(root_err)?;
         let ids = cx.pci_ids();
         let mut devices = Vec::new();
+        let mut xcps = Vec::new();
         for (parent, mut nodes) in groups {
+            if xcp::is_xcp_parent(root, &parent, report) {
+                let name = parent
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .unwrap_or_default()
+                    .to_string();
+                xcps.push(xcp::XcpGroup {
+                    parent,
+                    name,
+                    nodes,
+                });
+                continue;
+            }
             let Some(mut dev) = read_parent(root, &parent, ids, report) else {
                 continue;
             };
+            if dev.pci.as_ref().is_some_and(|p| p.vendor_id == "0x1002") {
+                xcp::read_modes(root, &parent, &mut dev, report);
+            }
             nodes.sort_by(|a, b| {
                 (role_rank(&a.role), a.minor, &a.name).cmp(&(role_rank(&b.role), b.minor, &b.name))
             });
@@ -138,6 +162,8 @@ impl Backend for Drm {
             dev.nodes = kept;
             devices.push(dev);
         }
+        let partitions = xcp::partitions(root, &devices, xcps, report);
+        devices.extend(partitions);
         Ok(devices)
     }
 }

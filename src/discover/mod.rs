@@ -18,6 +18,7 @@
 pub(crate) mod devnode;
 pub mod drm;
 pub mod generic;
+pub mod kfd;
 pub mod nvidia;
 pub mod pci;
 pub mod pciids;

@@ -545,14 +545,28 @@ pub fn env_suffix(s: &str) -> String {
 
 /// Orders device identities, as `index` names number them: PCI addresses
 /// by value (they are hex, so natural order would put `0000:2a:00.0`
-/// before `0000:18:00.0`), before other ids, which go in natural order
-/// (`platform:gpu2` before `platform:gpu10`).
+/// before `0000:18:00.0`), each followed by its parts (`<address>/<part>`:
+/// AMD compute partitions `0000:05:00.0/xcp1`, MIG devices) in natural
+/// order of the part (`xcp2` before `xcp10`), before other ids, which go in
+/// natural order (`platform:gpu2` before `platform:gpu10`).
 pub fn identity_cmp(a: &str, b: &str) -> Ordering {
-    match (a.parse::<PciAddress>(), b.parse::<PciAddress>()) {
-        (Ok(x), Ok(y)) => x.cmp(&y),
-        (Ok(_), Err(_)) => Ordering::Less,
-        (Err(_), Ok(_)) => Ordering::Greater,
-        (Err(_), Err(_)) => cdi::codec::natural_cmp(a, b),
+    let split = |s: &'_ str| -> Option<(PciAddress, Option<String>)> {
+        let (address, part) = match s.split_once('/') {
+            Some((address, part)) => (address, Some(part.to_string())),
+            None => (s, None),
+        };
+        Some((address.parse().ok()?, part))
+    };
+    match (split(a), split(b)) {
+        (Some((x, xp)), Some((y, yp))) => x.cmp(&y).then_with(|| match (xp, yp) {
+            (None, None) => Ordering::Equal,
+            (None, Some(_)) => Ordering::Less,
+            (Some(_), None) => Ordering::Greater,
+            (Some(xp), Some(yp)) => cdi::codec::natural_cmp(&xp, &yp),
+        }),
+        (Some(_), None) => Ordering::Less,
+        (None, Some(_)) => Ordering::Greater,
+        (None, None) => cdi::codec::natural_cmp(a, b),
     }
     .then_with(|| a.cmp(b))
 }

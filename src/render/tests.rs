@@ -351,6 +351,34 @@ fn index_names_follow_pci_address_value() {
 }
 
 #[test]
+fn index_names_put_partitions_after_their_gpu() {
+    // AMD compute partitions `<address>/xcp<k>`: GPU order, then the
+    // partition's (natural: xcp2 before xcp10), before non-PCI ids.
+    let g = with_names("drm", &[NameStrategy::Index]);
+    let devices = [
+        gpu("0000:85:00.0", 1),
+        gpu("0000:05:00.0/xcp10", 2),
+        platform("gpu0", 3),
+        gpu("0000:05:00.0/xcp2", 4),
+        gpu("0000:85:00.0/xcp1", 5),
+        gpu("0000:05:00.0", 6),
+        gpu("0000:2a:00.0", 7),
+    ];
+    assert_eq!(
+        members_of(&g, &devices),
+        [
+            ("0".to_string(), ids(&["0000:05:00.0"])),
+            ("1".into(), ids(&["0000:05:00.0/xcp2"])),
+            ("2".into(), ids(&["0000:05:00.0/xcp10"])),
+            ("3".into(), ids(&["0000:2a:00.0"])),
+            ("4".into(), ids(&["0000:85:00.0"])),
+            ("5".into(), ids(&["0000:85:00.0/xcp1"])),
+            ("6".into(), ids(&["platform:gpu0"])),
+        ]
+    );
+}
+
+#[test]
 fn pci_node_and_all_strategies() {
     let devices = [amd("0000:41:00.0", 2), amd("0000:03:00.0", 1)];
     assert_eq!(
