@@ -126,7 +126,7 @@ impl Backend for Drm {
         let ids = cx.pci_ids();
         let mut devices = Vec::new();
         let mut xcps = Vec::new();
-        for (parent, mut nodes) in groups {
+        for (parent, nodes) in groups {
             if xcp::is_xcp_parent(root, &parent, report) {
                 let name = parent
                     .file_name()
@@ -146,15 +146,7 @@ impl Backend for Drm {
             if dev.pci.as_ref().is_some_and(|p| p.vendor_id == "0x1002") {
                 xcp::read_modes(root, &parent, &mut dev, report);
             }
-            nodes.sort_by(|a, b| {
-                (role_rank(&a.role), a.minor, &a.name).cmp(&(role_rank(&b.role), b.minor, &b.name))
-            });
-            let mut kept = Vec::new();
-            for node in nodes {
-                if let Some(n) = check_host_node(root, node, report) {
-                    kept.push(n);
-                }
-            }
+            let kept = host_nodes_in_order(root, nodes, report);
             if kept.is_empty() {
                 continue;
             }
@@ -166,6 +158,19 @@ impl Backend for Drm {
         devices.extend(partitions);
         Ok(devices)
     }
+}
+
+/// A device's nodes in role order (primary, render, accel, ...), then by
+/// minor, each checked against the host's `/dev` ([`check_host_node`]):
+/// one that is not a character device there is dropped with a warning.
+fn host_nodes_in_order(root: &HostRoot, mut nodes: Vec<Node>, report: &mut Report) -> Vec<Node> {
+    nodes.sort_by(|a, b| {
+        (role_rank(&a.role), a.minor, &a.name).cmp(&(role_rank(&b.role), b.minor, &b.name))
+    });
+    nodes
+        .into_iter()
+        .filter_map(|n| check_host_node(root, n, report))
+        .collect()
 }
 
 /// Adds to each group the MEI nodes of its parent's auxiliary devices

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use super::super::Report;
-use super::super::devnode::{by_path_links, check_host_node};
+use super::super::devnode::by_path_links;
 use super::super::kfd::{self, GpuNode, Topology};
 use super::super::pci::link;
 use crate::model::{Device, Node};
@@ -302,18 +302,7 @@ pub(super) fn partitions(
         let Some((gpu, _)) = gpus.get(i) else {
             continue;
         };
-        let mut nodes = x.nodes;
-        nodes.sort_by(|a, b| {
-            (super::role_rank(&a.role), a.minor, &a.name).cmp(&(
-                super::role_rank(&b.role),
-                b.minor,
-                &b.name,
-            ))
-        });
-        let kept: Vec<Node> = nodes
-            .into_iter()
-            .filter_map(|n| check_host_node(root, n, report))
-            .collect();
+        let kept = super::host_nodes_in_order(root, x.nodes, report);
         if kept.is_empty() {
             continue;
         }

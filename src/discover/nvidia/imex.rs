@@ -13,10 +13,10 @@
 //! none, as `nvidia-ctk cdi generate --mode=imex` does.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
-use super::{char_node, proc::parse_key_values, with_host};
+use super::{char_node, proc::parse_key_values};
 use crate::discover::Report;
+use crate::discover::devnode::{self, OnHost, on_host};
 use crate::model::Device;
 use crate::root::{HostRoot, dev_path, proc_path};
 use crate::sysfs::node_number;
@@ -70,25 +70,28 @@ pub fn channels(
             continue;
         }
         let node = char_node(ROLE, path.clone(), major, n);
-        let node = match with_host(root, node) {
-            Ok(node) => node,
-            Err(why) => {
-                report.warn(&path, format!("{why}; skipping IMEX channel {n}"));
+        // One lookup: the node's type and numbers, then its mode and owner.
+        let node = match on_host(root, &node) {
+            OnHost::Char(e) if (e.major, e.minor) != (major, n) => {
+                report.warn(
+                    &path,
+                    format!(
+                        "is {}:{}, not IMEX channel {n} ({major}:{n}); skipping it",
+                        e.major, e.minor
+                    ),
+                );
                 continue;
             }
+            OnHost::Char(e) => devnode::with_host(node, &e),
+            OnHost::Other(kind) => {
+                report.warn(
+                    &path,
+                    format!("not a character device (a {kind:?}); skipping IMEX channel {n}"),
+                );
+                continue;
+            }
+            OnHost::Missing | OnHost::Unreadable(_) => node,
         };
-        if let Ok(Some(e)) = root.dev_entry(Path::new(&node.path))
-            && (e.major, e.minor) != (major, n)
-        {
-            report.warn(
-                &path,
-                format!(
-                    "is {}:{}, not IMEX channel {n} ({major}:{n}); skipping it",
-                    e.major, e.minor
-                ),
-            );
-            continue;
-        }
         let mut attrs = BTreeMap::new();
         attrs.insert("channel".to_string(), n.to_string());
         found.push((
