@@ -1033,6 +1033,16 @@ fn a_gpu_on_nvidia_the_nvidia_backend_cannot_take_is_not_a_drm_device() {
     );
 }
 
+/// The text of CDI device `name` in a YAML spec: from its `- name:` line
+/// to the next device's.
+fn spec_device<'a>(spec: &'a str, name: &str) -> &'a str {
+    let from = spec
+        .split(&format!("- name: '{name}'"))
+        .nth(1)
+        .unwrap_or_else(|| panic!("no device {name:?} in {spec}"));
+    from.split("- name:").next().unwrap()
+}
+
 /// `intel-ai-host` as shipped: every DRM and accel device is in exactly one
 /// spec, the Gaudi cards with their control nodes; the GPUs' MEI nodes
 /// only in the opt-in
@@ -1066,8 +1076,7 @@ fn intel_ai_host_devices_are_each_in_one_spec() {
     }
     assert!(!all.contains("/dev/mei"), "{all}");
     let gaudi = &specs["intel.com-gaudi.yaml"];
-    let one = gaudi.split("- name: '1'").nth(1).unwrap();
-    let one = one.split("- name:").next().unwrap();
+    let one = spec_device(gaudi, "1");
     assert!(
         one.contains("'/dev/accel/accel1'") && one.contains("'/dev/accel/accel_controlD1'"),
         "{gaudi}"
@@ -1122,8 +1131,7 @@ fn intel_ai_host_a_missing_control_or_mei_node_is_named() {
     );
     let specs = specs_in(&tmp.path().join("broken/cdi"));
     let gaudi = &specs["intel.com-gaudi.yaml"];
-    let one = gaudi.split("- name: '1'").nth(1).unwrap();
-    let one = one.split("- name:").next().unwrap();
+    let one = spec_device(gaudi, "1");
     assert!(
         one.contains("'/dev/accel/accel1'") && !one.contains("accel_controlD"),
         "{gaudi}"
@@ -1153,16 +1161,17 @@ fn intel_ai_host_named_the_intel_way() {
         .unwrap();
     }
     let root = fixtures_dir().join("intel-ai-host/root");
-    let out = Command::cargo_bin("cdigen")
-        .unwrap()
-        .args(["list", "--discovered", "--root", root.to_str().unwrap()])
-        .env("CDIGEN_GENERATORS", &gens)
-        .env("CDIGEN_NO_NVML", "1")
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
+    let (code, list, stderr) = cdigen(&[
+        "list",
+        "--discovered",
+        "--root",
+        root.to_str().unwrap(),
+        "--generators",
+        gens.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
     assert_eq!(
-        String::from_utf8(out.stdout).unwrap(),
+        list,
         "cdigen.io/drm=0\ncdigen.io/drm=all\n\
          intel.com/gaudi=0000-9a-00-0-0x1020\nintel.com/gaudi=0000-33-00-0-0x1020\n\
          intel.com/gaudi=all\n\

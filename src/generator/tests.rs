@@ -1121,18 +1121,21 @@ fn select_kfd_alone_is_not_a_match() {
     assert_eq!(Select::default().apply(&none), None);
 }
 
+/// The `select` of the loaded definition `name`.
+fn builtin_select(loaded: &[Loaded], name: &str) -> Select {
+    loaded
+        .iter()
+        .find(|l| l.generator.name == name)
+        .unwrap()
+        .generator
+        .select
+        .clone()
+}
+
 #[test]
 fn select_builtin_definitions() {
     let loaded = load(&[]).unwrap();
-    let sel = |n: &str| {
-        loaded
-            .iter()
-            .find(|l| l.generator.name == n)
-            .unwrap()
-            .generator
-            .select
-            .clone()
-    };
+    let sel = |n: &str| builtin_select(&loaded, n);
     let a = amd("0000:03:00.0", 1);
     let intel = pci_gpu("0000:00:02.0", "0x8086", "i915", 0);
     let npu = Device {
@@ -1214,15 +1217,7 @@ fn builtin_drm_generators_offer_each_drm_device_once() {
 #[test]
 fn gaudi_control_node_and_intel_gpu_mei() {
     let loaded = load(&[]).unwrap();
-    let sel = |n: &str| {
-        loaded
-            .iter()
-            .find(|l| l.generator.name == n)
-            .unwrap()
-            .generator
-            .select
-            .clone()
-    };
+    let sel = |n: &str| builtin_select(&loaded, n);
     let gaudi = Device {
         nodes: vec![
             node("accel", "accel0", "/dev/accel/accel0", 261, 0),
