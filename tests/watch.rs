@@ -576,6 +576,8 @@ fn the_event_filter_is_the_union_of_the_loaded_generators_subsystems() {
             "accel",
             "drm",
             "infiniband",
+            "infiniband_mad",
+            "infiniband_verbs",
             "kfd",
             "misc",
             "module",

@@ -462,7 +462,7 @@ fn bad_name() {
 fn unknown_backend() {
     assert_eq!(
         err_replacing("backend", "backend: gpu"),
-        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, nvidia, generic, static)"
+        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, rdma, nvidia, generic, static)"
     );
 }
 
