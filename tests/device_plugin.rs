@@ -47,9 +47,10 @@ const GPU: &str = "nvidia.com/gpu";
 
 /// The resources of the example machine: one per enabled built-in
 /// generator, with devices or not.
-const EXAMPLE_RESOURCES: [&str; 8] = [
+const EXAMPLE_RESOURCES: [&str; 9] = [
     "amd.com/gpu",
     "cdigen.io/drm",
+    "cdigen.io/rdma",
     "cdigen.io/vdpa",
     VF,
     VFIO,
@@ -337,6 +338,7 @@ fn registers_once_the_kubelet_appears_and_passes_its_checks() {
         [
             "cdigen-amd.com_gpu.sock",
             "cdigen-cdigen.io_drm.sock",
+            "cdigen-cdigen.io_rdma.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-cdigen.io_vf.sock",
             "cdigen-cdigen.io_vfio.sock",
@@ -995,6 +997,7 @@ fn user_definitions_rename_or_turn_off_a_resource() {
     let served = [
         "amd.com/gpu",
         "cdigen.io/drm",
+        "cdigen.io/rdma",
         "cdigen.io/vdpa",
         "example.com/vf",
         "intel.com/gpu",
@@ -1012,6 +1015,7 @@ fn user_definitions_rename_or_turn_off_a_resource() {
         [
             "cdigen-amd.com_gpu.sock",
             "cdigen-cdigen.io_drm.sock",
+            "cdigen-cdigen.io_rdma.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-example.com_vf.sock",
             "cdigen-intel.com_gpu.sock",

@@ -1032,3 +1032,34 @@ fn a_gpu_on_nvidia_the_nvidia_backend_cannot_take_is_not_a_drm_device() {
         "{out}"
     );
 }
+
+/// The PF's RDMA device of `example` (mlx5_0 on the switchdev PF) is the
+/// RDMA backend's, its VFs' (mlx5_2, mlx5_3) the SR-IOV backend's: no node
+/// is in both specs but the shared rdma_cm.
+#[test]
+fn a_vfs_rdma_nodes_are_in_the_vf_spec_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixtures_dir().join("example/root");
+    let (code, stdout, warnings) = generate_named(&root, tmp.path(), "out", &[]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    let specs = specs_in(&tmp.path().join("out/cdi"));
+    let nodes = |file: &str| -> std::collections::BTreeSet<String> {
+        specs[file]
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- path: '/dev/infiniband/"))
+            .map(|p| p.trim_end_matches('\'').to_string())
+            .collect()
+    };
+    let (rdma, vf) = (nodes("cdigen.io-rdma.yaml"), nodes("cdigen.io-vf.yaml"));
+    assert_eq!(
+        rdma.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["issm0", "rdma_cm", "umad0", "uverbs0"]
+    );
+    assert_eq!(
+        rdma.intersection(&vf)
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["rdma_cm"]
+    );
+    assert!(vf.contains("uverbs2") && vf.contains("uverbs3"), "{vf:?}");
+}

@@ -50,6 +50,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../generators/usb-serial.yaml"),
     ),
     ("accel.yaml", include_str!("../../generators/accel.yaml")),
+    ("rdma.yaml", include_str!("../../generators/rdma.yaml")),
 ];
 
 /// Where users put their own definitions.

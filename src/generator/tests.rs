@@ -182,6 +182,7 @@ fn builtins_parse_and_check() {
                 "intel-gpu",
                 "intel-npu",
                 "nvidia",
+                "rdma",
                 "sriov",
                 "usb-serial",
                 "vdpa",
@@ -350,7 +351,7 @@ fn unknown_key_names_file_line_and_expected_keys() {
         err_with("select:\n  vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of \
          vendor_ids, exclude_vendor_ids, drivers, exclude_drivers, buses, node_roles, device_ids, \
-         pci_addresses, pf_names, pf_addresses, link_types at line 6, column 3"
+         pci_addresses, pf_names, pf_addresses, link_types, if_names at line 6, column 3"
     );
     assert_eq!(
         err_with("device_nodes:\n  mode: 0666\n"),
@@ -637,6 +638,7 @@ fn builtin_summary() -> Vec<(String, String)> {
         "intel-gpu",
         "intel-npu",
         "nvidia",
+        "rdma",
         "sriov",
         "usb-serial",
         "vdpa",
@@ -710,6 +712,7 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             ),
             ("intel-npu".into(), show(&off)),
             ("nvidia".into(), "builtin:generators/nvidia.yaml".into()),
+            ("rdma".into(), "builtin:generators/rdma.yaml".into()),
             ("sriov".into(), "builtin:generators/sriov.yaml".into()),
             (
                 "usb-serial".into(),
@@ -1189,6 +1192,39 @@ fn builtin_drm_generators_offer_each_drm_device_once() {
     }
     let nvidia = pci_gpu("0000:41:00.0", "0x10de", "nvidia", 0);
     assert_eq!(takers(&nvidia), Vec::<&str>::new());
+}
+
+/// `if_names` takes a network device by one of its own netdevs (the RDMA
+/// shared device plugin's `ifNames`); a device without one never matches.
+#[test]
+fn select_if_names() {
+    let d = |netdevs: &[&str]| Device {
+        net: Some(crate::model::NetInfo {
+            netdevs: strings(netdevs),
+            ..Default::default()
+        }),
+        ..pci_gpu("0000:41:00.0", "0x15b3", "mlx5_core", 0)
+    };
+    let s = select(|s| s.if_names = strings(&["ens1f0", "ibp193s0"]));
+    assert!(s.apply(&d(&["ens1f0"])).is_some());
+    assert!(s.apply(&d(&["ib0", "ibp193s0"])).is_some());
+    assert!(s.apply(&d(&["ens1f1"])).is_none());
+    assert!(s.apply(&d(&[])).is_none());
+    assert!(
+        s.apply(&pci_gpu("0000:03:00.0", "0x1002", "amdgpu", 1))
+            .is_none()
+    );
+    for bad in ["\"\"", "\"a/b\"", "\"eth0:1\"", "\"0123456789abcdef\""] {
+        assert!(
+            err_with(&format!("select:\n  if_names: [{bad}]\n")).contains("select.if_names[0]: "),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        err_with("select:\n  if_names: [\"a,b\"]\n"),
+        "/etc/cdigen/generators.d/test.yaml: select.if_names[0]: \"a,b\" is not a network \
+         interface name (1-15 printable characters, no / : or ,)"
+    );
 }
 
 // ---------------------------------------------------------------- generic
