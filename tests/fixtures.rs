@@ -267,18 +267,18 @@ fn every_machine_matches_its_goldens() {
 
 /// Built-in generators that are disabled by default: each runs on each
 /// machine with `--generator NAME`, and where it writes a spec, the spec
-/// (`cdi/`), the command's output (warnings included) and what the generic
-/// backend found for it are goldens under `expected/opt-in/<generator>/`.
+/// (`cdi/`), the command's output (warnings included) and what its backend
+/// found for it are goldens under `expected/opt-in/<generator>/`.
 #[test]
 fn opt_in_generators_match_their_goldens() {
-    let disabled: Vec<String> = cdigen::generator::load(&[])
+    let disabled: Vec<(String, String)> = cdigen::generator::load(&[])
         .unwrap()
         .into_iter()
         .filter(|l| !l.generator.enabled)
-        .map(|l| l.generator.name)
+        .map(|l| (l.generator.name, l.generator.backend))
         .collect();
     assert!(
-        disabled.contains(&"generic-tty".to_string()),
+        disabled.iter().any(|(g, _)| g == "generic-tty"),
         "expected the disabled generic definitions, found {disabled:?}"
     );
     let mut failures = Vec::new();
@@ -287,7 +287,7 @@ fn opt_in_generators_match_their_goldens() {
         let tmp = tempfile::tempdir().unwrap();
         let root = prepared_root(&m, tmp.path());
         let root_str = root.to_str().unwrap();
-        for g in &disabled {
+        for (g, backend) in &disabled {
             let want_dir = fixtures_dir().join(&m).join("expected/opt-in").join(g);
             let out_dir = tmp.path().join(g).join("cdi");
             let (code, stdout, stderr) = cdigen(&[
@@ -337,7 +337,7 @@ fn opt_in_generators_match_their_goldens() {
                 "--generator",
                 g,
                 "--backend",
-                "generic",
+                backend,
                 "-o",
                 "json",
             ]);

@@ -163,9 +163,11 @@ fn builtins_parse_and_check() {
             g.template
         );
         // Only safe definitions run by default: the generic ones for
-        // consoles and serial lines, and the vendor-neutral accel one (the
-        // DRM backend already offers accel devices), are opt-in.
-        let opt_in = ["generic-tty", "usb-serial", "accel"].contains(&g.name.as_str());
+        // consoles and serial lines, the vendor-neutral accel one (the
+        // DRM backend already offers accel devices), and the shared RDMA
+        // pool (the rdma generator already offers every HCA), are opt-in.
+        let opt_in =
+            ["generic-tty", "usb-serial", "accel", "rdma-shared"].contains(&g.name.as_str());
         assert_eq!(g.enabled, !opt_in, "{file}");
         assert!(crate::discover::backend(&g.backend).is_ok(), "{file}");
         // The file is named after the generator.
@@ -183,6 +185,7 @@ fn builtins_parse_and_check() {
                 "intel-npu",
                 "nvidia",
                 "rdma",
+                "rdma-shared",
                 "sriov",
                 "usb-serial",
                 "vdpa",
@@ -639,6 +642,7 @@ fn builtin_summary() -> Vec<(String, String)> {
         "intel-npu",
         "nvidia",
         "rdma",
+        "rdma-shared",
         "sriov",
         "usb-serial",
         "vdpa",
@@ -713,6 +717,10 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             ("intel-npu".into(), show(&off)),
             ("nvidia".into(), "builtin:generators/nvidia.yaml".into()),
             ("rdma".into(), "builtin:generators/rdma.yaml".into()),
+            (
+                "rdma-shared".into(),
+                "builtin:generators/rdma-shared.yaml".into()
+            ),
             ("sriov".into(), "builtin:generators/sriov.yaml".into()),
             (
                 "usb-serial".into(),
@@ -1225,6 +1233,39 @@ fn select_if_names() {
         "/etc/cdigen/generators.d/test.yaml: select.if_names[0]: \"a,b\" is not a network \
          interface name (1-15 printable characters, no / : or ,)"
     );
+}
+
+/// `device_plugin.replicas` is from 1 (the default: each device to one
+/// container) to MAX_REPLICAS.
+#[test]
+fn device_plugin_replicas() {
+    assert_eq!(base().device_plugin.replicas, 1);
+    let g = parse(
+        Path::new(FILE),
+        &format!("{BASE}device_plugin:\n  replicas: 1000\n"),
+    )
+    .unwrap();
+    assert_eq!(g.device_plugin.replicas, 1000);
+    for n in [0, MAX_REPLICAS + 1] {
+        assert_eq!(
+            err_with(&format!("device_plugin:\n  replicas: {n}\n")),
+            format!(
+                "/etc/cdigen/generators.d/test.yaml: device_plugin.replicas: {n} is not from 1 \
+                 to {MAX_REPLICAS} (how many containers may hold each device at once)"
+            )
+        );
+    }
+    // The built-in pool: disabled, `all` only, 1000 units like the RDMA
+    // shared device plugin's rdmaHcaMax example.
+    let loaded = load(&[]).unwrap();
+    let shared = &loaded
+        .iter()
+        .find(|l| l.generator.name == "rdma-shared")
+        .unwrap()
+        .generator;
+    assert!(!shared.enabled);
+    assert_eq!(shared.names, [NameStrategy::All]);
+    assert_eq!(shared.device_plugin.replicas, 1000);
 }
 
 // ---------------------------------------------------------------- generic
