@@ -53,6 +53,9 @@ pub struct Device {
     /// NVIDIA GPU or MIG device facts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvidia: Option<NvidiaInfo>,
+    /// RDMA device facts (RDMA backend: an HCA that is not a VF).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rdma: Option<RdmaInfo>,
     /// Generic backend facts: the class device and the definitions that
     /// matched it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -233,7 +236,8 @@ pub struct MigInfo {
     pub profile: Option<String>,
 }
 
-/// What a network device (a VF, or the PCI function under a vDPA device) is.
+/// What a network device (a VF, the PCI function under a vDPA device, or
+/// an RDMA device) is.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct NetInfo {
     /// Its network interfaces (`ens1f0v0`).
@@ -257,6 +261,40 @@ pub struct NetInfo {
     /// `ether` or `infiniband`, from the RDMA port or the PCI class.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub link_type: Option<String>,
+}
+
+/// An RDMA device (`/sys/class/infiniband/<name>`): an InfiniBand HCA,
+/// a RoCE or iWARP NIC, or a software device (rxe, siw).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RdmaInfo {
+    /// Its name (`mlx5_0`, `ibp152s0`, `rxe0`), as `ibdev` of its char
+    /// devices and the verbs API name it.
+    pub name: String,
+    /// What it is, from `node_type` (`1: CA` → `CA`; `RNIC` for iWARP).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_type: Option<String>,
+    /// Its node GUID (`b8ce:f603:00a1:b2c4`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node_guid: Option<String>,
+    /// Its ports, in port order.
+    pub ports: Vec<RdmaPort>,
+}
+
+/// A port of an RDMA device (`ports/<N>/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RdmaPort {
+    /// The port number (from 1; switches have port 0).
+    pub port: u32,
+    /// `InfiniBand`, `Ethernet` (RoCE, iWARP) or `Unknown`, as the kernel
+    /// writes `link_layer`.
+    pub link_layer: String,
+    /// Its state (`4: ACTIVE` → `ACTIVE`), when readable.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
+    /// Its network interface: the netdev of GID 0 (RoCE), or the PCI
+    /// function's IPoIB netdev of the port (InfiniBand).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub netdev: Option<String>,
 }
 
 /// A device's VFIO attachment.

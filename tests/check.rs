@@ -140,7 +140,7 @@ fn current_right_after_generate_and_check_touches_nothing() {
     let (code, out) = check(tmp.path(), &[]);
     assert_eq!(
         out,
-        "current: 5 spec files and 5 device-info files checked, 0 problems, 0 warnings\n"
+        "current: 6 spec files and 6 device-info files checked, 0 problems, 0 warnings\n"
     );
     assert_eq!(code, 0);
     let after = (

@@ -47,9 +47,10 @@ const GPU: &str = "nvidia.com/gpu";
 
 /// The resources of the example machine: one per enabled built-in
 /// generator, with devices or not.
-const EXAMPLE_RESOURCES: [&str; 10] = [
+const EXAMPLE_RESOURCES: [&str; 11] = [
     "amd.com/gpu",
     "cdigen.io/drm",
+    "cdigen.io/rdma",
     "cdigen.io/vdpa",
     VF,
     VFIO,
@@ -339,6 +340,7 @@ fn registers_once_the_kubelet_appears_and_passes_its_checks() {
         [
             "cdigen-amd.com_gpu.sock",
             "cdigen-cdigen.io_drm.sock",
+            "cdigen-cdigen.io_rdma.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-cdigen.io_vf.sock",
             "cdigen-cdigen.io_vfio.sock",
@@ -999,6 +1001,7 @@ fn user_definitions_rename_or_turn_off_a_resource() {
     let served = [
         "amd.com/gpu",
         "cdigen.io/drm",
+        "cdigen.io/rdma",
         "cdigen.io/vdpa",
         "example.com/vf",
         "intel.com/gpu",
@@ -1016,6 +1019,7 @@ fn user_definitions_rename_or_turn_off_a_resource() {
         [
             "cdigen-amd.com_gpu.sock",
             "cdigen-cdigen.io_drm.sock",
+            "cdigen-cdigen.io_rdma.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-example.com_vf.sock",
             "cdigen-intel.com_gaudi.sock",
@@ -1061,6 +1065,118 @@ fn user_definitions_rename_or_turn_off_a_resource() {
         files(&tmp.path().join("devinfo")),
         ["example.com-vf-0000:3b:00.2-device.json"]
     );
+    plugin.stop();
+}
+
+/// rdma-host's HCAs: `cdigen.io/rdma` offers each (not a VF: there are
+/// none) to one container, by PCI address, with the SR-IOV device
+/// plugin's variables and a device-info file; the `rdma-shared` pool,
+/// enabled by a user definition with `replicas: 4`, is advertised as four
+/// units that all give the one CDI device with every HCA's nodes, so two
+/// units in one container, or units in two containers, get the same CDI
+/// name, and no variable or device-info file (a pool is no one device).
+#[test]
+fn rdma_hcas_exclusive_and_as_a_shared_pool() {
+    const RDMA: &str = "cdigen.io/rdma";
+    const SHARED: &str = "cdigen.io/rdma-shared";
+    let (tmp, _root) = support::machine("rdma-host");
+    let gens = tmp.path().join("generators");
+    fs::create_dir_all(&gens).unwrap();
+    let shared = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/rdma-shared.yaml"),
+    )
+    .unwrap()
+    .replace("enabled: false", "enabled: true")
+    .replace("replicas: 1000", "replicas: 4");
+    fs::write(gens.join("rdma-shared.yaml"), shared).unwrap();
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(
+        tmp.path(),
+        &kubelet,
+        &["--generators", gens.to_str().unwrap()],
+    );
+
+    let hcas = kubelet.devices(RDMA);
+    assert_eq!(
+        ids(&hcas),
+        healthy(&[
+            "0000:41:00.0",
+            "0000:41:00.1",
+            "0000:c1:00.0",
+            "infiniband-rxe0"
+        ])
+    );
+    let by_numa = numa(&hcas);
+    assert_eq!(by_numa["0000:41:00.0"], [0]);
+    assert_eq!(by_numa["0000:c1:00.0"], [1]);
+    assert!(by_numa["infiniband-rxe0"].is_empty(), "{by_numa:?}");
+    let r = kubelet.allocate(RDMA, &["0000:c1:00.0"]).unwrap();
+    let c = &r.container_responses[0];
+    let names: Vec<&str> = c.cdi_devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["cdigen.io/rdma=0000:c1:00.0"]);
+    assert_eq!(c.envs["PCIDEVICE_CDIGEN_IO_RDMA"], "0000:c1:00.0");
+    let info: Value = serde_json::from_str(&c.envs["PCIDEVICE_CDIGEN_IO_RDMA_INFO"]).unwrap();
+    assert_eq!(
+        info,
+        json!({"0000:c1:00.0": {
+            "generic": {"deviceID": "0000:c1:00.0"},
+            "rdma": {
+                "uverbs": "/dev/infiniband/uverbs2",
+                "umad": "/dev/infiniband/umad2",
+                "issm": "/dev/infiniband/issm2",
+                "rdma_cm": "/dev/infiniband/rdma_cm",
+                "rdma_dev": "mlx5_2",
+            },
+        }})
+    );
+    let devinfo = tmp.path().join("devinfo");
+    assert_eq!(files(&devinfo), ["cdigen.io-rdma-0000:c1:00.0-device.json"]);
+    assert_eq!(
+        fs::read_to_string(devinfo.join("cdigen.io-rdma-0000:c1:00.0-device.json")).unwrap(),
+        r#"{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:c1:00.0","rdma-device":"mlx5_2"}}"#
+    );
+
+    // The pool: four units of one CDI device.
+    let units = kubelet.devices(SHARED);
+    assert_eq!(ids(&units), healthy(&["all-0", "all-1", "all-2", "all-3"]));
+    // Its HCAs sit on both NUMA nodes (and rxe0 on none): no affinity.
+    assert!(
+        numa(&units).values().all(Vec::is_empty),
+        "{:?}",
+        numa(&units)
+    );
+    let all = "cdigen.io/rdma-shared=all";
+    let r = kubelet.allocate(SHARED, &["all-0", "all-1"]).unwrap();
+    let c = &r.container_responses[0];
+    let names: Vec<&str> = c.cdi_devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, [all], "two units, one CDI device");
+    assert!(c.envs.is_empty(), "{:?}", c.envs);
+    let r = kubelet.allocate(SHARED, &["all-2"]).unwrap();
+    let names: Vec<&str> = r.container_responses[0]
+        .cdi_devices
+        .iter()
+        .map(|d| d.name.as_str())
+        .collect();
+    assert_eq!(names, [all], "another container, the same CDI device");
+    assert!(matches!(
+        kubelet.pre_start(SHARED, &["all-3"]),
+        Some(Ok(()))
+    ));
+    assert_eq!(
+        files(&devinfo),
+        ["cdigen.io-rdma-0000:c1:00.0-device.json"],
+        "no device-info file for a pool"
+    );
+    // The spec's `all` has every HCA's nodes.
+    let spec = fs::read_to_string(tmp.path().join("cdi/cdigen.io-rdma-shared.yaml")).unwrap();
+    for n in 0..4 {
+        for node in ["uverbs", "umad", "issm"] {
+            assert!(
+                spec.contains(&format!("'/dev/infiniband/{node}{n}'")),
+                "{spec}"
+            );
+        }
+    }
     plugin.stop();
 }
 

@@ -267,18 +267,18 @@ fn every_machine_matches_its_goldens() {
 
 /// Built-in generators that are disabled by default: each runs on each
 /// machine with `--generator NAME`, and where it writes a spec, the spec
-/// (`cdi/`), the command's output (warnings included) and what the generic
-/// backend found for it are goldens under `expected/opt-in/<generator>/`.
+/// (`cdi/`), the command's output (warnings included) and what its backend
+/// found for it are goldens under `expected/opt-in/<generator>/`.
 #[test]
 fn opt_in_generators_match_their_goldens() {
-    let disabled: Vec<String> = cdigen::generator::load(&[])
+    let disabled: Vec<(String, String)> = cdigen::generator::load(&[])
         .unwrap()
         .into_iter()
         .filter(|l| !l.generator.enabled)
-        .map(|l| l.generator.name)
+        .map(|l| (l.generator.name, l.generator.backend))
         .collect();
     assert!(
-        disabled.contains(&"generic-tty".to_string()),
+        disabled.iter().any(|(g, _)| g == "generic-tty"),
         "expected the disabled generic definitions, found {disabled:?}"
     );
     let mut failures = Vec::new();
@@ -287,7 +287,7 @@ fn opt_in_generators_match_their_goldens() {
         let tmp = tempfile::tempdir().unwrap();
         let root = prepared_root(&m, tmp.path());
         let root_str = root.to_str().unwrap();
-        for g in &disabled {
+        for (g, backend) in &disabled {
             let want_dir = fixtures_dir().join(&m).join("expected/opt-in").join(g);
             let out_dir = tmp.path().join(g).join("cdi");
             let (code, stdout, stderr) = cdigen(&[
@@ -337,7 +337,7 @@ fn opt_in_generators_match_their_goldens() {
                 "--generator",
                 g,
                 "--backend",
-                "generic",
+                backend,
                 "-o",
                 "json",
             ]);
@@ -1350,6 +1350,118 @@ fn mi300x_partition_without_a_kfd_node_is_offered_nowhere_with_a_warning() {
     }
 }
 
+/// `rdma-host`'s `cdigen.io/rdma` spec on `root`: (the warnings of
+/// `generate`, the spec's text, `list`'s names).
+fn rdma_host_run(root: &Path, tmp: &Path, name: &str) -> (Vec<String>, String, String) {
+    let (code, stdout, warnings) = generate_named(root, tmp, name, &[]);
+    assert_eq!(code, 0, "{name}: {stdout}{warnings:?}");
+    let dir = tmp.join(name).join("cdi");
+    let spec = specs_in(&dir)
+        .remove("cdigen.io-rdma.yaml")
+        .unwrap_or_else(|| panic!("{name}: no cdigen.io-rdma.yaml: {stdout}"));
+    let (code, list, stderr) = cdigen(&["list", "--spec-dir", dir.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    (warnings, spec, list)
+}
+
+/// An HCA with every node but rdma_cm (rdma_ucm not loaded, or its node
+/// not made): the specs are still written, without rdma_cm, and one
+/// warning names the missing file.
+#[test]
+fn rdma_host_without_rdma_cm_is_written_with_a_warning_naming_the_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    // rdma_ucm not loaded: no misc device at all.
+    let root = copy_machine("rdma-host", &tmp.path().join("no-module"));
+    fs::remove_dir_all(root.join("sys/devices/virtual/misc/rdma_cm")).unwrap();
+    fs::remove_file(root.join("sys/class/misc/rdma_cm")).unwrap();
+    fs::remove_file(root.join("sys/dev/char/10:125")).unwrap();
+    let (warnings, spec, list) = rdma_host_run(&root, tmp.path(), "no-module");
+    assert_eq!(
+        warnings,
+        [
+            "/sys/class/misc/rdma_cm: no such file: rdma_ucm is not loaded, so the RDMA devices \
+             are given without /dev/infiniband/rdma_cm, and RDMA CM (librdmacm: rping, \
+             perftest's -R, NCCL and UCX over RoCE) fails in their containers until it is \
+             (`modprobe rdma_ucm`, then regenerate)"
+        ]
+    );
+    assert!(!spec.contains("rdma_cm"), "{spec}");
+    assert!(spec.contains("'/dev/infiniband/uverbs2'"), "{spec}");
+    assert_eq!(list.lines().count(), 9, "{list}");
+    // In sysfs but not in /dev (the node not made yet): that file is named.
+    let root = copy_machine("rdma-host", &tmp.path().join("no-node"));
+    let manifest = root.join("dev.manifest");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let without: String = text
+        .lines()
+        .filter(|l| !l.starts_with("/dev/infiniband/rdma_cm "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(without, text);
+    fs::write(&manifest, without).unwrap();
+    let (warnings, spec, _) = rdma_host_run(&root, tmp.path(), "no-node");
+    assert_eq!(
+        warnings,
+        ["/dev/infiniband/rdma_cm: listed in sysfs (10:125) but missing from /dev; not using it"]
+    );
+    assert!(!spec.contains("rdma_cm"), "{spec}");
+}
+
+/// A uverbs entry whose `ibdev` is unreadable or garbage is named, with
+/// what is wrong, and so is the HCA it leaves without verbs, which is in
+/// no spec; the others are written as before.
+#[test]
+fn rdma_host_uverbs_with_a_garbage_ibdev_is_named_and_its_hca_left_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let ibdev = "sys/devices/pci0000:c0/0000:c0:01.1/0000:c1:00.0/infiniband_verbs/uverbs2/ibdev";
+    let no_verbs = "/sys/class/infiniband/mlx5_2: no uverbs char device in \
+                    /sys/class/infiniband_verbs names mlx5_2 (is ib_uverbs loaded? another \
+                    warning may say what is wrong with its entry), so it cannot be used; \
+                    skipping it";
+    for (name, bytes, why) in [
+        (
+            "not-utf8",
+            &b"\xff\xfe\n"[..],
+            "not UTF-8 text, so which RDMA device uverbs2 is for is unknown; skipping it",
+        ),
+        (
+            "not-a-name",
+            b"mlx5_2\"; rm -rf /\n",
+            "\"mlx5_2\\\"; rm -rf /\" is not an RDMA device name, so which device uverbs2 is \
+             for is unknown; skipping it",
+        ),
+        (
+            "empty",
+            b"",
+            "\"\" is not an RDMA device name, so which device uverbs2 is for is unknown; \
+             skipping it",
+        ),
+    ] {
+        let root = copy_machine("rdma-host", &tmp.path().join(name));
+        fs::write(root.join(ibdev), bytes).unwrap();
+        let (warnings, spec, list) = rdma_host_run(&root, tmp.path(), name);
+        assert_eq!(
+            warnings,
+            [
+                format!("/sys/class/infiniband_verbs/uverbs2/ibdev: {why}"),
+                no_verbs.to_string()
+            ],
+            "{name}"
+        );
+        assert!(
+            !spec.contains("uverbs2") && !spec.contains("mlx5_2"),
+            "{spec}"
+        );
+        assert_eq!(
+            list,
+            "cdigen.io/rdma=0000:41:00.0\ncdigen.io/rdma=0000:41:00.1\ncdigen.io/rdma=all\n\
+             cdigen.io/rdma=infiniband:rxe0\ncdigen.io/rdma=mlx5_0\ncdigen.io/rdma=mlx5_1\n\
+             cdigen.io/rdma=rxe0\n",
+            "{name}"
+        );
+    }
+}
+
 /// Without the KFD topology (KFD not loaded) the `amdgpu_xcp` devices
 /// cannot be told from idle ones: only each GPU's own nodes are offered,
 /// and GPU 0, whose CPX mode needs its partitions, is reported once.
@@ -1410,4 +1522,70 @@ fn mi300x_kfd_node_of_no_gpu_is_reported() {
         ]
     );
     assert_eq!(list, mi300x_list(8));
+}
+
+/// An HCA whose PCI function vanished while cdigen read the host (hot
+/// unplug: its directory is gone, the class links not yet): named once,
+/// by its class link, and in no spec; its char devices' dangling links
+/// say nothing more; the other HCAs keep their names.
+#[test]
+fn rdma_host_hca_whose_pci_function_vanished_is_named_and_left_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("rdma-host", tmp.path());
+    fs::remove_dir_all(root.join("sys/devices/pci0000:40/0000:40:01.1/0000:41:00.1")).unwrap();
+    assert!(
+        fs::symlink_metadata(root.join("sys/class/infiniband_verbs/uverbs1")).is_ok(),
+        "the class links stay"
+    );
+    let (warnings, spec, list) = rdma_host_run(&root, tmp.path(), "out");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with("/sys/class/infiniband/mlx5_1: ")
+            && warnings[0].ends_with(
+                ": RDMA device mlx5_1 is listed but gone (removed with its device while cdigen \
+                 read it?); skipping it"
+            ),
+        "{warnings:?}"
+    );
+    assert!(
+        !spec.contains("mlx5_1") && !spec.contains("uverbs1"),
+        "{spec}"
+    );
+    assert_eq!(
+        list,
+        "cdigen.io/rdma=0000:41:00.0\ncdigen.io/rdma=0000:c1:00.0\ncdigen.io/rdma=all\n\
+         cdigen.io/rdma=infiniband:rxe0\ncdigen.io/rdma=mlx5_0\ncdigen.io/rdma=mlx5_2\n\
+         cdigen.io/rdma=rxe0\n"
+    );
+}
+
+/// The PF's RDMA device of `example` (mlx5_0 on the switchdev PF) is the
+/// RDMA backend's, its VFs' (mlx5_2, mlx5_3) the SR-IOV backend's: no node
+/// is in both specs but the shared rdma_cm.
+#[test]
+fn a_vfs_rdma_nodes_are_in_the_vf_spec_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixtures_dir().join("example/root");
+    let (code, stdout, warnings) = generate_named(&root, tmp.path(), "out", &[]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    let specs = specs_in(&tmp.path().join("out/cdi"));
+    let nodes = |file: &str| -> std::collections::BTreeSet<String> {
+        specs[file]
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("- path: '/dev/infiniband/"))
+            .map(|p| p.trim_end_matches('\'').to_string())
+            .collect()
+    };
+    let (rdma, vf) = (nodes("cdigen.io-rdma.yaml"), nodes("cdigen.io-vf.yaml"));
+    assert_eq!(
+        rdma.iter().map(String::as_str).collect::<Vec<_>>(),
+        ["issm0", "rdma_cm", "umad0", "uverbs0"]
+    );
+    assert_eq!(
+        rdma.intersection(&vf)
+            .map(String::as_str)
+            .collect::<Vec<_>>(),
+        ["rdma_cm"]
+    );
+    assert!(vf.contains("uverbs2") && vf.contains("uverbs3"), "{vf:?}");
 }

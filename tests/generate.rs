@@ -542,7 +542,7 @@ fn unknown_backend_and_generator_are_usage_errors() {
     );
     assert_eq!(
         err,
-        "cdigen: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, nvidia, generic, static)\n"
+        "cdigen: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, rdma, nvidia, generic, static)\n"
     );
     assert_eq!(code, 2);
     let (code, _, err) = cdigen(
@@ -559,7 +559,7 @@ fn unknown_backend_and_generator_are_usage_errors() {
     );
     assert_eq!(
         err,
-        "cdigen: unknown generator \"nope\" (known: accel, amd-gpu, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, sriov, usb-serial, vdpa, vfio)\n"
+        "cdigen: unknown generator \"nope\" (known: accel, amd-gpu, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio)\n"
     );
     assert_eq!(code, 2);
 }
@@ -985,6 +985,7 @@ fn nvidia_ctks_spec_in_the_other_standard_dir_keeps_ours_unwritten_and_says_how_
         support::visible_names(&tmp.path().join("root/etc/cdi")),
         [
             "amd.com-gpu.yaml",
+            "cdigen.io-rdma.yaml",
             "cdigen.io-vdpa.yaml",
             "cdigen.io-vf.yaml",
             "cdigen.io-vfio.yaml"
@@ -1010,7 +1011,7 @@ fn nvidia_ctks_spec_in_the_other_standard_dir_keeps_ours_unwritten_and_says_how_
         out,
         format!(
             "missing: root/etc/cdi/nvidia.com-gpu.yaml: not on disk: generate would write it (5 devices)\n\
-             {}{}not current: 5 spec files and 5 device-info files checked, 3 problems, 0 warnings\n",
+             {}{}not current: 6 spec files and 6 device-info files checked, 3 problems, 0 warnings\n",
             finding("0"),
             finding("all")
         )

@@ -52,7 +52,9 @@ fn synthetic_nics_are_fully_discovered() {
     let count = |b: &str| found.devices.iter().filter(|d| d.backend == b).count();
     assert_eq!(count("sriov"), 128);
     assert_eq!(count("vdpa"), 8);
-    assert_eq!(found.devices.len(), 136);
+    // Each PF's own RDMA device (mlx5_<p>) is the RDMA backend's.
+    assert_eq!(count("rdma"), 8);
+    assert_eq!(found.devices.len(), 144);
     let get = |backend: &str, id: &str| {
         found
             .devices
@@ -60,6 +62,14 @@ fn synthetic_nics_are_fully_discovered() {
             .find(|d| d.backend == backend && d.id == id)
             .unwrap_or_else(|| panic!("no {backend} device {id}"))
     };
+
+    let pf = get("rdma", "0100:3b:00.0");
+    assert_eq!(pf.net.as_ref().unwrap().rdma_devices, ["mlx5_0"]);
+    assert_eq!(pf.net.as_ref().unwrap().netdevs, ["ens1f0np0"]);
+    assert_eq!(
+        nodes(pf)[0],
+        node("uverbs0", "/dev/infiniband/uverbs0", 231, 192)
+    );
 
     // VF 5 of PF 0 (bus 3b; routing ID 0x3b00 + 2 + 5 = 3b:00.7): RDMA
     // devices are numbered after the 8 PFs', so mlx5_13; it carries vdpa5.

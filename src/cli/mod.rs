@@ -230,8 +230,11 @@ pub enum Command {
     /// Runs until SIGTERM or SIGINT (exit status 0), keeping the specs current as `cdigen watch`
     /// does (same event sources, debounce, re-check and SIGHUP), and serves one kubelet device
     /// plugin per resource: a generator's kind, or its `device_plugin.resource`; generators with
-    /// `device_plugin.enabled: false` are written but not advertised, and the `all` device never
-    /// is. Each plugin listens on cdigen-<resource>.sock in --plugin-dir, registers on its
+    /// `device_plugin.enabled: false` are written but not advertised, and the `all` device is
+    /// only for a generator that names nothing else (a pool, like rdma-shared). With
+    /// `device_plugin.replicas: N` each device is advertised as N units (<ID>-0 ...) that all give
+    /// its CDI device, so N containers may share it. Each plugin listens on
+    /// cdigen-<resource>.sock in --plugin-dir, registers on its
     /// kubelet.sock, and registers again when the kubelet restarts (its socket re-created, or ours
     /// deleted). Device IDs are stable across reboots: GPU UUIDs, PCI addresses, by-id links.
     ///

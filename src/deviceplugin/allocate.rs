@@ -85,13 +85,17 @@ pub fn response(
     entries: &[&Entry],
     legacy: bool,
 ) -> ContainerAllocateResponse {
-    let mut r = ContainerAllocateResponse {
-        cdi_devices: entries
-            .iter()
-            .map(|e| CdiDevice {
+    // Units of one shared device give one CDI device.
+    let mut cdi_devices: Vec<CdiDevice> = Vec::new();
+    for e in entries {
+        if !cdi_devices.iter().any(|c| c.name == e.cdi_name) {
+            cdi_devices.push(CdiDevice {
                 name: e.cdi_name.clone(),
-            })
-            .collect(),
+            });
+        }
+    }
+    let mut r = ContainerAllocateResponse {
+        cdi_devices,
         envs: request_env(resource, entries),
         ..Default::default()
     };
@@ -122,11 +126,15 @@ fn is_vfio_passthrough(d: &Device) -> bool {
 pub fn request_env(resource: &Resource, entries: &[&Entry]) -> HashMap<String, String> {
     let suffix = env_suffix(&resource.def.name);
     let mut env = HashMap::new();
-    let net: Vec<(&str, &Entry)> = entries
-        .iter()
-        .filter(|e| is_network(&e.device))
-        .filter_map(|e| pci_address(&e.device).map(|a| (a, *e)))
-        .collect();
+    let mut net: Vec<(&str, &Entry)> = Vec::new();
+    for e in entries.iter().filter(|e| is_network(&e.device)) {
+        // Several units of one shared device: its address once.
+        if let Some(a) = pci_address(&e.device)
+            && !net.iter().any(|(x, _)| *x == a)
+        {
+            net.push((a, *e));
+        }
+    }
     if !net.is_empty() {
         let addrs: Vec<&str> = net.iter().map(|(a, _)| *a).collect();
         env.insert(format!("PCIDEVICE_{suffix}"), addrs.join(","));
@@ -140,11 +148,16 @@ pub fn request_env(resource: &Resource, entries: &[&Entry]) -> HashMap<String, S
             Value::Object(info).to_string(),
         );
     }
-    let vfio: Vec<&str> = entries
+    let mut vfio: Vec<&str> = Vec::new();
+    for a in entries
         .iter()
         .filter(|e| is_vfio_passthrough(&e.device))
         .filter_map(|e| pci_address(&e.device))
-        .collect();
+    {
+        if !vfio.contains(&a) {
+            vfio.push(a);
+        }
+    }
     if !vfio.is_empty() {
         env.insert(format!("PCI_RESOURCE_{suffix}"), vfio.join(","));
     }
@@ -377,6 +390,8 @@ mod tests {
                 generator: "sriov".into(),
                 kind: "cdigen.io/vf".into(),
                 source: PathBuf::from("builtin:generators/sriov.yaml"),
+                replicas: 1,
+                pool: false,
             },
             spec_file: PathBuf::from("/cdi/cdigen.io-vf.yaml"),
             devices: BTreeMap::new(),
@@ -519,6 +534,8 @@ mod response_tests {
                 generator: "sriov".into(),
                 kind: "cdigen.io/vf".into(),
                 source: PathBuf::from("builtin:generators/sriov.yaml"),
+                replicas: 1,
+                pool: false,
             },
             spec_file: PathBuf::from("/var/run/cdi/cdigen.io-vf.yaml"),
             devices: entries

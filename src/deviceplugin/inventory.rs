@@ -27,6 +27,12 @@ pub struct ResourceDef {
     pub kind: String,
     /// The generator's definition file.
     pub source: PathBuf,
+    /// How many units each offered device is advertised as
+    /// (`device_plugin.replicas`; 1: each device to one container).
+    pub replicas: u32,
+    /// Whether the generator names only `all`: then that one CDI device,
+    /// the pool of all it selects, is what is offered.
+    pub pool: bool,
 }
 
 /// Why the device plugin cannot start with these definitions.
@@ -121,6 +127,8 @@ pub fn resources(generators: &[Loaded]) -> Result<Vec<ResourceDef>, Error> {
             generator: g.name.clone(),
             kind: g.kind.clone(),
             source: l.source.clone(),
+            replicas: g.device_plugin.replicas.max(1),
+            pool: g.names == [crate::generator::NameStrategy::All],
         });
     }
     Ok(out)
@@ -241,10 +249,88 @@ pub struct Inventory {
 /// are left out).
 pub type Collisions = Vec<Error>;
 
+/// What a resource offers: each device the plan names alone, by its
+/// steadiest CDI name (a GPU split into MIG devices only as those), or,
+/// for a pool, the one `all` device (the pool's [`pool_device`]); with
+/// the reason each is unhealthy.
+fn offered(
+    def: &ResourceDef,
+    plan: &Planned,
+    root: &HostRoot,
+) -> Vec<(String, Arc<Device>, Option<String>)> {
+    if def.pool {
+        let Some(all) = plan.named.iter().find(|n| n.name == "all") else {
+            return Vec::new();
+        };
+        let members: Vec<&Device> = plan
+            .devices
+            .iter()
+            .filter(|d| all.ids.contains(&d.id))
+            .collect();
+        if members.is_empty() {
+            return Vec::new();
+        }
+        let unhealthy = members
+            .iter()
+            .find_map(|m| health(root, m).map(|why| format!("{}: {why}", m.id)));
+        return vec![(all.name.clone(), Arc::new(pool_device(&members)), unhealthy)];
+    }
+    let mut out = Vec::new();
+    for d in &plan.devices {
+        let Some(name) = cdi_name(plan, d) else {
+            continue;
+        };
+        if split_into_mig(plan, d) {
+            // Its MIG devices are offered: the GPU as a whole would be
+            // handed out twice.
+            continue;
+        }
+        out.push((name, Arc::new(d.clone()), health(root, d)));
+    }
+    out
+}
+
+/// The device a pool's units stand for: its members' nodes (each once),
+/// for health, and their NUMA node when they share one, for placement. It
+/// is no one PCI or network device: the plugin sets no per-request
+/// variables and writes no device-info file for it, as the RDMA shared
+/// device plugin does not.
+pub fn pool_device(members: &[&Device]) -> Device {
+    let mut nodes: Vec<crate::model::Node> = Vec::new();
+    for n in members.iter().flat_map(|d| d.nodes.iter()) {
+        if !nodes.iter().any(|x| x.path == n.path) {
+            nodes.push(n.clone());
+        }
+    }
+    let numa = members.first().and_then(|d| d.numa_node);
+    Device {
+        backend: members
+            .first()
+            .map(|d| d.backend.clone())
+            .unwrap_or_default(),
+        id: "all".into(),
+        numa_node: numa.filter(|n| members.iter().all(|d| d.numa_node == Some(*n))),
+        nodes,
+        ..Default::default()
+    }
+}
+
+/// The device plugin ID of unit `k` of a device whose ID is `id`, when
+/// it is advertised as `replicas` units: `<id>-<k>` (the ID itself when it
+/// is one unit). `k` has no `-`, so two devices' units never share an ID.
+pub fn unit_id(id: &str, k: u32, replicas: u32) -> String {
+    if replicas <= 1 {
+        id.to_string()
+    } else {
+        ids::clean(&format!("{id}-{k}"))
+    }
+}
+
 /// Builds the inventory from the current plans of the generators (by
 /// generator name), checking each device's health in the host's `/dev`.
 /// A device of `previous` that is gone but allocated (`allocated` holds
-/// (resource, ID)) stays, unhealthy.
+/// (resource, ID)) stays, unhealthy. A resource with replicas offers
+/// each device as that many units, each an entry of its own.
 pub fn build(
     defs: &[ResourceDef],
     plans: &BTreeMap<String, Arc<Planned>>,
@@ -260,38 +346,37 @@ pub fn build(
         let spec_file = plan.map_or_else(|| output_dir.to_path_buf(), |p| output_dir.join(&p.file));
         let mut devices: BTreeMap<String, Entry> = BTreeMap::new();
         let mut clashing: BTreeSet<String> = BTreeSet::new();
-        for d in plan.iter().flat_map(|p| p.devices.iter()) {
-            let Some(name) = plan.and_then(|p| cdi_name(p, d)) else {
-                continue;
-            };
-            if plan.is_some_and(|p| split_into_mig(p, d)) {
-                // Its MIG devices are offered: the GPU as a whole would be
-                // handed out twice.
-                continue;
+        let offers = plan.map(|p| offered(def, p, root)).unwrap_or_default();
+        for (name, d, unhealthy) in offers {
+            let base = ids::device_id(&d);
+            let placement = placement(&d);
+            for k in 0..def.replicas.max(1) {
+                let id = unit_id(&base, k, def.replicas);
+                if let Some(other) = devices.get(&id) {
+                    if k == 0 {
+                        collisions.push(Error::IdCollision {
+                            generator: def.generator.clone(),
+                            file: def.source.clone(),
+                            id: id.clone(),
+                            first: other.device.id.clone(),
+                            second: d.id.clone(),
+                        });
+                    }
+                    clashing.insert(id);
+                    continue;
+                }
+                devices.insert(
+                    id.clone(),
+                    Entry {
+                        id,
+                        cdi_name: format!("{}={name}", def.kind),
+                        unhealthy: unhealthy.clone(),
+                        placement: placement.clone(),
+                        device: Arc::clone(&d),
+                        present: true,
+                    },
+                );
             }
-            let id = ids::device_id(d);
-            if let Some(other) = devices.get(&id) {
-                collisions.push(Error::IdCollision {
-                    generator: def.generator.clone(),
-                    file: def.source.clone(),
-                    id: id.clone(),
-                    first: other.device.id.clone(),
-                    second: d.id.clone(),
-                });
-                clashing.insert(id);
-                continue;
-            }
-            devices.insert(
-                id.clone(),
-                Entry {
-                    id,
-                    cdi_name: format!("{}={name}", def.kind),
-                    unhealthy: health(root, d),
-                    placement: placement(d),
-                    device: Arc::new(d.clone()),
-                    present: true,
-                },
-            );
         }
         for id in &clashing {
             devices.remove(id);
@@ -494,6 +579,8 @@ mod tests {
             generator: "nvidia".into(),
             kind: "nvidia.com/gpu".into(),
             source: PathBuf::from("builtin:generators/nvidia.yaml"),
+            replicas: 1,
+            pool: false,
         }]
     }
 
@@ -554,6 +641,101 @@ mod tests {
         assert_eq!(r.spec_file, Path::new("/cdi/nvidia.com-gpu.yaml"));
         assert!(!r.devices.contains_key("all"));
         assert_eq!(r.devices[UUID].placement.numa, Some(0));
+    }
+
+    #[test]
+    fn replicas_are_units_of_one_device_and_a_pool_offers_all() {
+        let (_dir, root) = host();
+        let plans = plan(vec![
+            gpu("0000:41:00.0", UUID, 0),
+            gpu("0000:42:00.0", "GPU-42", 1),
+        ]);
+        let shared = |pool: bool| ResourceDef {
+            replicas: 3,
+            pool,
+            ..defs().remove(0)
+        };
+        let build_with = |def: ResourceDef| {
+            let (inv, collisions) = build(
+                &[def],
+                &plans,
+                &root,
+                Path::new("/cdi"),
+                &Inventory::default(),
+                &BTreeSet::new(),
+            );
+            assert!(collisions.is_empty(), "{collisions:?}");
+            inv
+        };
+        // Each device as three units, each unit its device's CDI name,
+        // health and placement.
+        let inv = build_with(shared(false));
+        let units: Vec<(String, String, Option<String>)> = listed(&inv);
+        let want = |id: &str, name: &str, why: Option<&str>| {
+            (0..3)
+                .map(|k| {
+                    (
+                        format!("{id}-{k}"),
+                        name.to_string(),
+                        why.map(str::to_string),
+                    )
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut expected = want("GPU-42", "nvidia.com/gpu=GPU-42", None);
+        expected.extend(want(UUID, &format!("nvidia.com/gpu={UUID}"), None));
+        assert_eq!(units, expected);
+        let r = &inv.resources["nvidia.com/gpu"];
+        assert_eq!(r.devices["GPU-42-2"].placement.numa, Some(1));
+        assert!(Arc::ptr_eq(
+            &r.devices["GPU-42-0"].device,
+            &r.devices["GPU-42-1"].device
+        ));
+        // A pool: the `all` device, as three units, with both GPUs' nodes
+        // and no NUMA node (they are on two).
+        let inv = build_with(shared(true));
+        assert_eq!(
+            listed(&inv),
+            (0..3)
+                .map(|k| (format!("all-{k}"), "nvidia.com/gpu=all".to_string(), None))
+                .collect::<Vec<_>>()
+        );
+        let pool = &inv.resources["nvidia.com/gpu"].devices["all-0"];
+        let nodes: Vec<&str> = pool.device.nodes.iter().map(|n| n.path.as_str()).collect();
+        assert_eq!(nodes, ["/dev/nvidia0", "/dev/nvidia1"]);
+        assert_eq!(pool.placement.numa, None);
+        assert!(pool.device.pci.is_none() && pool.device.net.is_none());
+        // A member that cannot be used makes every unit unhealthy.
+        let plans = plan(vec![
+            gpu("0000:41:00.0", UUID, 0),
+            gpu("0000:42:00.0", "GPU-42", 2),
+        ]);
+        let (inv, _) = build(
+            &[shared(true)],
+            &plans,
+            &root,
+            Path::new("/cdi"),
+            &Inventory::default(),
+            &BTreeSet::new(),
+        );
+        let why = inv.resources["nvidia.com/gpu"].devices["all-1"]
+            .unhealthy
+            .clone();
+        assert_eq!(
+            why.as_deref(),
+            Some("0000:42:00.0: /dev/nvidia2 is missing")
+        );
+    }
+
+    #[test]
+    fn unit_ids_never_collide() {
+        assert_eq!(unit_id("0000:3b:00.0", 0, 1), "0000:3b:00.0");
+        assert_eq!(unit_id("0000:3b:00.0", 7, 10), "0000:3b:00.0-7");
+        // `a`'s unit 10 and `a-1`'s unit 0 differ: the unit number has no `-`.
+        assert_ne!(unit_id("a", 10, 20), unit_id("a-1", 0, 20));
+        let long = "x".repeat(63);
+        let (a, b) = (unit_id(&long, 1, 2), unit_id(&long, 0, 2));
+        assert!(a.len() <= ids::MAX_LEN && a != b, "{a} {b}");
     }
 
     #[test]

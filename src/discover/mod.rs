@@ -18,11 +18,13 @@
 pub(crate) mod devnode;
 pub mod drm;
 pub mod generic;
+pub mod infiniband;
 pub mod kfd;
 pub mod nvidia;
 pub mod pci;
 pub mod pciids;
 pub mod pf;
+pub mod rdma;
 pub mod sriov;
 pub mod vdpa;
 pub mod vfio;
@@ -94,14 +96,16 @@ static NO_SCAN: generic::Scan = generic::Scan::new();
 
 /// What a discovery run shares between its backends: the root, the PCI
 /// ID database, parsed at most once per run (it is about 1.4 MB), what
-/// the SR-IOV and vDPA backends both read ([`pf::Cache`]), and what the
-/// generic backend is to scan.
+/// the SR-IOV and vDPA backends both read ([`pf::Cache`]), the RDMA char
+/// devices the SR-IOV and RDMA backends both read ([`infiniband::Cache`]),
+/// and what the generic backend is to scan.
 #[derive(Debug)]
 pub struct Context<'a> {
     /// The host.
     pub root: &'a HostRoot,
     pci_ids: std::sync::OnceLock<Option<pciids::PciIds>>,
     pf: pf::Cache,
+    infiniband: infiniband::Cache,
     scan: &'a generic::Scan,
 }
 
@@ -113,6 +117,7 @@ impl<'a> Context<'a> {
             root,
             pci_ids: std::sync::OnceLock::new(),
             pf: pf::Cache::default(),
+            infiniband: infiniband::Cache::default(),
             scan: &NO_SCAN,
         }
     }
@@ -133,6 +138,12 @@ impl<'a> Context<'a> {
     /// vDPA backends.
     pub fn pf(&self) -> &pf::Cache {
         &self.pf
+    }
+
+    /// The RDMA char devices and rdma_cm, read once per run, for the
+    /// SR-IOV and RDMA backends.
+    pub fn infiniband(&self) -> &infiniband::Index {
+        self.infiniband.get(self.root)
     }
 
     /// The PCI ID database under the root, loaded on first use; `None`
@@ -177,6 +188,7 @@ pub static BACKENDS: &[&dyn Backend] = &[
     &vfio::Vfio,
     &sriov::Sriov,
     &vdpa::Vdpa,
+    &rdma::Rdma,
     &nvidia::Nvidia,
     &generic::Generic,
     &Static,
@@ -728,7 +740,7 @@ mod tests {
         assert_eq!(
             backend("nope").err().map(|e| e.to_string()),
             Some(
-                "unknown backend \"nope\" (known: drm, vfio, sriov, vdpa, nvidia, generic, static)"
+                "unknown backend \"nope\" (known: drm, vfio, sriov, vdpa, rdma, nvidia, generic, static)"
                     .to_string()
             )
         );

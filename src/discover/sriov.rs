@@ -19,11 +19,14 @@
 //!
 //! What a PF says about its VFs ([`super::pf::PfInfo`]) and the vDPA
 //! devices are read once per discovery run, into the run's
-//! [`super::pf::Cache`], which the vDPA backend shares.
+//! [`super::pf::Cache`], which the vDPA backend shares; the RDMA char
+//! devices and rdma_cm likewise ([`super::infiniband::Index`], shared
+//! with the RDMA backend, which takes the RDMA devices that are not VFs').
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use super::infiniband::{self, Index};
 use super::pci::read_function;
 use super::pciids::PciIds;
 use super::pf::Cache;
@@ -31,7 +34,6 @@ use super::vfio::{is_vfio_driver, require_host_node, vfio_nodes};
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, NetInfo, Node};
 use crate::root::{HostRoot, sys_path};
-use crate::sysfs::node_number;
 
 /// The SR-IOV backend.
 #[derive(Debug, Clone, Copy)]
@@ -96,11 +98,19 @@ impl Backend for Sriov {
         }
         let ids = cx.pci_ids();
         let vdpa_by_parent = cx.pf().vdpa_by_parent(root);
-        let extra = shared_nodes(root, report);
+        let rdma = cx.infiniband();
+        let extra = shared_nodes(root, rdma, report);
         let mut devices = Vec::new();
         for name in vfs {
             let entry = bus.join(&name);
-            if let Some(d) = read_vf(root, &entry, ids, &vdpa_by_parent, &extra, cx.pf(), report) {
+            let vf = Vf {
+                ids,
+                vdpa_by_parent: &vdpa_by_parent,
+                shared: &extra,
+                cache: cx.pf(),
+                rdma,
+            };
+            if let Some(d) = read_vf(root, &entry, &vf, report) {
                 devices.push(d);
             }
         }
@@ -114,7 +124,7 @@ struct Shared {
     vhost_net: Vec<Node>,
 }
 
-fn shared_nodes(root: &HostRoot, report: &mut Report) -> Shared {
+fn shared_nodes(root: &HostRoot, rdma: &Index, report: &mut Report) -> Shared {
     let misc = |name: &str, role: &str, devname: &str, report: &mut Report| {
         super::devnode::read_node(
             root,
@@ -126,25 +136,36 @@ fn shared_nodes(root: &HostRoot, report: &mut Report) -> Shared {
         )
         .and_then(|n| require_host_node(root, n, report))
     };
-    let rdma_cm = misc("rdma_cm", "rdma-cm", "infiniband/rdma_cm", report);
+    infiniband::replay(&rdma.rdma_cm.warnings, report);
     let vhost = misc("vhost-net", "vhost-net", "vhost-net", report);
     let tun = misc("tun", "tun", "net/tun", report);
     let vhost_net = match (vhost, tun) {
         (Some(v), Some(t)) => vec![v, t],
         _ => Vec::new(),
     };
-    Shared { rdma_cm, vhost_net }
+    Shared {
+        rdma_cm: rdma.rdma_cm.node.clone(),
+        vhost_net,
+    }
 }
 
-fn read_vf(
-    root: &HostRoot,
-    entry: &Path,
-    ids: Option<&PciIds>,
-    vdpa_by_parent: &BTreeMap<PathBuf, (crate::model::VdpaInfo, Option<Node>)>,
-    shared: &Shared,
-    cache: &Cache,
-    report: &mut Report,
-) -> Option<Device> {
+/// What every VF is read with.
+struct Vf<'a> {
+    ids: Option<&'a PciIds>,
+    vdpa_by_parent: &'a BTreeMap<PathBuf, (crate::model::VdpaInfo, Option<Node>)>,
+    shared: &'a Shared,
+    cache: &'a Cache,
+    rdma: &'a Index,
+}
+
+fn read_vf(root: &HostRoot, entry: &Path, vf: &Vf, report: &mut Report) -> Option<Device> {
+    let Vf {
+        ids,
+        vdpa_by_parent,
+        shared,
+        cache,
+        rdma,
+    } = *vf;
     let name = entry.file_name()?.to_str()?.to_string();
     let dir = match root.resolve(entry) {
         Ok(d) => d,
@@ -190,32 +211,10 @@ fn read_vf(
         nodes.extend(n);
     }
     if !rdma_devices.is_empty() {
-        for (glue, prefixes) in [
-            ("infiniband_verbs", &["uverbs"][..]),
-            ("infiniband_mad", &["umad", "issm"][..]),
-        ] {
-            for n in root.list_dir_opt(&dir.join(glue)).unwrap_or_default() {
-                if !prefixes.iter().any(|p| node_number(&n, p).is_some()) {
-                    continue;
-                }
-                let role = if n.starts_with("uverbs") {
-                    "rdma-verbs"
-                } else {
-                    "rdma-mad"
-                };
-                if let Some(node) = super::devnode::read_node(
-                    root,
-                    &dir.join(glue).join(&n),
-                    &n,
-                    role,
-                    &format!("infiniband/{n}"),
-                    report,
-                )
-                .and_then(|node| require_host_node(root, node, report))
-                {
-                    nodes.push(node);
-                }
-            }
+        // Every RDMA char device under the VF is its RDMA device's.
+        for c in rdma.under(&dir) {
+            infiniband::replay(&c.warnings, report);
+            nodes.extend(c.node.clone());
         }
         nodes.extend(shared.rdma_cm.clone());
     }
@@ -227,14 +226,7 @@ fn read_vf(
                 .ok()
                 .flatten()
         })
-        .map(|l| {
-            if l == "InfiniBand" {
-                "infiniband"
-            } else {
-                "ether"
-            }
-            .to_string()
-        })
+        .map(|l| infiniband::link_type(&l).unwrap_or("ether").to_string())
         .or_else(|| match f.info.class.get(..6) {
             Some("0x0207") => Some("infiniband".to_string()),
             Some("0x0200") => Some("ether".to_string()),

@@ -59,6 +59,11 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../generators/usb-serial.yaml"),
     ),
     ("accel.yaml", include_str!("../../generators/accel.yaml")),
+    ("rdma.yaml", include_str!("../../generators/rdma.yaml")),
+    (
+        "rdma-shared.yaml",
+        include_str!("../../generators/rdma-shared.yaml"),
+    ),
 ];
 
 /// Where users put their own definitions.
@@ -196,6 +201,26 @@ pub struct DevicePlugin {
     /// The extended resource name pods request (default: the kind).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resource: Option<String>,
+    /// How many containers may hold each offered device at once: it is
+    /// advertised as this many units (IDs `<ID>-0`, `<ID>-1`, ...), and
+    /// every unit gives the same CDI device, as the RDMA shared device
+    /// plugin's `rdmaHcaMax` (default 1: each device to one container).
+    /// At most [`MAX_REPLICAS`].
+    #[serde(default = "one", skip_serializing_if = "is_one")]
+    pub replicas: u32,
+}
+
+/// The most units one device may be advertised as
+/// ([`DevicePlugin::replicas`]).
+pub const MAX_REPLICAS: u32 = 10_000;
+
+fn one() -> u32 {
+    1
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if
+fn is_one(n: &u32) -> bool {
+    *n == 1
 }
 
 impl Default for DevicePlugin {
@@ -203,6 +228,7 @@ impl Default for DevicePlugin {
         DevicePlugin {
             enabled: true,
             resource: None,
+            replicas: 1,
         }
     }
 }
@@ -679,6 +705,15 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
                 p.message.clone(),
             ));
         }
+    }
+    if !(1..=MAX_REPLICAS).contains(&g.device_plugin.replicas) {
+        return Err(invalid(
+            "device_plugin.replicas",
+            format!(
+                "{} is not from 1 to {MAX_REPLICAS} (how many containers may hold each device at once)",
+                g.device_plugin.replicas
+            ),
+        ));
     }
     if !g.static_devices.is_empty() && !g.device_info {
         return Err(invalid(

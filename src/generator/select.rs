@@ -95,6 +95,11 @@ pub struct Select {
     /// Link types (`ether`, `infiniband`), for network devices.
     #[serde(default)]
     pub link_types: Vec<String>,
+    /// Network interface names (`ens1f0np0`, `ibp152s0`): a device is
+    /// taken when one of its own netdevs is listed (a VF's, an RDMA
+    /// device's ports'), as the RDMA shared device plugin's `ifNames`.
+    #[serde(default)]
+    pub if_names: Vec<String>,
 }
 
 /// Checks selector values; returns the field and the message.
@@ -142,6 +147,16 @@ pub(crate) fn check(s: &Select) -> Result<(), (String, String)> {
             return Err((
                 format!("link_types[{i}]"),
                 format!("{v:?} is not a link type (expected ether or infiniband)"),
+            ));
+        }
+    }
+    for (i, v) in s.if_names.iter().enumerate() {
+        if !crate::discover::infiniband::is_netdev_name(v) {
+            return Err((
+                format!("if_names[{i}]"),
+                format!(
+                    "{v:?} is not a network interface name (1-15 printable characters, no / : or ,)"
+                ),
             ));
         }
     }
@@ -224,6 +239,11 @@ impl Select {
             && !net
                 .and_then(|n| n.link_type.as_ref())
                 .is_some_and(|l| self.link_types.contains(l))
+        {
+            return None;
+        }
+        if !self.if_names.is_empty()
+            && !net.is_some_and(|n| n.netdevs.iter().any(|d| self.if_names.contains(d)))
         {
             return None;
         }

@@ -164,10 +164,17 @@ fn builtins_parse_and_check() {
         );
         // Only safe definitions run by default: the generic ones for
         // consoles and serial lines, the vendor-neutral accel one (the
-        // DRM backend already offers accel devices) and Intel GPUs' MEI
-        // nodes (firmware interfaces) are opt-in.
-        let opt_in =
-            ["generic-tty", "usb-serial", "accel", "intel-gpu-mei"].contains(&g.name.as_str());
+        // DRM backend already offers accel devices), Intel GPUs' MEI nodes
+        // (firmware interfaces) and the shared RDMA pool (the rdma generator
+        // already offers every HCA) are opt-in.
+        let opt_in = [
+            "generic-tty",
+            "usb-serial",
+            "accel",
+            "intel-gpu-mei",
+            "rdma-shared",
+        ]
+        .contains(&g.name.as_str());
         assert_eq!(g.enabled, !opt_in, "{file}");
         assert!(crate::discover::backend(&g.backend).is_ok(), "{file}");
         // The file is named after the generator.
@@ -187,6 +194,8 @@ fn builtins_parse_and_check() {
                 "intel-npu",
                 "nvidia",
                 "nvidia-imex",
+                "rdma",
+                "rdma-shared",
                 "sriov",
                 "usb-serial",
                 "vdpa",
@@ -355,7 +364,7 @@ fn unknown_key_names_file_line_and_expected_keys() {
         err_with("select:\n  vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of \
          vendor_ids, exclude_vendor_ids, drivers, exclude_drivers, buses, node_roles, device_ids, \
-         pci_addresses, pf_names, pf_addresses, link_types at line 6, column 3"
+         pci_addresses, pf_names, pf_addresses, link_types, if_names at line 6, column 3"
     );
     assert_eq!(
         err_with("device_nodes:\n  mode: 0666\n"),
@@ -467,7 +476,7 @@ fn bad_name() {
 fn unknown_backend() {
     assert_eq!(
         err_replacing("backend", "backend: gpu"),
-        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, nvidia, generic, static)"
+        "/etc/cdigen/generators.d/test.yaml: backend: unknown backend \"gpu\" (known: drm, vfio, sriov, vdpa, rdma, nvidia, generic, static)"
     );
 }
 
@@ -645,6 +654,8 @@ fn builtin_summary() -> Vec<(String, String)> {
         "intel-npu",
         "nvidia",
         "nvidia-imex",
+        "rdma",
+        "rdma-shared",
         "sriov",
         "usb-serial",
         "vdpa",
@@ -726,6 +737,11 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             (
                 "nvidia-imex".into(),
                 "builtin:generators/nvidia-imex.yaml".into()
+            ),
+            ("rdma".into(), "builtin:generators/rdma.yaml".into()),
+            (
+                "rdma-shared".into(),
+                "builtin:generators/rdma-shared.yaml".into()
             ),
             ("sriov".into(), "builtin:generators/sriov.yaml".into()),
             (
@@ -1249,6 +1265,72 @@ fn gaudi_control_node_and_intel_gpu_mei() {
             .iter()
             .any(|l| l.generator.name == "intel-gpu-mei" && l.generator.enabled)
     );
+}
+
+/// `if_names` takes a network device by one of its own netdevs (the RDMA
+/// shared device plugin's `ifNames`); a device without one never matches.
+#[test]
+fn select_if_names() {
+    let d = |netdevs: &[&str]| Device {
+        net: Some(crate::model::NetInfo {
+            netdevs: strings(netdevs),
+            ..Default::default()
+        }),
+        ..pci_gpu("0000:41:00.0", "0x15b3", "mlx5_core", 0)
+    };
+    let s = select(|s| s.if_names = strings(&["ens1f0", "ibp193s0"]));
+    assert!(s.apply(&d(&["ens1f0"])).is_some());
+    assert!(s.apply(&d(&["ib0", "ibp193s0"])).is_some());
+    assert!(s.apply(&d(&["ens1f1"])).is_none());
+    assert!(s.apply(&d(&[])).is_none());
+    assert!(
+        s.apply(&pci_gpu("0000:03:00.0", "0x1002", "amdgpu", 1))
+            .is_none()
+    );
+    for bad in ["\"\"", "\"a/b\"", "\"eth0:1\"", "\"0123456789abcdef\""] {
+        assert!(
+            err_with(&format!("select:\n  if_names: [{bad}]\n")).contains("select.if_names[0]: "),
+            "{bad}"
+        );
+    }
+    assert_eq!(
+        err_with("select:\n  if_names: [\"a,b\"]\n"),
+        "/etc/cdigen/generators.d/test.yaml: select.if_names[0]: \"a,b\" is not a network \
+         interface name (1-15 printable characters, no / : or ,)"
+    );
+}
+
+/// `device_plugin.replicas` is from 1 (the default: each device to one
+/// container) to MAX_REPLICAS.
+#[test]
+fn device_plugin_replicas() {
+    assert_eq!(base().device_plugin.replicas, 1);
+    let g = parse(
+        Path::new(FILE),
+        &format!("{BASE}device_plugin:\n  replicas: 1000\n"),
+    )
+    .unwrap();
+    assert_eq!(g.device_plugin.replicas, 1000);
+    for n in [0, MAX_REPLICAS + 1] {
+        assert_eq!(
+            err_with(&format!("device_plugin:\n  replicas: {n}\n")),
+            format!(
+                "/etc/cdigen/generators.d/test.yaml: device_plugin.replicas: {n} is not from 1 \
+                 to {MAX_REPLICAS} (how many containers may hold each device at once)"
+            )
+        );
+    }
+    // The built-in pool: disabled, `all` only, 1000 units like the RDMA
+    // shared device plugin's rdmaHcaMax example.
+    let loaded = load(&[]).unwrap();
+    let shared = &loaded
+        .iter()
+        .find(|l| l.generator.name == "rdma-shared")
+        .unwrap()
+        .generator;
+    assert!(!shared.enabled);
+    assert_eq!(shared.names, [NameStrategy::All]);
+    assert_eq!(shared.device_plugin.replicas, 1000);
 }
 
 // ---------------------------------------------------------------- generic

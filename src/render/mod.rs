@@ -30,6 +30,7 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ("drm", include_str!("../../templates/drm.json.hbs")),
     ("generic", include_str!("../../templates/generic.json.hbs")),
     ("nvidia", include_str!("../../templates/nvidia.json.hbs")),
+    ("rdma", include_str!("../../templates/rdma.json.hbs")),
     ("sriov", include_str!("../../templates/sriov.json.hbs")),
     ("vdpa", include_str!("../../templates/vdpa.json.hbs")),
     ("vfio", include_str!("../../templates/vfio.json.hbs")),
@@ -474,6 +475,9 @@ pub struct CdiDevice<'a> {
     pub ids: String,
     /// The members' PCI addresses, comma-joined (empty when none has one).
     pub pci_addresses: String,
+    /// The members' netdevs (`net.netdevs`), each once, comma-joined
+    /// (empty when none has one).
+    pub netdevs: String,
     /// IOMMU groups of the members that hold more than one device: the
     /// group node gives access to all of them.
     pub shared_groups: Vec<SharedGroup>,
@@ -679,6 +683,17 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             })
             .collect::<Vec<_>>()
             .join(",");
+        let mut netdevs: Vec<&str> = Vec::new();
+        for n in members
+            .iter()
+            .filter_map(|d| d.net.as_ref())
+            .flat_map(|n| n.netdevs.iter())
+        {
+            if !netdevs.contains(&n.as_str()) {
+                netdevs.push(n);
+            }
+        }
+        let netdevs = netdevs.join(",");
         let mut shared_groups: Vec<SharedGroup> = Vec::new();
         for v in members.iter().filter_map(|d| d.vfio.as_ref()) {
             if v.group_devices.len() > 1 && !shared_groups.iter().any(|g| g.group == v.group) {
@@ -697,6 +712,7 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             links,
             ids,
             pci_addresses,
+            netdevs,
             shared_groups,
             stability: stability(&NameStrategy::All),
         }

@@ -1130,13 +1130,13 @@ fn user_template_replaces_builtin() {
     let t = t.unwrap();
     assert_eq!(
         t.names(),
-        ["drm", "generic", "nvidia", "sriov", "vdpa", "vfio"]
+        ["drm", "generic", "nvidia", "rdma", "sriov", "vdpa", "vfio"]
     );
     assert_eq!(
         format!("{t:?}"),
         format!(
-            "Templates {{ sources: {{\"drm\": {:?}, \"generic\": \"builtin:templates/generic.json.hbs\", \"nvidia\": \"builtin:templates/nvidia.json.hbs\", \"sriov\": \"builtin:templates/sriov.json.hbs\", \
-             \"vdpa\": \"builtin:templates/vdpa.json.hbs\", \"vfio\": \"builtin:templates/vfio.json.hbs\"}} }}",
+            "Templates {{ sources: {{\"drm\": {:?}, \"generic\": \"builtin:templates/generic.json.hbs\", \"nvidia\": \"builtin:templates/nvidia.json.hbs\", \"rdma\": \"builtin:templates/rdma.json.hbs\", \
+             \"sriov\": \"builtin:templates/sriov.json.hbs\", \"vdpa\": \"builtin:templates/vdpa.json.hbs\", \"vfio\": \"builtin:templates/vfio.json.hbs\"}} }}",
             dir.path().join("drm.json.hbs")
         )
     );
@@ -1160,13 +1160,14 @@ fn user_template_replaces_builtin() {
     // The built-in set alone.
     assert_eq!(
         builtin().names(),
-        ["drm", "generic", "nvidia", "sriov", "vdpa", "vfio"]
+        ["drm", "generic", "nvidia", "rdma", "sriov", "vdpa", "vfio"]
     );
     assert_eq!(
         format!("{:?}", builtin()),
         "Templates { sources: {\"drm\": \"builtin:templates/drm.json.hbs\", \"generic\": \
          \"builtin:templates/generic.json.hbs\", \"nvidia\": \
-         \"builtin:templates/nvidia.json.hbs\", \"sriov\": \
+         \"builtin:templates/nvidia.json.hbs\", \"rdma\": \
+         \"builtin:templates/rdma.json.hbs\", \"sriov\": \
          \"builtin:templates/sriov.json.hbs\", \"vdpa\": \"builtin:templates/vdpa.json.hbs\", \
          \"vfio\": \"builtin:templates/vfio.json.hbs\"} }"
     );
@@ -1180,7 +1181,7 @@ fn missing_template() {
             .render(&g, &[gpu("0000:03:00.0", 1)])
             .unwrap_err()
             .to_string(),
-        "generator \"test\": no template named \"nothere\" (known: drm, generic, nvidia, sriov, vdpa, vfio)"
+        "generator \"test\": no template named \"nothere\" (known: drm, generic, nvidia, rdma, sriov, vdpa, vfio)"
     );
     let (_dir, t) = user_templates(&[("zz.json.hbs", "{}"), ("aa.json.hbs", "{}")]);
     assert_eq!(
@@ -1188,7 +1189,7 @@ fn missing_template() {
             .render(&g, &[gpu("0000:03:00.0", 1)])
             .unwrap_err()
             .to_string(),
-        "generator \"test\": no template named \"nothere\" (known: aa, drm, generic, nvidia, sriov, vdpa, vfio, zz)"
+        "generator \"test\": no template named \"nothere\" (known: aa, drm, generic, nvidia, rdma, sriov, vdpa, vfio, zz)"
     );
 }
 
