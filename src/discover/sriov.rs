@@ -50,8 +50,16 @@ impl Backend for Sriov {
 
     fn uevent_subsystems(&self) -> Option<&'static [&'static str]> {
         // VFs appear as PCI functions when sriov_numvfs is written; their
-        // netdevs, RDMA devices and vhost-net/tun nodes follow.
-        Some(&["pci", "net", "infiniband", "misc"])
+        // netdevs, RDMA devices and vhost-net/tun nodes follow, and their
+        // RDMA char devices whenever ib_uverbs and ib_umad load.
+        Some(&[
+            "pci",
+            "net",
+            "infiniband",
+            "infiniband_verbs",
+            "infiniband_mad",
+            "misc",
+        ])
     }
 
     fn physical_only_subsystems(&self) -> &'static [&'static str] {
