@@ -8,6 +8,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "proto/deviceplugin-v1beta1.proto",
         "proto/pluginregistration-v1.proto",
         "proto/podresources-v1.proto",
+        "proto/dra-v1.proto",
+        "proto/dra-v1beta1.proto",
     ];
     for p in protos {
         println!("cargo:rerun-if-changed={p}");

@@ -34,6 +34,9 @@
 //!   to the container's root ([`hook::inroot`]).
 //! - [`plugin`]: the 2017 draft's CDI plugin protocol (`cdigen plugin`):
 //!   allocates discovered devices to request IDs.
+//! - [`deviceplugin`]: `cdigen device-plugin`, the kubelet's device plugin
+//!   API over the watch's plans; [`dra`]: `cdigen dra-driver`, the same
+//!   devices as DRA ResourceSlices and the kubelet's DRA plugin service.
 //! - [`text`]: escaping of host-derived text for terminals and logs.
 //! - [`cli`]: the command-line interface; `src/main.rs` is a thin shell
 //!   over it.
@@ -42,7 +45,7 @@
 //! knows nothing of generator definitions (what the generic backend scans
 //! is plain data, [`discover::generic::Scan`], that [`generator::scan`]
 //! builds); the definitions know nothing of rendering; [`watch`],
-//! [`deviceplugin`] and [`cli`] sit on top and take plain settings
+//! [`deviceplugin`], [`dra`] and [`cli`] sit on top and take plain settings
 //! ([`generate::inputs`]).
 
 pub mod cdi;
@@ -51,6 +54,7 @@ pub mod cli;
 pub mod deviceplugin;
 pub mod devinfo;
 pub mod discover;
+pub mod dra;
 pub mod elf;
 pub mod fsio;
 pub mod generate;

@@ -10,6 +10,7 @@ mod check;
 mod completions;
 mod device_plugin;
 mod discover;
+mod dra_driver;
 mod generate;
 mod hook;
 mod inject;
@@ -249,6 +250,21 @@ pub enum Command {
     ///
     /// It needs no API-server access. Logs go to stderr, without timestamps.
     DevicePlugin(DevicePluginArgs),
+    /// Serve the devices through Dynamic Resource Allocation (resource.k8s.io/v1): publish them as
+    /// ResourceSlices and prepare the claims the scheduler allocates from them.
+    ///
+    /// Runs until SIGTERM or SIGINT, keeping the specs current as `cdigen watch` does. Every
+    /// device the device plugin would advertise (the same generators, resources and IDs) is a
+    /// device of one pool named after the node, in ResourceSlices of --driver-name, with the
+    /// standard attributes (resource.kubernetes.io/pciBusID, pcieRoot, numaNode) and cdigen's.
+    /// The slices are re-created when the kubelet wipes them, updated on hotplug and deleted on
+    /// exit. The kubelet finds the driver through its registration socket in --registry-dir;
+    /// NodePrepareResources answers with cdigen's CDI names (v1 and v1beta1). It needs API-server
+    /// access (deploy/kubernetes/dra). Serve a node by device plugin or by DRA, never both.
+    ///
+    /// With --print-slices it reads the host once, prints the ResourceSlices it would publish (as
+    /// YAML that `kubectl apply --dry-run=client` accepts) and exits: no cluster is needed.
+    DraDriver(DraDriverArgs),
     /// Run as an OCI createContainer hook of a CDI spec: create-symlinks, enable-cuda-compat,
     /// update-ldcache.
     ///
@@ -380,6 +396,29 @@ pub struct DevicePluginArgs {
     /// CDI support (or kubelets before 1.29 that ignore CDI devices). Hooks cannot be expressed so.
     #[arg(long)]
     pub legacy_edits: bool,
+}
+
+/// Arguments of `cdigen dra-driver`.
+#[derive(Debug, Args)]
+pub struct DraDriverArgs {
+    /// What the watch does: sources, definitions, output, timing.
+    #[command(flatten)]
+    pub watch: WatchArgs,
+    /// The DRA driver name the slices and claims carry (a DNS subdomain).
+    #[arg(long, value_name = "NAME", default_value = crate::dra::DRIVER_NAME, env = "CDIGEN_DRA_DRIVER")]
+    pub driver_name: String,
+    /// The node this driver runs on: the slices' nodeName and pool.
+    #[arg(long, value_name = "NAME", env = "NODE_NAME")]
+    pub node: Option<String>,
+    /// Print the ResourceSlices this host would publish and exit.
+    #[arg(long)]
+    pub print_slices: bool,
+    /// The kubelet's plugin directory: the DRA socket and the checkpoint go in <DIR>/<driver>/.
+    #[arg(long, value_name = "DIR", default_value = crate::dra::PLUGIN_DIR)]
+    pub plugin_dir: PathBuf,
+    /// The kubelet's plugin registration directory: the registration socket goes here.
+    #[arg(long, value_name = "DIR", default_value = crate::dra::REGISTRY_DIR)]
+    pub registry_dir: PathBuf,
 }
 
 /// Arguments of `cdigen completions`.
@@ -690,6 +729,9 @@ pub fn init_logging(cli: &Cli) {
             0 if matches!(cli.command, Command::DevicePlugin(_)) => {
                 "warn,cdigen::watch=info,cdigen::deviceplugin=info"
             }
+            0 if matches!(cli.command, Command::DraDriver(_)) => {
+                "warn,cdigen::watch=info,cdigen::dra=info"
+            }
             0 => "warn",
             1 => "info",
             2 => "debug",
@@ -819,6 +861,7 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Plugin(args) => plugin::run(args, out),
         Command::Watch(args) => watch::run(args),
         Command::DevicePlugin(args) => device_plugin::run(args),
+        Command::DraDriver(args) => dra_driver::run(args, out),
         Command::Hook(args) => Ok(hook::run(args, &mut io::stdin().lock(), err)),
         Command::Completions(args) => completions::run(args, out),
     }

@@ -1,0 +1,11 @@
+//! `cdigen dra-driver`: `--print-slices` (the host read once, the slices
+//! printed) or the driver itself ([`crate::dra`]).
+
+use std::io::Write;
+
+use super::DraDriverArgs;
+
+pub(crate) fn run(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
+    let _ = (args, out);
+    anyhow::bail!("cdigen dra-driver: not built yet")
+}
