@@ -6,6 +6,7 @@
 //!
 //! - [`names`]: each device's name in the node's pool (a DNS label, stable
 //!   across reboots, from the device plugin ID).
+//! - [`slices`]: the ResourceSlices publishing them.
 //! - [`api`]: the generated gRPC code of the kubelet's DRA service (v1 and
 //!   v1beta1).
 //!
@@ -17,6 +18,12 @@
 
 pub mod api;
 pub mod names;
+pub mod slices;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim};
 
 /// The default driver name (a DNS subdomain under the cdigen domain).
 pub const DRIVER_NAME: &str = "dra.cdigen.io";
@@ -27,3 +34,28 @@ pub const PLUGIN_DIR: &str = "/var/lib/kubelet/plugins";
 
 /// The kubelet's plugin watcher directory (`<dir>/<driver>-reg.sock`).
 pub const REGISTRY_DIR: &str = "/var/lib/kubelet/plugins_registry";
+
+/// A future the [`ClaimApi`] returns.
+pub type ApiFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ApiError>> + Send + 'a>>;
+
+/// Why a call to the API server failed, in words for the kubelet and the
+/// log.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ApiError(pub String);
+
+/// The API server as preparing claims needs it: the kube client in the
+/// driver, a fake in tests.
+pub trait ClaimApi: Send + Sync {
+    /// The ResourceClaim `namespace/name`.
+    fn get_claim<'a>(&'a self, namespace: &'a str, name: &'a str) -> ApiFuture<'a, ResourceClaim>;
+    /// Replaces this driver's entries of the claim's `status.devices` by
+    /// `devices` (entries of other drivers stay).
+    fn set_device_status<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        driver: &'a str,
+        devices: Vec<AllocatedDeviceStatus>,
+    ) -> ApiFuture<'a, ()>;
+}
