@@ -9,6 +9,10 @@
 //! - [`slices`]: the ResourceSlices publishing them.
 //! - [`api`]: the generated gRPC code of the kubelet's DRA service (v1 and
 //!   v1beta1).
+//! - [`plugin`]: the kubelet-facing registration and DRA sockets.
+//! - [`prepare`]: NodePrepareResources and NodeUnprepareResources.
+//! - [`checkpoint`]: the prepared claims, kept across restarts.
+//! - [`metadata`]: the device metadata file of a prepared claim.
 //!
 //! The flow: the watch loop keeps the specs and the inventory current;
 //! after each pass the slices are rebuilt and published; the kubelet
@@ -17,7 +21,11 @@
 //! inventory.
 
 pub mod api;
+pub mod checkpoint;
+pub mod metadata;
 pub mod names;
+pub mod plugin;
+pub mod prepare;
 pub mod slices;
 
 use std::future::Future;

@@ -1,0 +1,249 @@
+//! The driver's checkpoint: the claims it has prepared, so that
+//! NodeUnprepareResources works after a restart without asking the API
+//! server, and a repeated NodePrepareResources answers what the first did.
+//!
+//! One file, `<plugin dir>/<driver>/checkpoint.json`, replaced atomically
+//! after every change. It is read at start as untrusted input: at most
+//! [`MAX_BYTES`], a strict schema (unknown fields refused), a version and
+//! a SHA-256 checksum of the claims. A file that fails any of these is
+//! reported (naming the file) and the driver starts with no claims rather
+//! than stopping. Nothing in it names a path: the files a claim owns are
+//! named from its UID (checked by [`is_safe_uid`]) by the code that writes
+//! them.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::fsio::{self, Links};
+
+/// The checkpoint's file name in the driver's directory.
+pub const FILE: &str = "checkpoint.json";
+
+/// The schema version written and the only one read.
+pub const VERSION: u32 = 1;
+
+/// Largest checkpoint read (a claim is a few hundred bytes).
+pub const MAX_BYTES: u64 = 16 << 20;
+
+/// Longest claim UID accepted (a Kubernetes UID is a 36-character UUID).
+pub const MAX_UID_LEN: usize = 64;
+
+/// One device of a prepared claim, as NodePrepareResources answered it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreparedDevice {
+    /// The requests of the claim it was allocated for.
+    pub requests: Vec<String>,
+    /// Its pool (the node).
+    pub pool: String,
+    /// Its name in the pool.
+    pub device: String,
+    /// The CDI devices the runtime injects for it.
+    pub cdi_ids: Vec<String>,
+}
+
+/// A prepared claim.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PreparedClaim {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// Its devices of this driver.
+    pub devices: Vec<PreparedDevice>,
+    /// Whether a per-claim CDI spec was written for it.
+    pub spec: bool,
+    /// Whether a device metadata file was written for it.
+    pub metadata: bool,
+}
+
+/// The prepared claims, by UID.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// By claim UID.
+    pub claims: BTreeMap<String, PreparedClaim>,
+}
+
+/// The file's layout.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct OnDisk {
+    version: u32,
+    /// SHA-256 (hex) of the compact JSON of `claims`.
+    checksum: String,
+    claims: BTreeMap<String, PreparedClaim>,
+}
+
+/// Whether `uid` may name files: 1 to [`MAX_UID_LEN`] of `a-z A-Z 0-9 -`
+/// (a UUID is), so never a path, never hidden.
+pub fn is_safe_uid(uid: &str) -> bool {
+    !uid.is_empty()
+        && uid.len() <= MAX_UID_LEN
+        && !uid.starts_with('-')
+        && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+}
+
+fn checksum(claims: &BTreeMap<String, PreparedClaim>) -> Result<String, String> {
+    let bytes = serde_json::to_vec(claims).map_err(|e| e.to_string())?;
+    Ok(Sha256::digest(&bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect())
+}
+
+/// The checkpoint's path in `dir` (the driver's directory).
+pub fn path(dir: &Path) -> PathBuf {
+    dir.join(FILE)
+}
+
+/// Reads the checkpoint in `dir`: `Ok` with the claims (none when there is
+/// no file), or `Err` with what is wrong with it, naming the file (the
+/// caller warns and starts empty).
+///
+/// # Errors
+/// An unreadable, oversized, malformed, wrong-version or corrupted file,
+/// or a claim UID that [`is_safe_uid`] refuses.
+pub fn load(dir: &Path) -> Result<Checkpoint, String> {
+    let file = path(dir);
+    let bad = |why: String| format!("checkpoint {}: {why}", file.display());
+    let Some(bytes) =
+        fsio::read_opt(&file, MAX_BYTES, Links::Refuse).map_err(|e| bad(e.reason()))?
+    else {
+        return Ok(Checkpoint::default());
+    };
+    let on_disk: OnDisk =
+        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a checkpoint: {e}")))?;
+    if on_disk.version != VERSION {
+        return Err(bad(format!(
+            "version {} (this cdigen reads version {VERSION})",
+            on_disk.version
+        )));
+    }
+    if checksum(&on_disk.claims).map_err(bad)? != on_disk.checksum {
+        return Err(bad("checksum mismatch: the file is corrupted".into()));
+    }
+    if let Some(uid) = on_disk.claims.keys().find(|u| !is_safe_uid(u)) {
+        return Err(bad(format!("claim UID {uid:?} is not a UID")));
+    }
+    Ok(Checkpoint {
+        claims: on_disk.claims,
+    })
+}
+
+/// Writes `checkpoint` into `dir` atomically, creating `dir`.
+///
+/// # Errors
+/// What could not be written, naming the file.
+pub fn save(dir: &Path, checkpoint: &Checkpoint) -> Result<(), String> {
+    let file = path(dir);
+    let bad = |why: String| format!("cannot write checkpoint {}: {why}", file.display());
+    std::fs::create_dir_all(dir).map_err(|e| bad(e.to_string()))?;
+    let on_disk = OnDisk {
+        version: VERSION,
+        checksum: checksum(&checkpoint.claims).map_err(bad)?,
+        claims: checkpoint.claims.clone(),
+    };
+    let mut bytes = serde_json::to_vec_pretty(&on_disk).map_err(|e| bad(e.to_string()))?;
+    bytes.push(b'\n');
+    crate::write::replace(dir, FILE, &bytes).map_err(|e| bad(e.to_string()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    fn sample() -> Checkpoint {
+        let mut c = Checkpoint::default();
+        c.claims.insert(
+            "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10".into(),
+            PreparedClaim {
+                namespace: "default".into(),
+                name: "gpu".into(),
+                devices: vec![PreparedDevice {
+                    requests: vec!["gpu".into()],
+                    pool: "node1".into(),
+                    device: "sriov-0000-3b-00-2".into(),
+                    cdi_ids: vec!["cdigen.io/vf=0000:3b:00.2".into()],
+                }],
+                spec: true,
+                metadata: false,
+            },
+        );
+        c
+    }
+
+    #[test]
+    fn round_trip_and_absent() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(load(dir.path()).unwrap(), Checkpoint::default());
+        save(dir.path(), &sample()).unwrap();
+        assert_eq!(load(dir.path()).unwrap(), sample());
+    }
+
+    #[test]
+    fn garbage_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = path(dir.path());
+        let shown = file.display().to_string();
+        std::fs::write(&file, "{garbage").unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(
+            e.starts_with(&format!("checkpoint {shown}: not a checkpoint")),
+            "{e}"
+        );
+
+        save(dir.path(), &sample()).unwrap();
+        let text = std::fs::read_to_string(&file).unwrap();
+        std::fs::write(&file, text.replace("\"gpu\"", "\"gpX\"")).unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert_eq!(
+            e,
+            format!("checkpoint {shown}: checksum mismatch: the file is corrupted")
+        );
+
+        std::fs::write(&file, text.replace("\"version\": 1", "\"version\": 7")).unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert_eq!(
+            e,
+            format!("checkpoint {shown}: version 7 (this cdigen reads version 1)")
+        );
+
+        std::fs::write(
+            &file,
+            text.replace("\"spec\"", "\"path\": \"/etc\", \"spec\""),
+        )
+        .unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(e.contains("unknown field `path`"), "{e}");
+    }
+
+    #[test]
+    fn unsafe_uids_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = sample();
+        let v = c.claims.values().next().unwrap().clone();
+        c.claims.insert("../../etc".into(), v);
+        save(dir.path(), &c).unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(e.ends_with("claim UID \"../../etc\" is not a UID"), "{e}");
+        assert!(is_safe_uid("6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10"));
+        for bad in ["", ".x", "a/b", "-x", &"a".repeat(65), "a b"] {
+            assert!(!is_safe_uid(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn a_symlink_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("other"), "{}").unwrap();
+        std::os::unix::fs::symlink("other", path(dir.path())).unwrap();
+        let e = load(dir.path()).unwrap_err();
+        assert!(e.contains("checkpoint.json"), "{e}");
+    }
+}

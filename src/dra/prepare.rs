@@ -1,0 +1,787 @@
+//! NodePrepareResources and NodeUnprepareResources, behind the gRPC
+//! services of [`super::plugin`].
+//!
+//! Preparing a claim:
+//! 1. its UID must be one ([`checkpoint::is_safe_uid`]); a claim already
+//!    prepared is answered from the checkpoint, nothing rewritten;
+//! 2. the claim is read from the API server ([`ClaimApi`]); its UID must
+//!    be the kubelet's (a claim re-created under the same name is another
+//!    claim) and it must be allocated;
+//! 3. its allocation results of this driver in this node's pool are taken
+//!    (others are another driver's or node's business); each device must
+//!    be one this node offers now, or the claim fails naming it;
+//! 4. the opaque configuration of this driver ([`DeviceConfig`]) adds
+//!    environment variables to the devices of the requests it names;
+//! 5. with device metadata on ([`Options::metadata`]), a file per claim
+//!    ([`super::metadata`]);
+//! 6. when a device has variables or the claim a metadata file, a
+//!    transient per-claim CDI spec in the CDI directory:
+//!    `k8s.<driver>-claim_<uid>.json`, kind `k8s.<driver>/claim`, a device
+//!    `<uid>-<device>` per allocated device carrying its variables and the
+//!    metadata mount;
+//! 7. for network devices (a VF or vDPA device with a netdev), the claim's
+//!    `status.devices` gets a `Ready` condition, `networkData` (interface,
+//!    MAC address read from the host now) and `data`, the NPWG device-info
+//!    content, as the CNI DRA driver reports them. A failure to write the
+//!    status is logged and does not fail the claim: the devices are ready
+//!    for the container either way, and the status is information (the
+//!    driver needs `update` on `resourceclaims/status` for it);
+//! 8. the answer is checkpointed.
+//!
+//! Each device's CDI IDs are its name in cdigen's own spec (the device
+//! plugin's) and, when the per-claim spec has it, `k8s.<driver>/claim=
+//! <uid>-<device>`. Its request name is the allocation result's, a
+//! subrequest as `<request>/<subrequest>`, as the kubelet expects.
+//!
+//! Unpreparing removes the per-claim spec and metadata file and forgets
+//! the claim; one never prepared (or already unprepared) is a success.
+//!
+//! Calls are serialised (one prepare or unprepare at a time), as the
+//! kubelet plugin helper of Kubernetes does.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::resource::v1::{
+    AllocatedDeviceStatus, DeviceAttribute, DeviceRequestAllocationResult, NetworkDeviceData,
+    ResourceClaim,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::runtime::RawExtension;
+use serde::Deserialize;
+use tokio::sync::{Mutex, watch};
+
+use super::ClaimApi;
+use super::checkpoint::{self, Checkpoint, PreparedClaim, PreparedDevice};
+use super::metadata::{self, ClaimMeta, DeviceMeta, DeviceMetadata};
+use super::names::DraDevice;
+use crate::cdi::spec::{ContainerEdits, Device as CdiDevice, Mount, Spec};
+use crate::fsio::{self, Links};
+use crate::write::ManagedDir;
+
+/// The `apiVersion` of [`DeviceConfig`].
+pub const CONFIG_API_VERSION: &str = "dra.cdigen.io/v1alpha1";
+
+/// The `kind` of [`DeviceConfig`].
+pub const CONFIG_KIND: &str = "DeviceConfig";
+
+/// The API's limit on an opaque configuration's parameters.
+pub const MAX_PARAMETERS: usize = 10 * 1024;
+
+/// Most variables one configuration sets.
+pub const MAX_ENV: usize = 128;
+
+/// Most claims one request may name (a pod has far fewer).
+pub const MAX_CLAIMS: usize = 1024;
+
+/// The CDI class of per-claim specs (kind `k8s.<driver>/claim`).
+pub const CLAIM_CLASS: &str = "claim";
+
+/// Longest wait for the CDI directory's lock (the watch may hold it
+/// through a pass).
+const LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Largest interface address file read.
+const MAX_ADDRESS: u64 = 256;
+
+/// A device's attributes as its ResourceSlice publishes them, for the
+/// metadata file (`slices::attributes`, once the slices have them).
+pub type AttributesFn = Arc<dyn Fn(&DraDevice) -> BTreeMap<String, DeviceAttribute> + Send + Sync>;
+
+/// How claims are prepared.
+#[derive(Clone)]
+pub struct Options {
+    /// The driver's name.
+    pub driver: String,
+    /// The node: the pool whose devices are ours.
+    pub node: String,
+    /// The driver's directory (`<plugin dir>/<driver>`): checkpoint and
+    /// metadata files.
+    pub driver_dir: PathBuf,
+    /// Where per-claim CDI specs are written (`/var/run/cdi`).
+    pub cdi_dir: PathBuf,
+    /// The host as `--root` gives it: interface addresses are read from
+    /// its `/sys/class/net`.
+    pub root: PathBuf,
+    /// Whether each prepared claim gets a device metadata file mounted
+    /// into its containers.
+    pub metadata: bool,
+    /// The attributes of a device, for the metadata file.
+    pub attributes: AttributesFn,
+}
+
+impl std::fmt::Debug for Options {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Options")
+            .field("driver", &self.driver)
+            .field("node", &self.node)
+            .field("driver_dir", &self.driver_dir)
+            .field("cdi_dir", &self.cdi_dir)
+            .field("root", &self.root)
+            .field("metadata", &self.metadata)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A claim as the kubelet names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimRef {
+    /// Its namespace.
+    pub namespace: String,
+    /// Its UID.
+    pub uid: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// The opaque configuration cdigen reads (`opaque.parameters` of a
+/// configuration whose `opaque.driver` is this driver), strictly:
+///
+/// ```yaml
+/// apiVersion: dra.cdigen.io/v1alpha1
+/// kind: DeviceConfig
+/// env: {MY_VAR: value}
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceConfig {
+    /// [`CONFIG_API_VERSION`].
+    pub api_version: String,
+    /// [`CONFIG_KIND`].
+    pub kind: String,
+    /// Variables set in the containers of the devices it applies to.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+}
+
+/// Parses and checks one configuration's parameters.
+///
+/// # Errors
+/// What is wrong with them, in words.
+pub fn parse_config(parameters: &serde_json::Value) -> Result<DeviceConfig, String> {
+    let size = serde_json::to_vec(parameters).map_or(usize::MAX, |b| b.len());
+    if size > MAX_PARAMETERS {
+        return Err(format!(
+            "parameters of {size} bytes; at most {MAX_PARAMETERS}"
+        ));
+    }
+    let c: DeviceConfig = serde_json::from_value(parameters.clone())
+        .map_err(|e| format!("not a {CONFIG_KIND}: {e}"))?;
+    if c.api_version != CONFIG_API_VERSION || c.kind != CONFIG_KIND {
+        return Err(format!(
+            "apiVersion {:?}, kind {:?}: this driver reads apiVersion {CONFIG_API_VERSION}, kind {CONFIG_KIND}",
+            c.api_version, c.kind
+        ));
+    }
+    if c.env.len() > MAX_ENV {
+        return Err(format!("{} variables; at most {MAX_ENV}", c.env.len()));
+    }
+    for (k, v) in &c.env {
+        check_env(k, v)?;
+    }
+    Ok(c)
+}
+
+/// A variable name of `A-Z a-z 0-9 _` not starting with a digit, and a
+/// value without NUL.
+fn check_env(name: &str, value: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 256
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+    if !ok {
+        return Err(format!(
+            "env: {:?} is not a variable name (A-Z a-z 0-9 _, not starting with a digit)",
+            crate::text::escape(name)
+        ));
+    }
+    if value.contains('\0') {
+        return Err(format!("env: {name}: the value has a NUL byte"));
+    }
+    Ok(())
+}
+
+/// Whether a configuration naming `requests` applies to the result of
+/// `request` (`<request>` or `<request>/<subrequest>`): all when it names
+/// none; naming the request covers its subrequests.
+fn applies(requests: &[String], request: &str) -> bool {
+    let main = request.split_once('/').map_or(request, |(m, _)| m);
+    requests.is_empty() || requests.iter().any(|r| r == request || r == main)
+}
+
+/// One device of a claim to prepare.
+#[derive(Debug, Clone)]
+pub struct Planned {
+    /// The allocation result's request.
+    pub request: String,
+    /// The device.
+    pub device: DraDevice,
+    /// Variables from the configuration, `NAME=value`, sorted by name.
+    pub env: Vec<String>,
+}
+
+/// Whether `s` is a DNS subdomain (what the API allows as a claim name):
+/// safe as a file name.
+fn is_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(super::names::is_label)
+}
+
+/// The devices of `claim` to prepare for the kubelet's `want`, from the
+/// current `devices`.
+///
+/// # Errors
+/// A claim that is not the one asked for, not allocated, or allocated a
+/// device this node does not offer, or has a bad configuration.
+pub fn plan(
+    opts: &Options,
+    claim: &ResourceClaim,
+    want: &ClaimRef,
+    devices: &[DraDevice],
+) -> Result<Vec<Planned>, String> {
+    let uid = claim.metadata.uid.as_deref().unwrap_or_default();
+    if uid != want.uid {
+        return Err(format!(
+            "the API server's claim {}/{} has UID {uid:?}, not {:?}: it was deleted and re-created",
+            want.namespace, want.name, want.uid
+        ));
+    }
+    if !is_subdomain(&want.name) {
+        return Err(format!(
+            "claim name {:?} is not a DNS subdomain",
+            crate::text::escape(&want.name)
+        ));
+    }
+    let Some(alloc) = claim
+        .status
+        .as_ref()
+        .and_then(|s| s.allocation.as_ref())
+        .and_then(|a| a.devices.as_ref())
+    else {
+        return Err("the claim is not allocated".into());
+    };
+    // Class configuration first, the claim's after it, so that the
+    // claim's wins, as the API says.
+    let mut configs: Vec<(
+        usize,
+        &k8s_openapi::api::resource::v1::DeviceAllocationConfiguration,
+    )> = alloc.config.iter().flatten().enumerate().collect();
+    configs.sort_by_key(|(_, c)| c.source != "FromClass");
+    let mut parsed: Vec<(Vec<String>, DeviceConfig)> = Vec::new();
+    for (i, c) in configs {
+        let Some(o) = c.opaque.as_ref().filter(|o| o.driver == opts.driver) else {
+            continue;
+        };
+        let config = parse_config(&o.parameters.0)
+            .map_err(|e| format!("config[{i}] ({}): {e}", c.source))?;
+        parsed.push((c.requests.clone().unwrap_or_default(), config));
+    }
+    let by_name: BTreeMap<&str, &DraDevice> =
+        devices.iter().map(|d| (d.name.as_str(), d)).collect();
+    let ours: Vec<&DeviceRequestAllocationResult> = alloc
+        .results
+        .iter()
+        .flatten()
+        .filter(|r| r.driver == opts.driver && r.pool == opts.node)
+        .collect();
+    let mut out = Vec::new();
+    for r in ours {
+        let Some(d) = by_name.get(r.device.as_str()) else {
+            return Err(format!(
+                "device {:?} of pool {} (request {}) is not offered by this node now",
+                crate::text::escape(&r.device),
+                r.pool,
+                r.request
+            ));
+        };
+        let mut env: BTreeMap<&str, &str> = BTreeMap::new();
+        for (requests, c) in &parsed {
+            if applies(requests, &r.request) {
+                env.extend(c.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+            }
+        }
+        out.push(Planned {
+            request: r.request.clone(),
+            device: (*d).clone(),
+            env: env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        });
+    }
+    Ok(out)
+}
+
+/// The per-claim spec's kind: `k8s.<driver>/claim`.
+pub fn claim_kind(driver: &str) -> String {
+    format!("k8s.{driver}/{CLAIM_CLASS}")
+}
+
+/// The per-claim spec's file name: `k8s.<driver>-claim_<uid>.json`.
+pub fn claim_spec_file(driver: &str, uid: &str) -> String {
+    format!("k8s.{driver}-{CLAIM_CLASS}_{uid}.json")
+}
+
+/// Who the per-claim specs belong to in the CDI directory's state.
+fn owner(driver: &str) -> String {
+    format!("dra:{driver}")
+}
+
+/// The network interface of a device, with its MAC address read from the
+/// host's `/sys/class/net` now (absent when it cannot be read).
+fn network_data(root: &Path, d: &DraDevice) -> Option<NetworkDeviceData> {
+    let dev = &d.entry.device;
+    let ifname = dev
+        .net
+        .as_ref()
+        .and_then(|n| n.netdevs.first().cloned())
+        .or_else(|| dev.vdpa.as_ref().and_then(|v| v.netdev.clone()))?;
+    if ifname.is_empty() || ifname.contains('/') || ifname.starts_with('.') {
+        return None;
+    }
+    let file = root.join("sys/class/net").join(&ifname).join("address");
+    let mac = fsio::read_to_string(&file, MAX_ADDRESS, Links::Refuse)
+        .ok()
+        .map(|s| s.trim().to_string())
+        .filter(|s| {
+            !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b':')
+        });
+    Some(NetworkDeviceData {
+        interface_name: Some(ifname),
+        hardware_address: mac,
+        ips: None,
+    })
+}
+
+/// The status entry of a network device.
+fn device_status(opts: &Options, d: &DraDevice, net: NetworkDeviceData) -> AllocatedDeviceStatus {
+    let data = crate::generate::device_info(&d.entry.device)
+        .filter(|i| crate::devinfo::validate(i).is_empty())
+        .and_then(|i| serde_json::from_slice(&crate::devinfo::to_bytes(&i)).ok())
+        .map(RawExtension);
+    AllocatedDeviceStatus {
+        driver: opts.driver.clone(),
+        pool: opts.node.clone(),
+        device: d.name.clone(),
+        conditions: Some(vec![Condition {
+            type_: "Ready".into(),
+            status: "True".into(),
+            reason: "NetworkInterfaceReady".into(),
+            message: "cdigen prepared the device".into(),
+            last_transition_time: Time(k8s_openapi::jiff::Timestamp::now()),
+            observed_generation: None,
+        }]),
+        data,
+        network_data: Some(net),
+        share_id: None,
+    }
+}
+
+/// What writing a claim's files produced.
+struct Written {
+    devices: Vec<PreparedDevice>,
+    spec: bool,
+    metadata: bool,
+    status: Vec<AllocatedDeviceStatus>,
+}
+
+/// Writes the metadata file and the per-claim spec of `want`'s `planned`
+/// devices; returns the answer. Blocking.
+fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<Written, String> {
+    let mut status = Vec::new();
+    let mut nets: Vec<Option<NetworkDeviceData>> = Vec::new();
+    for p in planned {
+        let net = network_data(&opts.root, &p.device);
+        if let Some(n) = &net {
+            status.push(device_status(opts, &p.device, n.clone()));
+        }
+        nets.push(net);
+    }
+    let mut mount = None;
+    if opts.metadata {
+        let devices = planned
+            .iter()
+            .zip(&nets)
+            .map(|(p, net)| {
+                (
+                    p.request.clone(),
+                    DeviceMeta {
+                        pool: opts.node.clone(),
+                        device: p.device.name.clone(),
+                        attributes: (opts.attributes)(&p.device),
+                        network_data: net.clone(),
+                    },
+                )
+            })
+            .collect();
+        let meta = DeviceMetadata::new(
+            &opts.driver,
+            ClaimMeta {
+                namespace: want.namespace.clone(),
+                name: want.name.clone(),
+                uid: want.uid.clone(),
+            },
+            devices,
+        );
+        let file = metadata::write(&opts.driver_dir, &meta)?;
+        mount = Some(Mount {
+            host_path: file.to_string_lossy().into_owned(),
+            container_path: metadata::container_path(&opts.driver, &want.name),
+            options: ["ro", "nosuid", "nodev", "bind"].map(String::from).to_vec(),
+            mount_type: "bind".into(),
+        });
+    }
+    let kind = claim_kind(&opts.driver);
+    let mut spec = Spec {
+        kind: kind.clone(),
+        ..Spec::default()
+    };
+    let mut devices = Vec::new();
+    for p in planned {
+        let mut ids = vec![p.device.entry.cdi_name.clone()];
+        if !p.env.is_empty() || mount.is_some() {
+            let name = format!("{}-{}", want.uid, p.device.name);
+            ids.push(format!("{kind}={name}"));
+            spec.devices.push(CdiDevice {
+                name,
+                container_edits: ContainerEdits {
+                    env: p.env.clone(),
+                    mounts: mount.iter().cloned().collect(),
+                    ..ContainerEdits::default()
+                },
+                ..CdiDevice::default()
+            });
+        }
+        devices.push(PreparedDevice {
+            requests: vec![p.request.clone()],
+            pool: opts.node.clone(),
+            device: p.device.name.clone(),
+            cdi_ids: ids,
+        });
+    }
+    let has_spec = !spec.devices.is_empty();
+    if has_spec {
+        write_spec(opts, &want.uid, &mut spec)?;
+    }
+    Ok(Written {
+        devices,
+        spec: has_spec,
+        metadata: mount.is_some(),
+        status,
+    })
+}
+
+fn open_cdi_dir(dir: &Path) -> Result<ManagedDir, String> {
+    let deadline = Instant::now() + LOCK_WAIT;
+    ManagedDir::open_until(dir, &|| Instant::now() >= deadline)
+        .map_err(|e| format!("{:#}", anyhow::Error::from(e)))
+}
+
+/// Validates and writes claim `uid`'s spec.
+fn write_spec(opts: &Options, uid: &str, spec: &mut Spec) -> Result<(), String> {
+    spec.cdi_version = crate::cdi::version::minimum_required(spec)
+        .version
+        .as_str()
+        .to_string();
+    let problems = crate::cdi::validate::validate(spec);
+    if let Some(p) = problems.first() {
+        return Err(format!(
+            "the per-claim CDI spec would be invalid: {}: {}",
+            p.location, p.message
+        ));
+    }
+    let bytes = crate::cdi::codec::to_bytes(spec, crate::cdi::codec::Format::Json)
+        .map_err(|e| format!("per-claim CDI spec: {e}"))?;
+    let mut dir = open_cdi_dir(&opts.cdi_dir)?;
+    dir.write(
+        &claim_spec_file(&opts.driver, uid),
+        &bytes,
+        &owner(&opts.driver),
+    )
+    .map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
+    Ok(())
+}
+
+/// Removes claim `uid`'s spec, when cdigen wrote it (one changed since, or
+/// not a regular file, is left alone). Blocking.
+fn remove_spec(opts: &Options, uid: &str) -> Result<(), String> {
+    let name = claim_spec_file(&opts.driver, uid);
+    if std::fs::symlink_metadata(opts.cdi_dir.join(&name)).is_err() {
+        return Ok(());
+    }
+    let mut dir = open_cdi_dir(&opts.cdi_dir)?;
+    let who = owner(&opts.driver);
+    let keep: BTreeSet<String> = dir
+        .owned_by(&who)
+        .into_iter()
+        .filter(|n| *n != name)
+        .collect();
+    let pruned = dir
+        .remove_stale(&who, &keep)
+        .map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
+    if !pruned.removed.contains(&name) {
+        tracing::warn!(
+            "{}: not written by cdigen, or changed since; leaving it alone",
+            opts.cdi_dir.join(&name).display()
+        );
+    }
+    Ok(())
+}
+
+/// Prepares and unprepares claims, one call at a time.
+pub struct Preparer {
+    opts: Options,
+    api: Arc<dyn ClaimApi>,
+    devices: watch::Receiver<Arc<Vec<DraDevice>>>,
+    state: Mutex<Checkpoint>,
+}
+
+impl std::fmt::Debug for Preparer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Preparer")
+            .field("opts", &self.opts)
+            .finish_non_exhaustive()
+    }
+}
+
+/// One claim's answer: its devices, or why not, in words.
+pub type Answer<T> = Result<T, String>;
+
+impl Preparer {
+    /// A preparer over the checkpoint in `opts.driver_dir`, the API
+    /// server `api`, and the devices this node offers now (`devices`, fed
+    /// after every watch pass). A checkpoint that cannot be read is
+    /// logged (a warning naming the file) and the preparer starts with no
+    /// claims; the warning is returned too.
+    pub fn new(
+        opts: Options,
+        api: Arc<dyn ClaimApi>,
+        devices: watch::Receiver<Arc<Vec<DraDevice>>>,
+    ) -> (Self, Option<String>) {
+        let (state, warning) = match checkpoint::load(&opts.driver_dir) {
+            Ok(c) => (c, None),
+            Err(e) => {
+                let w = format!("{e}; starting with no prepared claims");
+                tracing::warn!("{w}");
+                (Checkpoint::default(), Some(w))
+            }
+        };
+        let me = Preparer {
+            opts,
+            api,
+            devices,
+            state: Mutex::new(state),
+        };
+        (me, warning)
+    }
+
+    /// The options.
+    pub fn options(&self) -> &Options {
+        &self.opts
+    }
+
+    /// The prepared claims now.
+    pub async fn prepared(&self) -> Checkpoint {
+        self.state.lock().await.clone()
+    }
+
+    /// Prepares `claims`: each one's answer, by UID, in order.
+    pub async fn prepare(&self, claims: &[ClaimRef]) -> Vec<(String, Answer<Vec<PreparedDevice>>)> {
+        let mut state = self.state.lock().await;
+        let mut out = Vec::new();
+        for c in claims {
+            let answer = self.prepare_one(&mut state, c).await.map_err(|e| {
+                let e = format!("claim {}/{} ({}): {e}", c.namespace, c.name, c.uid);
+                tracing::warn!("NodePrepareResources: {e}");
+                e
+            });
+            out.push((c.uid.clone(), answer));
+        }
+        out
+    }
+
+    async fn prepare_one(
+        &self,
+        state: &mut Checkpoint,
+        want: &ClaimRef,
+    ) -> Result<Vec<PreparedDevice>, String> {
+        if !checkpoint::is_safe_uid(&want.uid) {
+            return Err("the UID is not a UID".into());
+        }
+        if let Some(p) = state.claims.get(&want.uid) {
+            return Ok(p.devices.clone());
+        }
+        let claim = self
+            .api
+            .get_claim(&want.namespace, &want.name)
+            .await
+            .map_err(|e| format!("cannot read it from the API server: {e}"))?;
+        let devices = Arc::clone(&self.devices.borrow());
+        let planned = plan(&self.opts, &claim, want, &devices)?;
+        let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
+        let written = tokio::task::spawn_blocking(move || write_files(&opts, &w, &p))
+            .await
+            .map_err(|e| format!("writer: {e}"))??;
+        if !written.status.is_empty() {
+            let set = self
+                .api
+                .set_device_status(
+                    &want.namespace,
+                    &want.name,
+                    &self.opts.driver,
+                    written.status,
+                )
+                .await;
+            if let Err(e) = set {
+                tracing::warn!(
+                    "claim {}/{}: cannot write its device status (the claim is prepared anyway): {e}",
+                    want.namespace,
+                    want.name
+                );
+            }
+        }
+        state.claims.insert(
+            want.uid.clone(),
+            PreparedClaim {
+                namespace: want.namespace.clone(),
+                name: want.name.clone(),
+                devices: written.devices.clone(),
+                spec: written.spec,
+                metadata: written.metadata,
+            },
+        );
+        if let Err(e) = self.save(state).await {
+            state.claims.remove(&want.uid);
+            return Err(e);
+        }
+        tracing::info!(
+            "prepared claim {}/{} ({}): {}",
+            want.namespace,
+            want.name,
+            want.uid,
+            written
+                .devices
+                .iter()
+                .map(|d| d.device.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        Ok(written.devices)
+    }
+
+    async fn save(&self, state: &Checkpoint) -> Result<(), String> {
+        let (dir, snapshot) = (self.opts.driver_dir.clone(), state.clone());
+        tokio::task::spawn_blocking(move || checkpoint::save(&dir, &snapshot))
+            .await
+            .map_err(|e| format!("checkpoint writer: {e}"))?
+    }
+
+    /// Unprepares `claims`: each one's answer, by UID, in order. A claim
+    /// not prepared is a success.
+    pub async fn unprepare(&self, claims: &[ClaimRef]) -> Vec<(String, Answer<()>)> {
+        let mut state = self.state.lock().await;
+        let mut out = Vec::new();
+        for c in claims {
+            let answer = self.unprepare_one(&mut state, c).await.map_err(|e| {
+                let e = format!("claim {}/{} ({}): {e}", c.namespace, c.name, c.uid);
+                tracing::warn!("NodeUnprepareResources: {e}");
+                e
+            });
+            out.push((c.uid.clone(), answer));
+        }
+        out
+    }
+
+    async fn unprepare_one(&self, state: &mut Checkpoint, want: &ClaimRef) -> Result<(), String> {
+        if !checkpoint::is_safe_uid(&want.uid) {
+            return Err("the UID is not a UID".into());
+        }
+        // The files are named from the UID: removed even when the
+        // checkpoint lost the claim (a crash between writing them and it).
+        let (opts, uid) = (self.opts.clone(), want.uid.clone());
+        tokio::task::spawn_blocking(move || {
+            remove_spec(&opts, &uid)?;
+            metadata::remove(&opts.driver_dir, &uid)
+        })
+        .await
+        .map_err(|e| format!("remover: {e}"))??;
+        if let Some(old) = state.claims.remove(&want.uid) {
+            if let Err(e) = self.save(state).await {
+                state.claims.insert(want.uid.clone(), old);
+                return Err(e);
+            }
+            tracing::info!(
+                "unprepared claim {}/{} ({})",
+                want.namespace,
+                want.name,
+                want.uid
+            );
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn configs_are_strict() {
+        let ok = parse_config(&json!({
+            "apiVersion": CONFIG_API_VERSION, "kind": CONFIG_KIND, "env": {"A_1": "x y"}
+        }))
+        .unwrap();
+        assert_eq!(ok.env["A_1"], "x y");
+        let e = parse_config(&json!({"apiVersion": "x/v1", "kind": "DeviceConfig"})).unwrap_err();
+        assert_eq!(
+            e,
+            "apiVersion \"x/v1\", kind \"DeviceConfig\": this driver reads apiVersion dra.cdigen.io/v1alpha1, kind DeviceConfig"
+        );
+        let e = parse_config(&json!({
+            "apiVersion": CONFIG_API_VERSION, "kind": CONFIG_KIND, "mounts": []
+        }))
+        .unwrap_err();
+        assert!(
+            e.starts_with("not a DeviceConfig: unknown field `mounts`"),
+            "{e}"
+        );
+        let e = parse_config(&json!({
+            "apiVersion": CONFIG_API_VERSION, "kind": CONFIG_KIND, "env": {"1A": "x"}
+        }))
+        .unwrap_err();
+        assert_eq!(
+            e,
+            "env: \"1A\" is not a variable name (A-Z a-z 0-9 _, not starting with a digit)"
+        );
+        let e = parse_config(&json!({
+            "apiVersion": CONFIG_API_VERSION, "kind": CONFIG_KIND, "env": {"A": "\u{0}"}
+        }))
+        .unwrap_err();
+        assert_eq!(e, "env: A: the value has a NUL byte");
+        let e = parse_config(&json!({"x": "y".repeat(11000)})).unwrap_err();
+        assert!(e.ends_with("bytes; at most 10240"), "{e}");
+    }
+
+    #[test]
+    fn configs_apply_to_requests_and_their_subrequests() {
+        assert!(applies(&[], "a"));
+        assert!(applies(&["a".into()], "a"));
+        assert!(applies(&["a".into()], "a/small"));
+        assert!(applies(&["a/small".into()], "a/small"));
+        assert!(!applies(&["a/big".into()], "a/small"));
+        assert!(!applies(&["b".into()], "a"));
+    }
+
+    #[test]
+    fn names() {
+        assert_eq!(claim_kind("dra.cdigen.io"), "k8s.dra.cdigen.io/claim");
+        assert_eq!(
+            claim_spec_file("dra.cdigen.io", "u1"),
+            "k8s.dra.cdigen.io-claim_u1.json"
+        );
+        assert!(is_subdomain("my-claim.a"));
+        assert!(!is_subdomain("../x"));
+        assert!(!is_subdomain("a/b"));
+    }
+}

@@ -1,0 +1,872 @@
+//! The DRA driver's kubelet side at its contracts: a fake plugin watcher
+//! on the registration socket, and NodePrepareResources /
+//! NodeUnprepareResources over the DRA socket in both versions, with a
+//! fake API server holding claims, over devices generated from a fixture
+//! machine.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[path = "support/machine.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cdigen::deviceplugin::inventory::{self, Inventory};
+use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
+use cdigen::dra::api::pluginregistration::{InfoRequest, RegistrationStatus};
+use cdigen::dra::api::{v1, v1beta1};
+use cdigen::dra::names::{self, DraDevice};
+use cdigen::dra::plugin::{self, Config, RegistrationState, Running};
+use cdigen::dra::{ApiError, ApiFuture, ClaimApi};
+use cdigen::generate::{Definitions, Host};
+use cdigen::watch::{Pipeline, Regenerate as _, Scope};
+use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim};
+use serde_json::{Value, json};
+use tokio::sync::{oneshot, watch};
+
+/// Devices generated from `tmp/root` into `tmp/cdi`, as the driver's
+/// watch loop has them.
+fn devices(tmp: &Path) -> Vec<DraDevice> {
+    let mut p = Pipeline::new(
+        Host {
+            root: tmp.join("root"),
+            backends: Vec::new(),
+            driver_root: None,
+            library_search_path: Vec::new(),
+            hook_path: Some("/usr/bin/cdigen".into()),
+            no_nvml: true,
+        },
+        Definitions {
+            generators: Some("/nonexistent-cdigen-user-generators".into()),
+            templates: None,
+            only: Vec::new(),
+        },
+        tmp.join("cdi"),
+        tmp.join("devinfo"),
+        None,
+    )
+    .unwrap()
+    .with_device_info(false);
+    p.regenerate(&Scope::All, &|| false).unwrap();
+    let defs = inventory::resources(p.generators()).unwrap();
+    let (inv, collisions) = inventory::build(
+        &defs,
+        p.plans(),
+        &p.host_root().unwrap(),
+        &tmp.join("cdi"),
+        &Inventory::default(),
+        &BTreeSet::new(),
+    );
+    assert!(collisions.is_empty());
+    names::devices(&inv)
+}
+
+const DRIVER: &str = "dra.cdigen.io";
+const NODE: &str = "node1";
+const VF: &str = "sriov-0000-3b-00-2";
+const VF2: &str = "sriov-0000-3b-00-3";
+const GPU: &str = "amd-gpu-0000-03-00-0";
+const UID1: &str = "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10";
+const UID2: &str = "0b9f2a44-1c3d-4e5f-8a7b-6c5d4e3f2a1b";
+const UID3: &str = "a1b2c3d4-0000-4000-8000-000000000003";
+
+/// A status write: namespace, name, driver, devices.
+type StatusWrite = (String, String, String, Vec<AllocatedDeviceStatus>);
+
+/// The API server as the driver needs it: claims by namespace/name,
+/// status writes recorded.
+#[derive(Default)]
+struct FakeApi {
+    claims: Mutex<BTreeMap<(String, String), ResourceClaim>>,
+    gets: Mutex<usize>,
+    statuses: Mutex<Vec<StatusWrite>>,
+    refuse_status: bool,
+}
+
+impl FakeApi {
+    fn add(&self, claim: ResourceClaim) {
+        let ns = claim.metadata.namespace.clone().unwrap();
+        let name = claim.metadata.name.clone().unwrap();
+        self.claims.lock().unwrap().insert((ns, name), claim);
+    }
+    fn gets(&self) -> usize {
+        *self.gets.lock().unwrap()
+    }
+}
+
+impl ClaimApi for FakeApi {
+    fn get_claim<'a>(&'a self, namespace: &'a str, name: &'a str) -> ApiFuture<'a, ResourceClaim> {
+        *self.gets.lock().unwrap() += 1;
+        let found = self
+            .claims
+            .lock()
+            .unwrap()
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned();
+        Box::pin(async move {
+            found.ok_or_else(|| {
+                ApiError(format!(
+                    "resourceclaims.resource.k8s.io \"{name}\" not found"
+                ))
+            })
+        })
+    }
+
+    fn set_device_status<'a>(
+        &'a self,
+        namespace: &'a str,
+        name: &'a str,
+        driver: &'a str,
+        devices: Vec<AllocatedDeviceStatus>,
+    ) -> ApiFuture<'a, ()> {
+        self.statuses
+            .lock()
+            .unwrap()
+            .push((namespace.into(), name.into(), driver.into(), devices));
+        let refuse = self.refuse_status;
+        Box::pin(async move {
+            if refuse {
+                Err(ApiError("forbidden".into()))
+            } else {
+                Ok(())
+            }
+        })
+    }
+}
+
+/// An allocated claim: results (driver, pool, device, request), config
+/// entries as the API has them.
+fn claim(
+    name: &str,
+    uid: &str,
+    results: &[(&str, &str, &str, &str)],
+    config: Value,
+) -> ResourceClaim {
+    let results: Vec<Value> = results
+        .iter()
+        .map(|(driver, pool, device, request)| {
+            json!({"driver": driver, "pool": pool, "device": device, "request": request})
+        })
+        .collect();
+    serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"namespace": "ns", "name": name, "uid": uid},
+        "spec": {},
+        "status": {"allocation": {"devices": {"results": results, "config": config}}},
+    }))
+    .unwrap()
+}
+
+/// An opaque configuration of ours for `requests` setting `env`.
+fn env_config(source: &str, requests: &[&str], env: Value) -> Value {
+    json!({
+        "source": source,
+        "requests": requests,
+        "opaque": {"driver": DRIVER, "parameters": {
+            "apiVersion": "dra.cdigen.io/v1alpha1", "kind": "DeviceConfig", "env": env}},
+    })
+}
+
+struct Env {
+    tmp: tempfile::TempDir,
+    devices: Vec<DraDevice>,
+    api: Arc<FakeApi>,
+}
+
+impl Env {
+    fn new(api: FakeApi) -> Env {
+        let (tmp, _root) = support::machine("example");
+        let devices = devices(tmp.path());
+        Env {
+            tmp,
+            devices,
+            api: Arc::new(api),
+        }
+    }
+
+    fn path(&self, p: &str) -> PathBuf {
+        self.tmp.path().join(p)
+    }
+
+    fn config(&self, metadata: bool) -> Config {
+        let mut c = Config::new(DRIVER, NODE, &self.path("plugins"), &self.path("registry"));
+        c.prepare.cdi_dir = self.path("cdi");
+        c.prepare.root = self.path("root");
+        c.prepare.metadata = metadata;
+        c.prepare.attributes = Arc::new(|d: &DraDevice| {
+            BTreeMap::from([(
+                "cdigen.io/resource".to_string(),
+                k8s_openapi::api::resource::v1::DeviceAttribute {
+                    string: Some(d.resource.clone()),
+                    ..Default::default()
+                },
+            )])
+        });
+        c
+    }
+
+    async fn start(&self, metadata: bool) -> (Running, oneshot::Sender<()>) {
+        let (_tx, rx) = watch::channel(Arc::new(self.devices.clone()));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let running = plugin::start(
+            self.config(metadata),
+            Arc::clone(&self.api) as Arc<dyn ClaimApi>,
+            rx,
+            async move {
+                let _ = stopped.await;
+            },
+        )
+        .await
+        .unwrap();
+        (running, stop)
+    }
+
+    fn dra_socket(&self) -> PathBuf {
+        self.path("plugins").join(DRIVER).join("dra.sock")
+    }
+}
+
+async fn v1_client(
+    sock: &Path,
+) -> v1::dra_plugin_client::DraPluginClient<tonic::transport::Channel> {
+    v1::dra_plugin_client::DraPluginClient::new(
+        cdigen::deviceplugin::kubelet::connect(sock).await.unwrap(),
+    )
+}
+
+async fn v1beta1_client(
+    sock: &Path,
+) -> v1beta1::dra_plugin_client::DraPluginClient<tonic::transport::Channel> {
+    v1beta1::dra_plugin_client::DraPluginClient::new(
+        cdigen::deviceplugin::kubelet::connect(sock).await.unwrap(),
+    )
+}
+
+fn v1_claim(name: &str, uid: &str) -> v1::Claim {
+    v1::Claim {
+        namespace: "ns".into(),
+        uid: uid.into(),
+        name: name.into(),
+    }
+}
+
+async fn prepare(
+    sock: &Path,
+    claims: &[(&str, &str)],
+) -> BTreeMap<String, v1::NodePrepareResourceResponse> {
+    let mut c = v1_client(sock).await;
+    c.node_prepare_resources(v1::NodePrepareResourcesRequest {
+        claims: claims.iter().map(|(n, u)| v1_claim(n, u)).collect(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .claims
+    .into_iter()
+    .collect()
+}
+
+async fn unprepare(sock: &Path, claims: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut c = v1_client(sock).await;
+    c.node_unprepare_resources(v1::NodeUnprepareResourcesRequest {
+        claims: claims.iter().map(|(n, u)| v1_claim(n, u)).collect(),
+    })
+    .await
+    .unwrap()
+    .into_inner()
+    .claims
+    .into_iter()
+    .map(|(k, v)| (k, v.error))
+    .collect()
+}
+
+/// (device, CDI IDs) of an answer.
+fn ids(r: &v1::NodePrepareResourceResponse) -> Vec<(String, Vec<String>)> {
+    r.devices
+        .iter()
+        .map(|d| {
+            assert_eq!(d.pool_name, NODE);
+            (d.device_name.clone(), d.cdi_device_ids.clone())
+        })
+        .collect()
+}
+
+fn claim_spec(env: &Env, uid: &str) -> PathBuf {
+    env.path("cdi")
+        .join(format!("k8s.{DRIVER}-claim_{uid}.json"))
+}
+
+fn metadata_file(env: &Env, uid: &str) -> PathBuf {
+    env.path("plugins")
+        .join(DRIVER)
+        .join("metadata")
+        .join(format!("{uid}.json"))
+}
+
+/// The spec at `path`, loaded and validated by cdigen's validator.
+fn valid_spec(path: &Path) -> cdigen::cdi::spec::Spec {
+    let spec = cdigen::cdi::load_file(path).unwrap();
+    let problems = cdigen::cdi::validate::validate(&spec);
+    assert!(problems.is_empty(), "{problems:?}");
+    spec
+}
+
+/// The plugin watcher's side: GetInfo, then NotifyRegistrationStatus;
+/// old sockets are replaced, anything else is refused; both sockets go at
+/// shutdown.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fake_plugin_watcher_registers_the_driver() {
+    let env = Env::new(FakeApi::default());
+    // A socket a previous run left.
+    fs::create_dir_all(env.path("plugins").join(DRIVER)).unwrap();
+    let _old = std::os::unix::net::UnixListener::bind(env.dra_socket()).unwrap();
+    let (mut running, stop) = env.start(true).await;
+    assert_eq!(
+        running.registration_socket,
+        env.path("registry").join("dra.cdigen.io-reg.sock")
+    );
+    assert!(running.checkpoint_warning.is_none());
+    let mut reg = RegistrationClient::new(
+        cdigen::deviceplugin::kubelet::connect(&running.registration_socket)
+            .await
+            .unwrap(),
+    );
+    let info = reg.get_info(InfoRequest {}).await.unwrap().into_inner();
+    assert_eq!(info.r#type, "DRAPlugin");
+    assert_eq!(info.name, DRIVER);
+    assert_eq!(Path::new(&info.endpoint), env.dra_socket());
+    assert_eq!(
+        info.supported_versions,
+        ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    );
+    // The endpoint answers (an empty request).
+    assert!(prepare(Path::new(&info.endpoint), &[]).await.is_empty());
+    assert_eq!(*running.registration.borrow(), RegistrationState::Pending);
+    reg.notify_registration_status(RegistrationStatus {
+        plugin_registered: false,
+        error: "version mismatch".into(),
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        *running.registration.borrow_and_update(),
+        RegistrationState::Failed("version mismatch".into())
+    );
+    reg.notify_registration_status(RegistrationStatus {
+        plugin_registered: true,
+        error: String::new(),
+    })
+    .await
+    .unwrap();
+    running.registration.changed().await.unwrap();
+    assert_eq!(
+        *running.registration.borrow(),
+        RegistrationState::Registered
+    );
+    let (dra, regsock) = (
+        running.dra_socket.clone(),
+        running.registration_socket.clone(),
+    );
+    drop(reg);
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running.wait())
+        .await
+        .unwrap();
+    assert!(!dra.exists() && !regsock.exists());
+
+    // Something that is not a socket at a socket's path: refused, kept.
+    fs::write(&regsock, "not mine").unwrap();
+    let (_tx, rx) = watch::channel(Arc::new(Vec::new()));
+    let e = plugin::start(
+        env.config(true),
+        Arc::clone(&env.api) as Arc<dyn ClaimApi>,
+        rx,
+        async {},
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{} is a regular file, not a socket: not touching it (remove it, or choose another directory)",
+            regsock.display()
+        )
+    );
+    assert_eq!(fs::read_to_string(&regsock).unwrap(), "not mine");
+    assert!(
+        !dra.exists(),
+        "the DRA socket is removed when the start fails"
+    );
+}
+
+/// An allocated claim resolves to cdigen's CDI names plus the per-claim
+/// device (variables of the opaque configuration, the metadata mount) on
+/// both service versions; other drivers' and pools' results are not
+/// ours; a VF's status is written; a second prepare answers the same
+/// without reading the claim again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn prepare_answers_cdi_ids_on_both_versions() {
+    let env = Env::new(FakeApi::default());
+    env.api.add(claim(
+        "net",
+        UID1,
+        &[
+            (DRIVER, NODE, VF, "vf"),
+            (DRIVER, NODE, GPU, "gpu"),
+            ("gpu.example.com", NODE, "gpu-0", "gpu"),
+            (DRIVER, "other-node", VF2, "vf"),
+        ],
+        json!([
+            env_config("FromClass", &[], json!({"A": "class", "B": "class"})),
+            env_config("FromClaim", &["vf"], json!({"A": "claim"})),
+            {"source": "FromClaim", "opaque": {"driver": "gpu.example.com", "parameters": {"x": 1}}},
+        ]),
+    ));
+    let (running, stop) = env.start(true).await;
+    let sock = running.dra_socket.clone();
+    let r = prepare(&sock, &[("net", UID1)]).await;
+    let one = &r[UID1];
+    assert_eq!(one.error, "");
+    let kind = "k8s.dra.cdigen.io/claim";
+    assert_eq!(
+        ids(one),
+        [
+            (
+                VF.to_string(),
+                vec![
+                    "cdigen.io/vf=0000:3b:00.2".to_string(),
+                    format!("{kind}={UID1}-{VF}")
+                ]
+            ),
+            (
+                GPU.to_string(),
+                vec!["amd.com/gpu=0".to_string(), format!("{kind}={UID1}-{GPU}")]
+            ),
+        ]
+    );
+    assert_eq!(one.devices[0].request_names, ["vf"]);
+    assert_eq!(one.devices[1].request_names, ["gpu"]);
+    // The per-claim spec: valid, the claim's variables over the class's.
+    let spec = valid_spec(&claim_spec(&env, UID1));
+    assert_eq!(spec.kind, kind);
+    let edits: BTreeMap<&str, &cdigen::cdi::spec::ContainerEdits> = spec
+        .devices
+        .iter()
+        .map(|d| (d.name.as_str(), &d.container_edits))
+        .collect();
+    assert_eq!(
+        edits[format!("{UID1}-{VF}").as_str()].env,
+        ["A=claim", "B=class"]
+    );
+    assert_eq!(
+        edits[format!("{UID1}-{GPU}").as_str()].env,
+        ["A=class", "B=class"]
+    );
+    let mount = &edits[format!("{UID1}-{GPU}").as_str()].mounts[0];
+    assert_eq!(Path::new(&mount.host_path), metadata_file(&env, UID1));
+    assert_eq!(
+        mount.container_path,
+        "/var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json"
+    );
+    // The metadata file.
+    let meta: Value =
+        serde_json::from_slice(&fs::read(metadata_file(&env, UID1)).unwrap()).unwrap();
+    assert_eq!(
+        meta["claim"],
+        json!({"namespace": "ns", "name": "net", "uid": UID1})
+    );
+    assert_eq!(meta["requests"][0]["name"], "vf");
+    let vf = &meta["requests"][0]["devices"][0];
+    assert_eq!(vf["device"], VF);
+    assert_eq!(
+        vf["attributes"]["cdigen.io/resource"]["string"],
+        "cdigen.io/vf"
+    );
+    assert_eq!(
+        vf["networkData"],
+        json!({"interfaceName": "ens1f0v0", "hardwareAddress": "9a:2c:11:4e:00:10"})
+    );
+    assert_eq!(meta["requests"][1]["devices"][0]["device"], GPU);
+    // The VF's status, as the CNI DRA driver reports it.
+    {
+        let statuses = env.api.statuses.lock().unwrap();
+        assert_eq!(statuses.len(), 1);
+        let (ns, name, driver, devices) = &statuses[0];
+        assert_eq!(
+            (ns.as_str(), name.as_str(), driver.as_str()),
+            ("ns", "net", DRIVER)
+        );
+        assert_eq!(devices.len(), 1, "only the VF is a network device");
+        let s = serde_json::to_value(&devices[0]).unwrap();
+        assert_eq!(s["driver"], DRIVER);
+        assert_eq!(s["pool"], NODE);
+        assert_eq!(s["device"], VF);
+        assert_eq!(s["conditions"][0]["type"], "Ready");
+        assert_eq!(s["conditions"][0]["status"], "True");
+        assert_eq!(s["conditions"][0]["reason"], "NetworkInterfaceReady");
+        assert_eq!(
+            s["networkData"],
+            json!({"interfaceName": "ens1f0v0", "hardwareAddress": "9a:2c:11:4e:00:10"})
+        );
+        assert_eq!(s["data"]["type"], "pci");
+        assert_eq!(s["data"]["pci"]["pci-address"], "0000:3b:00.2");
+    }
+    // Idempotent: the same answer, from the checkpoint.
+    let gets = env.api.gets();
+    let again = prepare(&sock, &[("net", UID1)]).await;
+    assert_eq!(again[UID1], *one);
+    assert_eq!(env.api.gets(), gets, "no second read of the claim");
+
+    // v1beta1, without metadata: a device with no variables is cdigen's
+    // name alone.
+    env.api.add(claim(
+        "plain",
+        UID2,
+        &[(DRIVER, NODE, VF2, "a"), (DRIVER, NODE, GPU, "b/small")],
+        json!([env_config("FromClaim", &["b"], json!({"ONLY_B": "1"}))]),
+    ));
+    let mut c = v1beta1_client(&sock).await;
+    let r = c
+        .node_prepare_resources(v1beta1::NodePrepareResourcesRequest {
+            claims: vec![v1beta1::Claim {
+                namespace: "ns".into(),
+                uid: UID2.into(),
+                name: "plain".into(),
+            }],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let two = &r.claims[UID2];
+    assert_eq!(two.error, "");
+    let got: Vec<(String, Vec<String>, Vec<String>)> = two
+        .devices
+        .iter()
+        .map(|d| {
+            (
+                d.device_name.clone(),
+                d.request_names.clone(),
+                d.cdi_device_ids.clone(),
+            )
+        })
+        .collect();
+    // Metadata is on for this plugin: both devices have a per-claim device.
+    assert_eq!(
+        got,
+        [
+            (
+                VF2.to_string(),
+                vec!["a".to_string()],
+                vec![
+                    "cdigen.io/vf=0000:3b:00.3".to_string(),
+                    format!("{kind}={UID2}-{VF2}")
+                ]
+            ),
+            (
+                GPU.to_string(),
+                vec!["b/small".to_string()],
+                vec!["amd.com/gpu=0".to_string(), format!("{kind}={UID2}-{GPU}")]
+            ),
+        ]
+    );
+    let spec = valid_spec(&claim_spec(&env, UID2));
+    let gpu = spec.devices.iter().find(|d| d.name.ends_with(GPU)).unwrap();
+    assert_eq!(
+        gpu.container_edits.env,
+        ["ONLY_B=1"],
+        "a subrequest takes its request's config"
+    );
+    let vf = spec.devices.iter().find(|d| d.name.ends_with(VF2)).unwrap();
+    assert!(vf.container_edits.env.is_empty());
+
+    // What a runtime does with the answer: the official CDI library
+    // injects every ID from the specs on disk.
+    if let Some(tool) = cdi_go("prepare_answers_cdi_ids_on_both_versions") {
+        let all: Vec<String> = one
+            .devices
+            .iter()
+            .flat_map(|d| d.cdi_device_ids.clone())
+            .collect();
+        let spec = inject(&env, &tool, &all);
+        let env_set: BTreeSet<&str> = spec["process"]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        // Both devices set A; the later one (the GPU's, the class's value)
+        // is what the container sees, as with any two CDI devices.
+        assert_eq!(
+            env_set,
+            BTreeSet::from([
+                "A=class",
+                "B=class",
+                "PATH=/usr/bin:/bin",
+                "PCIDEVICE_CDIGEN_IO_VF_0000_3B_00_2=0000:3b:00.2",
+            ])
+        );
+        let mounts: Vec<&str> = spec["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["destination"].as_str().unwrap())
+            .collect();
+        assert!(
+            mounts.contains(&"/var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json"),
+            "{mounts:?}"
+        );
+        let paths: Vec<&str> = spec["linux"]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|d| d["path"].as_str().unwrap())
+            .collect();
+        for want in ["/dev/infiniband/uverbs2", "/dev/dri/renderD128", "/dev/kfd"] {
+            assert!(paths.contains(&want), "{want} missing from {paths:?}");
+        }
+    }
+    stop.send(()).unwrap();
+    running.wait().await;
+}
+
+const REQUIRE_SHARED_VAR: &str = "CDIGEN_REQUIRE_SHARED";
+
+/// `../shared/tools/cdi-go/cdi-go` beside the crate; None (a skip, printed)
+/// when it is not there, a failure instead when `CDIGEN_REQUIRE_SHARED`
+/// is set.
+fn cdi_go(test: &str) -> Option<PathBuf> {
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cdi-go/cdi-go");
+    if tool.is_file() {
+        return Some(tool);
+    }
+    let required = std::env::var_os(REQUIRE_SHARED_VAR).is_some_and(|v| !v.is_empty() && v != "0");
+    assert!(
+        !required,
+        "{test}: {} is missing, and {REQUIRE_SHARED_VAR} requires it",
+        tool.display()
+    );
+    let _ = writeln!(
+        std::io::stderr(),
+        "skipped {test}: no ../shared/tools/cdi-go/cdi-go beside the crate (CI has it; \
+         {REQUIRE_SHARED_VAR}=1 makes this a failure)"
+    );
+    None
+}
+
+/// Injects `names` into a minimal OCI spec with cdi-go from `tmp/cdi`;
+/// returns the spec.
+fn inject(env: &Env, tool: &Path, names: &[String]) -> Value {
+    let config = env.path("config.json");
+    let oci = json!({
+        "ociVersion": "1.2.0",
+        "process": {"args": ["sh"], "cwd": "/", "env": ["PATH=/usr/bin:/bin"], "user": {"uid": 0, "gid": 0}},
+        "root": {"path": "rootfs"},
+        "linux": {},
+    });
+    fs::write(&config, serde_json::to_vec_pretty(&oci).unwrap()).unwrap();
+    let out = Command::new(tool)
+        .arg("inject-bundle")
+        .arg(env.path("cdi"))
+        .arg(&config)
+        .args(names)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cdi-go: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&fs::read(&config).unwrap()).unwrap()
+}
+
+/// Every claim of a request gets an answer: the failures name what is
+/// wrong, the good claim is prepared beside them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_claim_gets_an_answer_and_failures_say_why() {
+    let env = Env::new(FakeApi {
+        refuse_status: true,
+        ..FakeApi::default()
+    });
+    env.api
+        .add(claim("good", UID1, &[(DRIVER, NODE, VF, "vf")], json!([])));
+    env.api.add(claim(
+        "unknown",
+        UID2,
+        &[(DRIVER, NODE, "sriov-9999", "vf")],
+        json!([]),
+    ));
+    env.api.add(claim(
+        "recreated",
+        "ffffffff-0000-4000-8000-000000000000",
+        &[],
+        json!([]),
+    ));
+    let mut unallocated = claim("unallocated", UID3, &[], json!([]));
+    unallocated.status = None;
+    env.api.add(unallocated);
+    let bad_uid = "b0000000-0000-4000-8000-000000000001";
+    env.api.add(claim(
+        "badconfig",
+        bad_uid,
+        &[(DRIVER, NODE, VF2, "vf")],
+        json!([{"source": "FromClaim", "opaque": {"driver": DRIVER, "parameters": {
+            "apiVersion": "dra.cdigen.io/v1alpha1", "kind": "DeviceConfig", "mounts": ["/"]}}}]),
+    ));
+    let (running, stop) = env.start(false).await;
+    let sock = running.dra_socket.clone();
+    let missing = "c0000000-0000-4000-8000-000000000002";
+    let recreated = "d0000000-0000-4000-8000-000000000003";
+    let r = prepare(
+        &sock,
+        &[
+            ("good", UID1),
+            ("unknown", UID2),
+            ("recreated", recreated),
+            ("unallocated", UID3),
+            ("badconfig", bad_uid),
+            ("gone", missing),
+            ("x", "../../etc"),
+        ],
+    )
+    .await;
+    let errors: BTreeMap<&str, &str> = r
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.error.as_str()))
+        .collect();
+    assert_eq!(
+        errors,
+        BTreeMap::from([
+            ("../../etc", "claim ns/x (../../etc): the UID is not a UID"),
+            (UID1, ""),
+            (
+                UID2,
+                "claim ns/unknown (0b9f2a44-1c3d-4e5f-8a7b-6c5d4e3f2a1b): device \"sriov-9999\" of pool node1 (request vf) is not offered by this node now"
+            ),
+            (
+                UID3,
+                "claim ns/unallocated (a1b2c3d4-0000-4000-8000-000000000003): the claim is not allocated"
+            ),
+            (
+                bad_uid,
+                "claim ns/badconfig (b0000000-0000-4000-8000-000000000001): config[0] (FromClaim): not a DeviceConfig: unknown field `mounts`, expected one of `apiVersion`, `kind`, `env`"
+            ),
+            (
+                missing,
+                "claim ns/gone (c0000000-0000-4000-8000-000000000002): cannot read it from the API server: resourceclaims.resource.k8s.io \"gone\" not found"
+            ),
+            (
+                recreated,
+                "claim ns/recreated (d0000000-0000-4000-8000-000000000003): the API server's claim ns/recreated has UID \"ffffffff-0000-4000-8000-000000000000\", not \"d0000000-0000-4000-8000-000000000003\": it was deleted and re-created"
+            ),
+        ])
+    );
+    // Without metadata and variables, no per-claim spec: cdigen's name.
+    assert_eq!(
+        ids(&r[UID1]),
+        [(
+            VF.to_string(),
+            vec!["cdigen.io/vf=0000:3b:00.2".to_string()]
+        )]
+    );
+    assert!(!claim_spec(&env, UID1).exists());
+    assert!(!metadata_file(&env, UID1).exists());
+    // The status write was refused: logged, the claim prepared anyway.
+    assert_eq!(env.api.statuses.lock().unwrap().len(), 1);
+    let prepared = running.preparer.prepared().await;
+    assert_eq!(prepared.claims.keys().collect::<Vec<_>>(), [UID1]);
+    stop.send(()).unwrap();
+    running.wait().await;
+}
+
+/// Unprepare removes the claim's files and forgets it; after a restart it
+/// works from the checkpoint alone; an unknown claim is a success; a
+/// garbage checkpoint is a warning and an empty start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprepare_works_across_a_restart_from_the_checkpoint() {
+    let env = Env::new(FakeApi::default());
+    env.api
+        .add(claim("a", UID1, &[(DRIVER, NODE, GPU, "gpu")], json!([])));
+    env.api
+        .add(claim("b", UID2, &[(DRIVER, NODE, VF, "vf")], json!([])));
+    let (running, stop) = env.start(true).await;
+    let sock = running.dra_socket.clone();
+    let r = prepare(&sock, &[("a", UID1), ("b", UID2)]).await;
+    assert_eq!((r[UID1].error.as_str(), r[UID2].error.as_str()), ("", ""));
+    for uid in [UID1, UID2] {
+        assert!(claim_spec(&env, uid).is_file());
+        assert!(metadata_file(&env, uid).is_file());
+    }
+    let e = unprepare(&sock, &[("a", UID1), ("never", UID3)]).await;
+    assert_eq!(
+        e,
+        BTreeMap::from([(UID1.into(), String::new()), (UID3.into(), String::new())])
+    );
+    assert!(!claim_spec(&env, UID1).exists() && !metadata_file(&env, UID1).exists());
+    stop.send(()).unwrap();
+    running.wait().await;
+
+    // A new process over the same directories; the API server no longer
+    // has the claim.
+    env.api.claims.lock().unwrap().clear();
+    let (running, stop) = env.start(true).await;
+    assert_eq!(
+        running
+            .preparer
+            .prepared()
+            .await
+            .claims
+            .keys()
+            .collect::<Vec<_>>(),
+        [UID2]
+    );
+    let gets = env.api.gets();
+    // Prepared again: the checkpoint's answer.
+    let again = prepare(&running.dra_socket, &[("b", UID2)]).await;
+    assert_eq!(again[UID2], r[UID2]);
+    let mut c = v1beta1_client(&running.dra_socket).await;
+    let u = c
+        .node_unprepare_resources(v1beta1::NodeUnprepareResourcesRequest {
+            claims: vec![v1beta1::Claim {
+                namespace: "ns".into(),
+                uid: UID2.into(),
+                name: "b".into(),
+            }],
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(u.claims[UID2].error, "");
+    assert_eq!(env.api.gets(), gets, "no API call");
+    assert!(!claim_spec(&env, UID2).exists() && !metadata_file(&env, UID2).exists());
+    assert!(running.preparer.prepared().await.claims.is_empty());
+    stop.send(()).unwrap();
+    running.wait().await;
+
+    // Garbage in the checkpoint: a warning naming it, an empty start.
+    let cp = env.path("plugins").join(DRIVER).join("checkpoint.json");
+    fs::write(&cp, "\u{0}garbage").unwrap();
+    let (running, stop) = env.start(true).await;
+    let w = running.checkpoint_warning.clone().unwrap();
+    assert!(
+        w.starts_with(&format!("checkpoint {}: not a checkpoint: ", cp.display()))
+            && w.ends_with("; starting with no prepared claims"),
+        "{w}"
+    );
+    assert!(running.preparer.prepared().await.claims.is_empty());
+    stop.send(()).unwrap();
+    running.wait().await;
+}
