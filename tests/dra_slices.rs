@@ -477,3 +477,90 @@ fn an_over_long_attribute_value_is_left_out() {
         Some("Arduino (www.arduino.cc)")
     );
 }
+
+/// The DRA DaemonSet: its arguments are ones `cdigen dra-driver` takes
+/// (run here with `--print-slices`, the host's `/` being the fixture
+/// `example`), its kubelet directories are cdigen's defaults and mounted,
+/// `NODE_NAME` is the pod's node, and it runs only on the nodes labelled
+/// `cdigen.io/mode=dra`, which the device plugin's DaemonSet avoids.
+#[test]
+fn the_dra_daemonset_and_the_per_node_switch() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| -> serde_json::Value {
+        serde_saphyr::from_str(&fs::read_to_string(repo.join(p)).unwrap()).unwrap()
+    };
+    let ds = read("deploy/kubernetes/dra/daemonset.yaml");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"]["cdigen.io/mode"], "dra");
+    assert_eq!(pod["serviceAccountName"], "cdigen-dra");
+    let c = &pod["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "dra-driver");
+    let plugin_dir = format!("--plugin-dir={}", cdigen::dra::PLUGIN_DIR);
+    let registry_dir = format!("--registry-dir={}", cdigen::dra::REGISTRY_DIR);
+    assert!(args.contains(&plugin_dir.as_str()), "{args:?}");
+    assert!(args.contains(&registry_dir.as_str()), "{args:?}");
+    let mounts: Vec<&str> = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    for dir in [
+        cdigen::dra::PLUGIN_DIR,
+        cdigen::dra::REGISTRY_DIR,
+        cdigen::cdi::DYNAMIC_DIR,
+        "/host",
+    ] {
+        assert!(mounts.contains(&dir), "{dir} not mounted: {mounts:?}");
+    }
+    let node = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "NODE_NAME")
+        .unwrap();
+    assert_eq!(node["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+
+    // The arguments parse: printed with --print-slices on the fixture.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut run: Vec<String> = args
+        .iter()
+        .map(|a| match a.split_once('=') {
+            Some(("--root", _)) => {
+                format!("--root={}", fixtures_dir().join("example/root").display())
+            }
+            Some((flag, path)) if path.starts_with('/') => {
+                format!(
+                    "{flag}={}",
+                    tmp.path().join(path.trim_start_matches('/')).display()
+                )
+            }
+            _ => (*a).to_string(),
+        })
+        .collect();
+    run.extend(["--print-slices".into(), "--node".into(), NODE.into()]);
+    let run: Vec<&str> = run.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = cdigen(&run);
+    assert_eq!(code, 0, "{run:?}: {stderr}");
+    assert_eq!(
+        stdout,
+        fs::read_to_string(fixtures_dir().join("example/expected/dra/resourceslices.yaml"))
+            .unwrap()
+    );
+
+    let dp = read("deploy/kubernetes/device-plugin/daemonset.yaml");
+    let terms = &dp["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    assert_eq!(
+        terms,
+        &serde_json::json!([{"matchExpressions": [
+            {"key": "cdigen.io/mode", "operator": "NotIn", "values": ["dra"]}
+        ]}])
+    );
+}
