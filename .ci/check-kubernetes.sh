@@ -1,14 +1,19 @@
 #!/usr/bin/env bash
-# Validates the manifests in deploy/kubernetes (`cdigen watch`) and
-# deploy/kubernetes/device-plugin (`cdigen device-plugin`) against the
-# Kubernetes API schemas (kubernetes-validate, from PyPI, with its bundled
-# schemas: no cluster, no network once installed), strictly (unknown fields
-# fail), for the oldest version the DaemonSets are written for (1.30:
-# recursiveReadOnly) and the newest the validator knows; checks that each
-# kustomization.yaml lists exactly the manifests beside it. The kind
-# recipe's pod (contrib/kind/pod.yaml) is validated too. Where kubectl is
-# installed, every kustomization (contrib/kind's included) is also built and
-# its output validated.
+# Validates the manifests in deploy/kubernetes (`cdigen watch`),
+# deploy/kubernetes/device-plugin (`cdigen device-plugin`) and
+# deploy/kubernetes/dra (`cdigen dra-driver`, with its examples/) against
+# the Kubernetes API schemas (kubernetes-validate, from PyPI, with its
+# bundled schemas: no cluster, no network once installed), strictly
+# (unknown fields fail), for the oldest version they are written for (1.30:
+# recursiveReadOnly; 1.34 for the DRA manifests, resource.k8s.io/v1) and the
+# newest the validator knows; a kind the validator has no schema for fails
+# (it would only warn). The golden ResourceSlices of `cdigen dra-driver
+# --print-slices` (fixtures/*/expected/dra/*.yaml) are validated the same
+# way for 1.34 and the newest. Checks that each kustomization.yaml lists
+# exactly the manifests beside it. The kind recipe's pod
+# (contrib/kind/pod.yaml) is validated too. Where kubectl is installed,
+# every kustomization (contrib/kind's included) is also built and its
+# output validated.
 # Usage: .ci/check-kubernetes.sh   (run from the repository root)
 set -euo pipefail
 version=1.37.0   # kubernetes-validate; its default schema version is the same
@@ -18,11 +23,24 @@ if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "$version"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$version"
 fi
 
-# validate FILE...: strictly, for both Kubernetes versions.
+# The oldest Kubernetes version validated against: 1.30 by default, 1.34
+# for the DRA manifests (resource.k8s.io/v1 is GA there; an older schema
+# does not have the kinds).
+oldest=1.30.0
+
+# validate FILE...: strictly, for $oldest and the newest version. A kind
+# with no schema in a version fails (kubernetes-validate only warns).
 validate() {
-    local k8s
-    for k8s in 1.30.0 "$version"; do
-        "$venv/bin/kubernetes-validate" --strict --kubernetes-version "$k8s" "$@"
+    local k8s out
+    for k8s in "$oldest" "$version"; do
+        out=$("$venv/bin/kubernetes-validate" --strict --kubernetes-version "$k8s" "$@" 2>&1) || {
+            echo "$out" >&2
+            exit 1
+        }
+        if grep -q "Couldn't find schema" <<< "$out"; then
+            grep "Couldn't find schema" <<< "$out" >&2
+            exit 1
+        fi
     done
 }
 
@@ -54,10 +72,33 @@ cmp deploy/kubernetes/namespace.yaml deploy/kubernetes/device-plugin/namespace.y
 }
 validate contrib/kind/pod.yaml
 
+# DRA: resource.k8s.io/v1 (Kubernetes >= 1.34). DeviceClass's
+# extendedResourceName (KEP-5004, alpha in 1.34) is in the 1.34 schema, so
+# the examples are validated against 1.34 and the newest like the rest.
+oldest=1.34.0
+check_dir deploy/kubernetes/dra
+check_dir deploy/kubernetes/dra/examples
+cmp deploy/kubernetes/namespace.yaml deploy/kubernetes/dra/namespace.yaml || {
+    echo "deploy/kubernetes/dra/namespace.yaml differs from deploy/kubernetes/namespace.yaml" >&2
+    exit 1
+}
+slices=(fixtures/*/expected/dra/*.yaml)
+[ "${#slices[@]}" -ge 5 ] && [ -e "${slices[0]}" ] || {
+    echo "no golden ResourceSlices in fixtures/*/expected/dra/" >&2
+    exit 1
+}
+validate "${slices[@]}"
+oldest=1.30.0
+
 if command -v kubectl >/dev/null; then
     rendered=$(mktemp -d)
     trap 'rm -rf "$rendered"' EXIT
-    for dir in deploy/kubernetes deploy/kubernetes/device-plugin contrib/kind; do
+    for dir in deploy/kubernetes deploy/kubernetes/device-plugin contrib/kind \
+        deploy/kubernetes/dra deploy/kubernetes/dra/examples; do
+        case $dir in
+            deploy/kubernetes/dra*) oldest=1.34.0 ;;
+            *) oldest=1.30.0 ;;
+        esac
         out="$rendered/$(tr / - <<< "$dir").yaml"
         kubectl kustomize "$dir" > "$out"
         validate "$out"

@@ -1,9 +1,16 @@
 //! `cdigen dra-driver`: `--print-slices` (the host read once, the slices
 //! printed) or the driver itself ([`crate::dra`]).
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::io::Write;
+use std::sync::Arc;
 
-use super::DraDriverArgs;
+use anyhow::Context as _;
+
+use super::{DraDriverArgs, EXIT_OK};
+use crate::deviceplugin::inventory::{self, Inventory};
+use crate::dra::{names, slices};
+use crate::generate::{Planned, plan_all};
 
 pub(crate) fn run(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     if args.print_slices {
@@ -13,10 +20,58 @@ pub(crate) fn run(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u
     }
 }
 
-/// `--print-slices`.
+/// The node name of `--node` (or `NODE_NAME`), checked.
+fn node_name(args: &DraDriverArgs) -> anyhow::Result<&str> {
+    let node = args.node.as_deref().context(
+        "no node name: pass --node NAME or set NODE_NAME (the slices' nodeName and pool)",
+    )?;
+    slices::check_node_name(node).map_err(anyhow::Error::msg)?;
+    slices::check_driver_name(&args.driver_name).map_err(anyhow::Error::msg)?;
+    Ok(node)
+}
+
+/// `--print-slices`: the ResourceSlices the driver would publish now, pool
+/// generation 1, as YAML documents. The host is read as the driver reads
+/// it after a pass (the same definitions, discovery, plans and
+/// inventory), but the plans stay in memory: nothing is written.
 fn print_slices(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let _ = (args, out);
-    anyhow::bail!("cdigen dra-driver --print-slices: not built yet")
+    let node = node_name(args)?;
+    let w = &args.watch;
+    let (generators, templates) = super::pipeline::definitions(&w.defs, &w.source)?;
+    let (root, found) = super::pipeline::discover_for_generate(&w.source, &generators)?;
+    let defs = inventory::resources(&generators)?;
+    let planned = plan_all(&generators, &templates, &found, w.format.map(Into::into));
+    for f in planned.failed {
+        tracing::warn!("{:#}", anyhow::Error::from(f.error));
+    }
+    let plans: BTreeMap<String, Arc<Planned>> = planned
+        .planned
+        .into_iter()
+        .map(|p| (p.generator.clone(), Arc::new(p)))
+        .collect();
+    let (inv, collisions) = inventory::build(
+        &defs,
+        &plans,
+        &root,
+        &w.output_dir,
+        &Inventory::default(),
+        &BTreeSet::new(),
+    );
+    for c in collisions {
+        tracing::warn!("{c}; both left out");
+    }
+    let devices = names::devices(&inv);
+    for s in slices::slices(&devices, &args.driver_name, node, 1) {
+        let options = serde_saphyr::ser_options! { quote_all: true };
+        let text = serde_saphyr::to_string_with_options(&s, options)
+            .context("cannot encode a ResourceSlice as YAML")?;
+        writeln!(out, "---")?;
+        out.write_all(text.as_bytes())?;
+        if !text.ends_with('\n') {
+            writeln!(out)?;
+        }
+    }
+    Ok(EXIT_OK)
 }
 
 /// The driver.

@@ -1,26 +1,494 @@
 //! The ResourceSlices of a node: its devices ([`super::names`]) in one
-//! pool named after the node, chunked to the API's limits.
+//! pool named after the node, with their attributes, capacities and
+//! taints, chunked to the API's limits.
+//!
+//! What a device publishes ([`attributes`], [`capacity`]), highest
+//! priority first; a device keeps the first [`MAX_PROPERTIES`] of them
+//! that it has (the API's limit on attributes plus capacities), and a
+//! string value longer than [`MAX_STRING`] is left out (never cut short):
+//!
+//! 1. the standard attributes, `resource.kubernetes.io/pciBusID`,
+//!    `pcieRoot` and `numaNode` (omitted when the kernel says -1);
+//! 2. what cdigen knows it as: `kind` (the CDI kind), `cdiName` (its name
+//!    in that kind), `resource`, `generator`, `class`, `backend`,
+//!    `healthy`;
+//! 3. what it is: `vendorID`, `deviceID`, `driver`, `model`, `vendor`,
+//!    `uuid`;
+//! 4. for a MIG device: `parentUUID`, `migProfile`, and the capacities
+//!    `memory` and `computeSlices` read from the profile;
+//! 5. for a network device: `pfName`, `pfPCIAddress`, `vfIndex`,
+//!    `netdev`, `linkType`, `rdmaDevice`, `representor`;
+//! 6. `nodeKinds` (the roles of its device nodes, NVIDIA's control nodes
+//!    left out, comma-separated) and `devNode` (its first node);
+//! 7. what its generator definition exposes (`attrs`: a USB adapter's
+//!    `serial`, `idVendor`, ...; an AMD partition's `compute_partition`),
+//!    each under its own name when that is an attribute name and not one
+//!    of the above;
+//! 8. `subsystem`, `iommuGroup`, `vfioMode`, `vdpaName`, `vdpaDriver`,
+//!    `driverVersion`, `pciClass`, `subsystemVendorID`,
+//!    `subsystemDeviceID`.
+//!
+//! Unqualified names are under the driver's domain in CEL:
+//! `device.attributes["dra.cdigen.io"].pfName`.
+//!
+//! An unhealthy device keeps its place and gets a taint
+//! ([`unhealthy_taint`]); a pool with a tainted device is chunked at
+//! [`MAX_DEVICES_WITH_TAINTS`] devices per slice, otherwise at
+//! [`MAX_DEVICES`].
 
-use k8s_openapi::api::resource::v1::{Device, ResourcePool, ResourceSlice, ResourceSliceSpec};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::resource::v1::{
+    Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourcePool, ResourceSlice,
+    ResourceSliceSpec,
+};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use sha2::{Digest, Sha256};
 
 use super::names::DraDevice;
+use crate::model::{Device as Model, NVIDIA_CONTROL_ROLES};
 
 /// The API's limit on devices per slice.
 pub const MAX_DEVICES: usize = 128;
 
+/// The API's limit on devices per slice when a device of it has taints.
+pub const MAX_DEVICES_WITH_TAINTS: usize = 64;
+
+/// The API's limit on a device's attributes and capacities together.
+pub const MAX_PROPERTIES: usize = 32;
+
+/// The API's limit on a string attribute's length.
+pub const MAX_STRING: usize = 64;
+
+/// The API's limit on an attribute name (a C identifier, before the
+/// domain).
+pub const MAX_ATTRIBUTE_NAME: usize = 32;
+
+/// The API's limit on a driver name (a DNS subdomain).
+pub const MAX_DRIVER_NAME: usize = 63;
+
+/// The API's limit on a DNS subdomain (a node name, a slice name).
+pub const MAX_SUBDOMAIN: usize = 253;
+
+/// The domain of the standard attributes.
+pub const STANDARD_DOMAIN: &str = "resource.kubernetes.io";
+
+/// One attribute or capacity a device publishes.
+#[derive(Debug, Clone, PartialEq)]
+enum Value {
+    Attr(DeviceAttribute),
+    Cap(Quantity),
+}
+
+fn text(s: &str) -> Value {
+    Value::Attr(DeviceAttribute {
+        string: Some(s.to_string()),
+        ..DeviceAttribute::default()
+    })
+}
+
+fn int(i: i64) -> Value {
+    Value::Attr(DeviceAttribute {
+        int: Some(i),
+        ..DeviceAttribute::default()
+    })
+}
+
+fn boolean(b: bool) -> Value {
+    Value::Attr(DeviceAttribute {
+        bool: Some(b),
+        ..DeviceAttribute::default()
+    })
+}
+
+/// The candidates of a device, in priority order, before the limits.
+struct Candidates {
+    out: Vec<(String, Value)>,
+}
+
+impl Candidates {
+    fn push(&mut self, name: &str, v: Value) {
+        if self.out.iter().any(|(n, _)| n == name) {
+            return;
+        }
+        self.out.push((name.to_string(), v));
+    }
+    fn string(&mut self, name: &str, v: Option<&str>) {
+        if let Some(v) = v.filter(|v| !v.is_empty()) {
+            self.push(name, text(v));
+        }
+    }
+}
+
+/// Every attribute and capacity `d` has, in priority order (see the
+/// [module docs](self)), before the limits.
+fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
+    let m: &Model = &d.entry.device;
+    let mut c = Candidates { out: Vec::new() };
+    // 1. Standard.
+    let bus_id = pci_bus_id(m);
+    c.string(&format!("{STANDARD_DOMAIN}/pciBusID"), bus_id);
+    if bus_id.is_some() {
+        c.string(
+            &format!("{STANDARD_DOMAIN}/pcieRoot"),
+            pcie_root(&m.sysfs_path),
+        );
+    }
+    if let Some(n) = m.numa_node.or(d.entry.placement.numa) {
+        c.push(&format!("{STANDARD_DOMAIN}/numaNode"), int(i64::from(n)));
+    }
+    // 2. cdigen's names.
+    c.string("kind", Some(&d.kind));
+    let cdi = d.entry.cdi_name.split_once('=').map(|(_, n)| n);
+    c.string("cdiName", cdi);
+    c.string("resource", Some(&d.resource));
+    c.string("generator", Some(&d.generator));
+    c.string("class", Some(class(m)));
+    c.string("backend", Some(&m.backend));
+    c.push("healthy", boolean(d.entry.healthy()));
+    // 3. Identity.
+    let pci = m.pci.as_ref();
+    c.string("vendorID", pci.map(|p| p.vendor_id.as_str()));
+    c.string("deviceID", pci.map(|p| p.device_id.as_str()));
+    c.string("driver", m.driver.as_deref());
+    let nv = m.nvidia.as_ref();
+    let model = nv
+        .map(|n| n.model.as_str())
+        .filter(|s| !s.is_empty())
+        .or_else(|| pci.and_then(|p| p.device_name.as_deref()));
+    c.string("model", model);
+    c.string("vendor", pci.and_then(|p| p.vendor_name.as_deref()));
+    let mig = nv.and_then(|n| n.mig.as_ref());
+    let uuid = match mig {
+        Some(mig) => mig.uuid.as_deref(),
+        None => nv.map(|n| n.gpu_uuid.as_str()),
+    };
+    c.string("uuid", uuid);
+    // 4. MIG.
+    if let Some(mig) = mig {
+        c.string("parentUUID", nv.map(|n| n.gpu_uuid.as_str()));
+        c.string("migProfile", mig.profile.as_deref());
+        if let Some((slices, gib)) = mig.profile.as_deref().and_then(mig_profile) {
+            c.push("memory", Value::Cap(Quantity(format!("{gib}Gi"))));
+            c.push("computeSlices", Value::Cap(Quantity(slices.to_string())));
+        }
+    }
+    // 5. Network.
+    let net = m.net.as_ref();
+    c.string("pfName", net.and_then(|n| n.pf_netdev.as_deref()));
+    c.string("pfPCIAddress", net.and_then(|n| n.pf.as_deref()));
+    if let Some(i) = net.and_then(|n| n.vf_index) {
+        c.push("vfIndex", int(i64::from(i)));
+    }
+    let netdev = net
+        .and_then(|n| n.netdevs.first())
+        .or_else(|| m.vdpa.as_ref().and_then(|v| v.netdev.as_ref()));
+    c.string("netdev", netdev.map(String::as_str));
+    c.string("linkType", net.and_then(|n| n.link_type.as_deref()));
+    let rdma = net
+        .and_then(|n| n.rdma_devices.first())
+        .or_else(|| m.rdma.as_ref().map(|r| &r.name));
+    c.string("rdmaDevice", rdma.map(String::as_str));
+    c.string("representor", net.and_then(|n| n.representor.as_deref()));
+    // 6. Nodes.
+    c.string("nodeKinds", node_kinds(m).as_deref());
+    let first = m
+        .nodes
+        .iter()
+        .find(|n| !NVIDIA_CONTROL_ROLES.contains(&n.role.as_str()));
+    c.string("devNode", first.map(|n| n.path.as_str()));
+    // 7. What the definition exposes.
+    for (k, v) in &m.attrs {
+        if is_attribute_name(k) {
+            c.string(k, Some(v));
+        } else {
+            tracing::debug!(
+                "DRA device {}: {k:?} is not an attribute name; not published",
+                d.name
+            );
+        }
+    }
+    // 8. The rest.
+    c.string(
+        "subsystem",
+        m.generic.as_ref().map(|g| g.subsystem.as_str()),
+    );
+    let group = m
+        .vfio
+        .as_ref()
+        .map(|v| v.group.as_str())
+        .or_else(|| pci.and_then(|p| p.iommu_group.as_deref()));
+    c.string("iommuGroup", group);
+    c.string("vfioMode", m.vfio.as_ref().map(|v| v.mode.as_str()));
+    c.string("vdpaName", m.vdpa.as_ref().map(|v| v.name.as_str()));
+    c.string(
+        "vdpaDriver",
+        m.vdpa.as_ref().and_then(|v| v.driver.as_deref()),
+    );
+    c.string(
+        "driverVersion",
+        nv.and_then(|n| n.driver_version.as_deref()),
+    );
+    c.string("pciClass", pci.map(|p| p.class.as_str()));
+    c.string(
+        "subsystemVendorID",
+        pci.and_then(|p| p.subsystem_vendor_id.as_deref()),
+    );
+    c.string(
+        "subsystemDeviceID",
+        pci.and_then(|p| p.subsystem_device_id.as_deref()),
+    );
+    c.out
+}
+
+/// What `d` publishes: its [`candidates`] without the string values over
+/// [`MAX_STRING`] (each said in a debug log), the first
+/// [`MAX_PROPERTIES`] of them.
+fn properties(d: &DraDevice) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    for (name, v) in candidates(d) {
+        if let Value::Attr(DeviceAttribute {
+            string: Some(s), ..
+        }) = &v
+            && s.len() > MAX_STRING
+        {
+            tracing::debug!(
+                "DRA device {}: {name} is {} characters, over the API's {MAX_STRING}; not published: {s:?}",
+                d.name,
+                s.len()
+            );
+            continue;
+        }
+        if out.len() == MAX_PROPERTIES {
+            tracing::debug!(
+                "DRA device {}: {name} left out: {MAX_PROPERTIES} attributes and capacities already",
+                d.name
+            );
+            continue;
+        }
+        out.push((name, v));
+    }
+    out
+}
+
+/// The attributes `d` publishes (see the [module docs](self)): what a
+/// DeviceClass selects on, and what a claim's metadata carries.
+pub fn attributes(d: &DraDevice) -> BTreeMap<String, DeviceAttribute> {
+    properties(d)
+        .into_iter()
+        .filter_map(|(n, v)| match v {
+            Value::Attr(a) => Some((n, a)),
+            Value::Cap(_) => None,
+        })
+        .collect()
+}
+
+/// The capacities `d` publishes: a MIG device's `memory` and
+/// `computeSlices` (from its profile); none for other devices, whose
+/// memory cdigen does not know.
+pub fn capacity(d: &DraDevice) -> BTreeMap<String, DeviceCapacity> {
+    properties(d)
+        .into_iter()
+        .filter_map(|(n, v)| match v {
+            Value::Cap(q) => Some((
+                n,
+                DeviceCapacity {
+                    value: q,
+                    ..DeviceCapacity::default()
+                },
+            )),
+            Value::Attr(_) => None,
+        })
+        .collect()
+}
+
+/// The PCI address of `m` (extended BDF), or of the function a vDPA
+/// device lives on.
+fn pci_bus_id(m: &Model) -> Option<&str> {
+    m.pci
+        .as_ref()
+        .map(|p| p.address.as_str())
+        .or_else(|| m.vdpa.as_ref().and_then(|v| v.pci_address.as_deref()))
+}
+
+/// The PCIe root of a device at `sysfs_path`: the first component below
+/// `/sys/devices` when it is a host bridge, `pci<domain>:<bus>`
+/// (`pci0000:3a`).
+pub fn pcie_root(sysfs_path: &str) -> Option<&str> {
+    let first = sysfs_path
+        .strip_prefix("/sys/devices/")?
+        .split('/')
+        .next()?;
+    let (domain, bus) = first.strip_prefix("pci")?.split_once(':')?;
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_hexdigit());
+    (hex(domain, 4) && hex(bus, 2)).then_some(first)
+}
+
+/// What kind of device `m` is, in one word: `mig`, `gpu` (a GPU, or a
+/// PCI display controller), `vdpa`, `vf` (a VF, whatever driver it is
+/// bound to: `vfioMode` says when that is VFIO), `vfio` (another device
+/// bound to VFIO), `rdma`, `accel` (a PCI processing accelerator), `net`
+/// (another PCI network controller), for a generic device its subsystem
+/// (`tty`), else its backend.
+pub fn class(m: &Model) -> &str {
+    if let Some(n) = &m.nvidia {
+        if n.mig.is_some() {
+            return "mig";
+        }
+        if m.pci.is_some() {
+            return "gpu";
+        }
+    }
+    if m.backend == "vdpa" {
+        return "vdpa";
+    }
+    if m.net.as_ref().is_some_and(|n| n.pf.is_some()) {
+        return "vf";
+    }
+    if m.vfio.is_some() {
+        return "vfio";
+    }
+    if m.rdma.is_some() {
+        return "rdma";
+    }
+    if let Some(p) = &m.pci {
+        let base = p.class.trim_start_matches("0x").get(..2).unwrap_or("");
+        match base {
+            "03" => return "gpu",
+            "12" => return "accel",
+            "02" => return "net",
+            _ => {}
+        }
+    }
+    if let Some(g) = &m.generic {
+        return &g.subsystem;
+    }
+    &m.backend
+}
+
+/// The roles of `m`'s device nodes, each once, in node order, NVIDIA's
+/// control nodes left out: `primary,render`.
+fn node_kinds(m: &Model) -> Option<String> {
+    let mut roles: Vec<&str> = Vec::new();
+    for n in &m.nodes {
+        let r = n.role.as_str();
+        if !NVIDIA_CONTROL_ROLES.contains(&r) && !roles.contains(&r) {
+            roles.push(r);
+        }
+    }
+    (!roles.is_empty()).then(|| roles.join(","))
+}
+
+/// A MIG profile's compute slices and memory in GiB: `3g.40gb` → (3, 40);
+/// `1g.10gb+me` → (1, 10).
+fn mig_profile(profile: &str) -> Option<(u32, u32)> {
+    let (g, rest) = profile.split_once("g.")?;
+    let gb = rest.split('+').next()?.strip_suffix("gb")?;
+    Some((g.parse().ok()?, gb.parse().ok()?))
+}
+
+/// Whether `name` is an unqualified attribute name: a C identifier of at
+/// most [`MAX_ATTRIBUTE_NAME`] characters.
+pub fn is_attribute_name(name: &str) -> bool {
+    let mut b = name.bytes();
+    b.next()
+        .is_some_and(|f| f.is_ascii_alphabetic() || f == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+        && name.len() <= MAX_ATTRIBUTE_NAME
+}
+
+/// The taint of an unhealthy device: key `<driver>/unhealthy`, effect
+/// `NoSchedule`, value a short reason code ([`reason_code`]); the whole
+/// reason is in the log.
+pub fn unhealthy_taint(driver: &str, why: &str) -> DeviceTaint {
+    DeviceTaint {
+        key: format!("{driver}/unhealthy"),
+        value: Some(reason_code(why).to_string()),
+        effect: "NoSchedule".into(),
+        time_added: None,
+    }
+}
+
+/// A label-safe code for an inventory's health reason
+/// ([`crate::deviceplugin::inventory::health`]): `DeviceNodeMissing`,
+/// `DeviceNodeMismatch`, `NotADeviceNode`, `DeviceNodeUnreadable`,
+/// `NoDriverBound`, `GoneWhileAllocated`, else `Unhealthy`.
+pub fn reason_code(why: &str) -> &'static str {
+    if why.contains("gone from the host") {
+        "GoneWhileAllocated"
+    } else if why.ends_with(" is missing") {
+        "DeviceNodeMissing"
+    } else if why.contains("the kernel says") {
+        "DeviceNodeMismatch"
+    } else if why.ends_with("is not a device node") {
+        "NotADeviceNode"
+    } else if why.contains("cannot be read") {
+        "DeviceNodeUnreadable"
+    } else if why.contains("no driver is bound") {
+        "NoDriverBound"
+    } else {
+        "Unhealthy"
+    }
+}
+
+/// The API's Device for `d`.
+pub fn device(d: &DraDevice, driver: &str) -> Device {
+    let props = properties(d);
+    let attributes: BTreeMap<String, DeviceAttribute> = props
+        .iter()
+        .filter_map(|(n, v)| match v {
+            Value::Attr(a) => Some((n.clone(), a.clone())),
+            Value::Cap(_) => None,
+        })
+        .collect();
+    let capacity: BTreeMap<String, DeviceCapacity> = props
+        .into_iter()
+        .filter_map(|(n, v)| match v {
+            Value::Cap(q) => Some((
+                n,
+                DeviceCapacity {
+                    value: q,
+                    ..DeviceCapacity::default()
+                },
+            )),
+            Value::Attr(_) => None,
+        })
+        .collect();
+    let taints = d.entry.unhealthy.as_ref().map(|why| {
+        tracing::debug!("DRA device {} is unhealthy: {why}", d.name);
+        vec![unhealthy_taint(driver, why)]
+    });
+    Device {
+        name: d.name.clone(),
+        attributes: (!attributes.is_empty()).then_some(attributes),
+        capacity: (!capacity.is_empty()).then_some(capacity),
+        allow_multiple_allocations: d.shared.then_some(true),
+        taints,
+        ..Device::default()
+    }
+}
+
 /// The slices publishing `devices` for `node`, pool generation
-/// `generation`: at least one (an empty pool says the node has none).
+/// `generation`: at least one (an empty pool says the node has none), at
+/// most [`MAX_DEVICES`] devices each, [`MAX_DEVICES_WITH_TAINTS`] when
+/// one of the pool's devices is unhealthy. The order of `devices` is
+/// kept; so is every device's slice while the pool's devices stay.
 pub fn slices(
     devices: &[DraDevice],
     driver: &str,
     node: &str,
     generation: i64,
 ) -> Vec<ResourceSlice> {
+    let per_slice = if devices.iter().any(|d| d.entry.unhealthy.is_some()) {
+        MAX_DEVICES_WITH_TAINTS
+    } else {
+        MAX_DEVICES
+    };
     let chunks: Vec<&[DraDevice]> = if devices.is_empty() {
         vec![&[]]
     } else {
-        devices.chunks(MAX_DEVICES).collect()
+        devices.chunks(per_slice).collect()
     };
     let count = i64::try_from(chunks.len()).unwrap_or(i64::MAX);
     chunks
@@ -39,15 +507,7 @@ pub fn slices(
                     generation,
                     resource_slice_count: count,
                 },
-                devices: Some(
-                    chunk
-                        .iter()
-                        .map(|d| Device {
-                            name: d.name.clone(),
-                            ..Device::default()
-                        })
-                        .collect(),
-                ),
+                devices: Some(chunk.iter().map(|d| device(d, driver)).collect()),
                 ..ResourceSliceSpec::default()
             },
         })
@@ -55,7 +515,391 @@ pub fn slices(
 }
 
 /// The name of slice `i` of `node`'s pool: `<node>-<driver>-<i>`, the
-/// driver's dots made dashes.
+/// driver's dots made dashes, lower case; a name over [`MAX_SUBDOMAIN`]
+/// keeps the node's head and ends in a hash of the whole.
 pub fn slice_name(node: &str, driver: &str, i: usize) -> String {
-    format!("{node}-{}-{i}", driver.replace('.', "-"))
+    let tail = format!("-{}-{i}", driver.replace('.', "-"));
+    let whole = format!("{node}{tail}").to_ascii_lowercase();
+    if whole.len() <= MAX_SUBDOMAIN {
+        return whole;
+    }
+    let digest = Sha256::digest(whole.as_bytes());
+    let hex: String = digest.iter().take(5).map(|b| format!("{b:02x}")).collect();
+    let keep = MAX_SUBDOMAIN.saturating_sub(tail.len() + hex.len() + 1);
+    let head: String = node
+        .chars()
+        .take(keep)
+        .collect::<String>()
+        .to_ascii_lowercase();
+    let head = head.trim_end_matches(['-', '.']);
+    let mut out = format!("{head}-{hex}{tail}").to_ascii_lowercase();
+    out.truncate(MAX_SUBDOMAIN);
+    out
+}
+
+/// Checks `name` as the API checks a DNS subdomain (a node name): at most
+/// [`MAX_SUBDOMAIN`] characters, dot-separated labels of `a-z 0-9 -`,
+/// each starting and ending with a letter or digit.
+///
+/// # Errors
+/// What is wrong, in words.
+pub fn check_subdomain(name: &str, max: usize) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".into());
+    }
+    if name.len() > max {
+        return Err(format!("it is {} characters, over {max}", name.len()));
+    }
+    for label in name.split('.') {
+        let ok = !label.is_empty()
+            && label
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            && !label.starts_with('-')
+            && !label.ends_with('-');
+        if !ok {
+            return Err(format!(
+                "{label:?} is not a DNS label (a-z 0-9 -, starting and ending with a letter or digit)"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a node name (the slices' nodeName and pool).
+///
+/// # Errors
+/// What is wrong, naming the node.
+pub fn check_node_name(node: &str) -> Result<(), String> {
+    check_subdomain(node, MAX_SUBDOMAIN)
+        .map_err(|why| format!("node name {node:?} is not a DNS subdomain: {why}"))
+}
+
+/// Checks a driver name (a DNS subdomain of at most [`MAX_DRIVER_NAME`]
+/// characters: it is also the domain of the driver's attributes).
+///
+/// # Errors
+/// What is wrong, naming the driver.
+pub fn check_driver_name(driver: &str) -> Result<(), String> {
+    check_subdomain(driver, MAX_DRIVER_NAME)
+        .map_err(|why| format!("driver name {driver:?} is not a DNS subdomain: {why}"))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::deviceplugin::inventory::{Entry, placement};
+    use crate::model::{MigInfo, NetInfo, NvidiaInfo, test_node, test_pci};
+
+    fn vf() -> Model {
+        Model {
+            backend: "sriov".into(),
+            id: "0000:3b:00.2".into(),
+            sysfs_path: "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2".into(),
+            bus: "pci".into(),
+            pci: Some(test_pci("0000:3b:00.2")),
+            driver: Some("mlx5_core".into()),
+            numa_node: Some(0),
+            nodes: vec![test_node(
+                "rdma-verbs",
+                "uverbs2",
+                "/dev/infiniband/uverbs2",
+                231,
+                194,
+            )],
+            net: Some(NetInfo {
+                netdevs: vec!["ens1f0v0".into()],
+                pf: Some("0000:3b:00.0".into()),
+                pf_netdev: Some("ens1f0".into()),
+                vf_index: Some(0),
+                link_type: Some("ether".into()),
+                ..NetInfo::default()
+            }),
+            ..Model::default()
+        }
+    }
+
+    fn dra(m: Model, unhealthy: Option<&str>) -> DraDevice {
+        DraDevice {
+            name: "sriov-0000-3b-00-2".into(),
+            resource: "cdigen.io/vf".into(),
+            generator: "sriov".into(),
+            kind: "cdigen.io/vf".into(),
+            shared: false,
+            entry: Entry {
+                id: m.id.clone(),
+                cdi_name: format!("cdigen.io/vf={}", m.id),
+                unhealthy: unhealthy.map(str::to_string),
+                placement: placement(&m),
+                device: Arc::new(m),
+                present: true,
+            },
+        }
+    }
+
+    fn s(a: &DeviceAttribute) -> &str {
+        a.string.as_deref().unwrap()
+    }
+
+    #[test]
+    fn a_vf_has_the_standard_and_network_attributes() {
+        let a = attributes(&dra(vf(), None));
+        assert_eq!(s(&a["resource.kubernetes.io/pciBusID"]), "0000:3b:00.2");
+        assert_eq!(s(&a["resource.kubernetes.io/pcieRoot"]), "pci0000:3a");
+        assert_eq!(a["resource.kubernetes.io/numaNode"].int, Some(0));
+        assert_eq!(s(&a["pfName"]), "ens1f0");
+        assert_eq!(a["vfIndex"].int, Some(0));
+        assert_eq!(s(&a["class"]), "vf");
+        assert_eq!(s(&a["cdiName"]), "0000:3b:00.2");
+        assert_eq!(s(&a["kind"]), "cdigen.io/vf");
+        assert_eq!(s(&a["vendorID"]), "0x15b3");
+        assert_eq!(s(&a["linkType"]), "ether");
+        assert_eq!(s(&a["nodeKinds"]), "rdma-verbs");
+        assert_eq!(a["healthy"].bool, Some(true));
+        assert!(capacity(&dra(vf(), None)).is_empty());
+        for (k, v) in &a {
+            let set = [v.int.is_some(), v.bool.is_some(), v.string.is_some()];
+            assert_eq!(set.iter().filter(|x| **x).count(), 1, "{k}: {v:?}");
+        }
+    }
+
+    #[test]
+    fn numa_node_unknown_is_left_out() {
+        let mut m = vf();
+        m.numa_node = None;
+        let a = attributes(&dra(m, None));
+        assert!(!a.contains_key("resource.kubernetes.io/numaNode"), "{a:?}");
+        assert!(a.contains_key("resource.kubernetes.io/pcieRoot"));
+    }
+
+    #[test]
+    fn pcie_root_is_the_host_bridge_only() {
+        assert_eq!(
+            pcie_root("/sys/devices/pci0000:3a/0000:3a:00.0"),
+            Some("pci0000:3a")
+        );
+        assert_eq!(
+            pcie_root("/sys/devices/pci10000:00/x"),
+            None,
+            "a VMD domain of 5 digits is not in the standard's form"
+        );
+        assert_eq!(pcie_root("/sys/devices/platform/soc/fe00.v3d"), None);
+        assert_eq!(pcie_root(""), None);
+    }
+
+    #[test]
+    fn a_mig_device_has_its_profile_as_capacity() {
+        let mut m = vf();
+        m.backend = "nvidia".into();
+        m.net = None;
+        m.nvidia = Some(NvidiaInfo {
+            model: "NVIDIA A100 80GB PCIe".into(),
+            gpu_uuid: "GPU-1".into(),
+            mig: Some(MigInfo {
+                parent: "0000:41:00.0".into(),
+                gi: 1,
+                ci: 0,
+                uuid: Some("MIG-2".into()),
+                profile: Some("3g.40gb".into()),
+            }),
+            ..NvidiaInfo::default()
+        });
+        let d = dra(m, None);
+        let a = attributes(&d);
+        assert_eq!(s(&a["uuid"]), "MIG-2");
+        assert_eq!(s(&a["parentUUID"]), "GPU-1");
+        assert_eq!(s(&a["migProfile"]), "3g.40gb");
+        assert_eq!(s(&a["class"]), "mig");
+        let c = capacity(&d);
+        assert_eq!(c["memory"].value, Quantity("40Gi".into()));
+        assert_eq!(c["computeSlices"].value, Quantity("3".into()));
+        assert_eq!(mig_profile("1g.10gb+me"), Some((1, 10)));
+        assert_eq!(mig_profile("7g.80gb"), Some((7, 80)));
+        assert_eq!(mig_profile("weird"), None);
+    }
+
+    #[test]
+    fn an_over_long_string_is_left_out_not_cut() {
+        let mut m = vf();
+        let long = "x".repeat(MAX_STRING + 1);
+        m.attrs.insert("serial".into(), long);
+        m.attrs.insert("product".into(), "y".repeat(MAX_STRING));
+        m.attrs.insert("not-a-name".into(), "z".into());
+        let a = attributes(&dra(m, None));
+        assert!(!a.contains_key("serial"), "{a:?}");
+        assert_eq!(s(&a["product"]).len(), MAX_STRING);
+        assert!(!a.contains_key("not-a-name"));
+    }
+
+    #[test]
+    fn at_most_32_properties_and_the_lowest_priority_go() {
+        let mut m = vf();
+        for i in 0..40 {
+            m.attrs.insert(format!("extra{i:02}"), "v".into());
+        }
+        let d = dra(m, None);
+        let all = candidates(&d);
+        assert!(all.len() > MAX_PROPERTIES + 10, "{}", all.len());
+        let a = attributes(&d);
+        assert_eq!(a.len() + capacity(&d).len(), MAX_PROPERTIES);
+        // The standard and identity attributes come first and stay; the
+        // exposed ones fill up what is left, in name order; the rest goes.
+        for k in [
+            "resource.kubernetes.io/pciBusID",
+            "kind",
+            "cdiName",
+            "pfName",
+            "nodeKinds",
+            "extra00",
+        ] {
+            assert!(a.contains_key(k), "{k} missing: {:?}", a.keys());
+        }
+        for k in ["extra39", "pciClass", "subsystemDeviceID"] {
+            assert!(!a.contains_key(k), "{k} kept: {:?}", a.keys());
+        }
+        let kept: Vec<&String> = all.iter().map(|(n, _)| n).take(MAX_PROPERTIES).collect();
+        let mut want: Vec<&String> = kept.clone();
+        want.sort();
+        let mut got: Vec<&String> = a.keys().collect();
+        got.sort();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn an_unhealthy_device_is_tainted_with_a_label_safe_code() {
+        let d = dra(vf(), Some("/dev/infiniband/uverbs2 is missing"));
+        let dev = device(&d, "dra.cdigen.io");
+        let t = dev.taints.unwrap();
+        assert_eq!(t.len(), 1);
+        assert_eq!(t[0].key, "dra.cdigen.io/unhealthy");
+        assert_eq!(t[0].value.as_deref(), Some("DeviceNodeMissing"));
+        assert_eq!(t[0].effect, "NoSchedule");
+        assert_eq!(attributes(&d)["healthy"].bool, Some(false));
+        assert_eq!(reason_code("no driver is bound"), "NoDriverBound");
+        assert_eq!(
+            reason_code("gone from the host while allocated"),
+            "GoneWhileAllocated"
+        );
+        assert_eq!(
+            reason_code("/dev/x is 1:2, the kernel says 1:3"),
+            "DeviceNodeMismatch"
+        );
+        assert_eq!(reason_code("/dev/x is not a device node"), "NotADeviceNode");
+        assert_eq!(
+            reason_code("/dev/x cannot be read: denied"),
+            "DeviceNodeUnreadable"
+        );
+        assert_eq!(reason_code("anything else"), "Unhealthy");
+    }
+
+    #[test]
+    fn the_inventory_health_reasons_have_codes() {
+        // The codes follow the words of inventory::health: keep them in step.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("dev.manifest"),
+            "/dev/infiniband/uverbs2 c 231:9 0666 0 0\n/dev/x d\n",
+        )
+        .unwrap();
+        let root = crate::root::HostRoot::open(dir.path()).unwrap();
+        let health = |m: &Model| crate::deviceplugin::inventory::health(&root, m).unwrap();
+        let mismatch = vf();
+        assert_eq!(reason_code(&health(&mismatch)), "DeviceNodeMismatch");
+        let mut missing = vf();
+        missing.nodes[0].path = "/dev/nope".into();
+        assert_eq!(reason_code(&health(&missing)), "DeviceNodeMissing");
+        let mut dir_node = vf();
+        dir_node.nodes[0].path = "/dev/x".into();
+        assert_eq!(reason_code(&health(&dir_node)), "NotADeviceNode");
+        let mut unbound = vf();
+        unbound.nodes.clear();
+        unbound.driver = None;
+        assert_eq!(reason_code(&health(&unbound)), "NoDriverBound");
+    }
+
+    #[test]
+    fn a_shared_device_allows_multiple_allocations() {
+        let mut d = dra(vf(), None);
+        assert_eq!(device(&d, "x.io").allow_multiple_allocations, None);
+        d.shared = true;
+        assert_eq!(device(&d, "x.io").allow_multiple_allocations, Some(true));
+    }
+
+    fn many(n: usize, unhealthy_at: Option<usize>) -> Vec<DraDevice> {
+        (0..n)
+            .map(|i| {
+                let mut d = dra(
+                    vf(),
+                    (Some(i) == unhealthy_at).then_some("no driver is bound"),
+                );
+                d.name = format!("dev-{i}");
+                d
+            })
+            .collect()
+    }
+
+    fn sizes(s: &[ResourceSlice]) -> Vec<usize> {
+        s.iter()
+            .map(|x| x.spec.devices.as_ref().map_or(0, Vec::len))
+            .collect()
+    }
+
+    #[test]
+    fn chunked_at_128_or_64_with_taints() {
+        let s = slices(&many(300, None), "dra.cdigen.io", "node-1", 3);
+        assert_eq!(sizes(&s), [128, 128, 44]);
+        let s = slices(&many(300, Some(299)), "dra.cdigen.io", "node-1", 3);
+        assert_eq!(sizes(&s), [64, 64, 64, 64, 44]);
+        for x in &s {
+            assert_eq!(x.spec.pool.resource_slice_count, 5);
+            assert_eq!(x.spec.pool.generation, 3);
+            assert_eq!(x.spec.pool.name, "node-1");
+            assert_eq!(x.spec.node_name.as_deref(), Some("node-1"));
+        }
+        let names: Vec<_> = s.iter().map(|x| x.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names[0], "node-1-dra-cdigen-io-0");
+        assert_eq!(names[4], "node-1-dra-cdigen-io-4");
+        let empty = slices(&[], "dra.cdigen.io", "node-1", 1);
+        assert_eq!(sizes(&empty), [0]);
+        assert_eq!(empty[0].spec.pool.resource_slice_count, 1);
+    }
+
+    #[test]
+    fn slice_names_are_subdomains() {
+        let long = format!("{}.example", "a".repeat(250));
+        let n = slice_name(&long, "dra.cdigen.io", 12);
+        assert!(n.len() <= MAX_SUBDOMAIN, "{}", n.len());
+        check_subdomain(&n, MAX_SUBDOMAIN).unwrap();
+        assert!(n.ends_with("-dra-cdigen-io-12"), "{n}");
+        assert_ne!(n, slice_name(&format!("{long}x"), "dra.cdigen.io", 12));
+        assert_eq!(slice_name("Node-1", "d.io", 0), "node-1-d-io-0");
+    }
+
+    #[test]
+    fn names_are_checked() {
+        check_node_name("node-1.example.com").unwrap();
+        assert_eq!(
+            check_node_name("Node_1").unwrap_err(),
+            "node name \"Node_1\" is not a DNS subdomain: \"Node_1\" is not a DNS label \
+(a-z 0-9 -, starting and ending with a letter or digit)"
+        );
+        assert!(
+            check_node_name(&"a".repeat(254))
+                .unwrap_err()
+                .contains("over 253")
+        );
+        check_driver_name("dra.cdigen.io").unwrap();
+        assert!(
+            check_driver_name(&format!("{}.io", "a".repeat(61)))
+                .unwrap_err()
+                .contains("over 63")
+        );
+        assert!(is_attribute_name("compute_partition"));
+        assert!(!is_attribute_name("9lives"));
+        assert!(!is_attribute_name(&"a".repeat(33)));
+    }
 }

@@ -1,0 +1,566 @@
+//! The ResourceSlices `cdigen dra-driver --print-slices` prints for each
+//! fixture machine: exactly `expected/dra/resourceslices.yaml` (node
+//! `node-1`; `CDIGEN_BLESS=1 cargo test --test dra_slices` rewrites them;
+//! review the diff before committing), each within the API's limits as
+//! checked here; the schema is checked by `.ci/check-kubernetes.sh`.
+//!
+//! Also the command's errors: no node name, a node name that is not a DNS
+//! subdomain; and a string value over 64 characters left out.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::cargo::CommandCargoExt as _;
+use k8s_openapi::api::resource::v1::ResourceSlice;
+
+const NODE: &str = "node-1";
+const DRIVER: &str = "dra.cdigen.io";
+
+fn fixtures_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+}
+
+/// Every machine: a directory of `fixtures/` with a `root/`.
+fn machines() -> Vec<String> {
+    let mut out: Vec<String> = fs::read_dir(fixtures_dir())
+        .unwrap()
+        .filter_map(|e| {
+            let e = e.unwrap();
+            e.path()
+                .join("root")
+                .is_dir()
+                .then(|| e.file_name().into_string().unwrap())
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+fn bless() -> bool {
+    std::env::var_os("CDIGEN_BLESS").is_some()
+}
+
+/// Runs cdigen with the environment of the fixture tests (no user
+/// definitions, no NVML, no node or driver from the environment).
+fn cdigen(args: &[&str]) -> (i32, String, String) {
+    let out = Command::cargo_bin("cdigen")
+        .unwrap()
+        .args(args)
+        .env_remove("CDIGEN_ROOT")
+        .env_remove("CDIGEN_TEMPLATES")
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .env("CDIGEN_NO_NVML", "1")
+        .env(
+            "CDIGEN_DEVINFO_DIR",
+            "/nonexistent-cdigen-devinfo-dir-set-per-test",
+        )
+        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen")
+        .env_remove("CDIGEN_DRIVER_ROOT")
+        .env_remove("CDIGEN_LIBRARY_SEARCH_PATH")
+        .env_remove("NODE_NAME")
+        .env_remove("CDIGEN_DRA_DRIVER")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
+}
+
+fn print_slices(root: &Path, extra: &[&str]) -> String {
+    let mut args = vec![
+        "dra-driver",
+        "--print-slices",
+        "--node",
+        NODE,
+        "--root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, stdout, stderr) = cdigen(&args);
+    assert_eq!(code, 0, "{}: {stderr}", root.display());
+    stdout
+}
+
+/// A definitions directory enabling the built-in `usb-serial` generator,
+/// as the README tells users to (a copy with `enabled: true`).
+fn usb_serial_enabled(dir: &Path) -> PathBuf {
+    let defs = dir.join("generators.d");
+    fs::create_dir_all(&defs).unwrap();
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/usb-serial.yaml"),
+    )
+    .unwrap();
+    assert!(text.contains("\nenabled: false\n"));
+    fs::write(
+        defs.join("usb-serial.yaml"),
+        text.replace("\nenabled: false\n", "\nenabled: true\n"),
+    )
+    .unwrap();
+    defs
+}
+
+fn golden(path: &Path, actual: &str, failures: &mut Vec<String>) {
+    if bless() {
+        fs::create_dir_all(path.parent().unwrap()).unwrap();
+        fs::write(path, actual).unwrap();
+        return;
+    }
+    match fs::read_to_string(path) {
+        Ok(expected) if expected == actual => {}
+        Ok(expected) => failures.push(format!(
+            "{} differs:\n{}",
+            path.display(),
+            similar::TextDiff::from_lines(expected.as_str(), actual)
+                .unified_diff()
+                .header("expected", "actual")
+        )),
+        Err(e) => failures.push(format!("{}: {e}", path.display())),
+    }
+}
+
+fn parse(yaml: &str) -> Vec<ResourceSlice> {
+    serde_saphyr::from_str_multiple(yaml).unwrap()
+}
+
+fn is_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_label)
+}
+
+fn is_c_identifier(s: &str) -> bool {
+    let mut b = s.bytes();
+    s.len() <= 32
+        && b.next()
+            .is_some_and(|f| f.is_ascii_alphabetic() || f == b'_')
+        && b.all(|c| c.is_ascii_alphanumeric() || c == b'_')
+}
+
+/// Whether `s` is a label value (at most 63 of `A-Z a-z 0-9 - _ .`,
+/// starting and ending with a letter or digit, or empty).
+fn is_label_value(s: &str) -> bool {
+    s.is_empty()
+        || (s.len() <= 63
+            && s.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric()))
+}
+
+/// The API's limits on one node's pool, as the API server validates them:
+/// what is wrong, in words.
+fn limits(slices: &[ResourceSlice]) -> Vec<String> {
+    let mut bad = Vec::new();
+    if slices.is_empty() {
+        bad.push("no slice: an empty pool is one slice without devices".into());
+    }
+    let mut names = BTreeSet::new();
+    let mut slice_names = BTreeSet::new();
+    for s in slices {
+        let name = s.metadata.name.clone().unwrap_or_default();
+        if !is_subdomain(&name) {
+            bad.push(format!("slice name {name:?} is not a DNS subdomain"));
+        }
+        if !slice_names.insert(name.clone()) {
+            bad.push(format!("slice name {name:?} twice"));
+        }
+        let spec = &s.spec;
+        if spec.driver != DRIVER || spec.node_name.as_deref() != Some(NODE) {
+            bad.push(format!(
+                "{name}: driver {} node {:?}",
+                spec.driver, spec.node_name
+            ));
+        }
+        if spec.pool.name != NODE {
+            bad.push(format!("{name}: pool {}", spec.pool.name));
+        }
+        if spec.pool.generation != slices[0].spec.pool.generation {
+            bad.push(format!("{name}: generation differs from the first slice's"));
+        }
+        if usize::try_from(spec.pool.resource_slice_count).ok() != Some(slices.len()) {
+            bad.push(format!(
+                "{name}: resourceSliceCount {} but {} slices",
+                spec.pool.resource_slice_count,
+                slices.len()
+            ));
+        }
+        let devices = spec.devices.as_deref().unwrap_or_default();
+        let tainted = devices.iter().any(|d| d.taints.is_some());
+        let max = if tainted { 64 } else { 128 };
+        if devices.len() > max {
+            bad.push(format!("{name}: {} devices, over {max}", devices.len()));
+        }
+        for d in devices {
+            if !is_label(&d.name) {
+                bad.push(format!("device name {:?} is not a DNS label", d.name));
+            }
+            if !names.insert(d.name.clone()) {
+                bad.push(format!("device name {:?} twice in the pool", d.name));
+            }
+            let attrs = d.attributes.clone().unwrap_or_default();
+            let caps = d.capacity.clone().unwrap_or_default();
+            if attrs.len() + caps.len() > 32 {
+                bad.push(format!(
+                    "{}: {} attributes and capacities",
+                    d.name,
+                    attrs.len() + caps.len()
+                ));
+            }
+            let keys = attrs.keys().chain(caps.keys());
+            for k in keys {
+                let ok = match k.split_once('/') {
+                    Some((domain, id)) => {
+                        is_subdomain(domain) && domain.len() <= 63 && is_c_identifier(id)
+                    }
+                    None => is_c_identifier(k),
+                };
+                if !ok {
+                    bad.push(format!("{}: attribute name {k:?}", d.name));
+                }
+            }
+            for (k, a) in &attrs {
+                let set = [
+                    a.int.is_some(),
+                    a.bool.is_some(),
+                    a.string.is_some(),
+                    a.version.is_some(),
+                ];
+                if set.iter().filter(|x| **x).count() != 1 {
+                    bad.push(format!("{}: {k}: not exactly one value", d.name));
+                }
+                if a.string.as_ref().is_some_and(|s| s.len() > 64) {
+                    bad.push(format!("{}: {k}: over 64 characters", d.name));
+                }
+            }
+            for t in d.taints.as_deref().unwrap_or_default() {
+                if t.key != format!("{DRIVER}/unhealthy")
+                    || t.effect != "NoSchedule"
+                    || !is_label_value(t.value.as_deref().unwrap_or(""))
+                {
+                    bad.push(format!("{}: taint {t:?}", d.name));
+                }
+            }
+            if d.taints.as_ref().is_some_and(|t| t.len() > 4) {
+                bad.push(format!("{}: over 4 taints", d.name));
+            }
+        }
+    }
+    bad
+}
+
+/// Every fixture machine's slices: the golden, and within the limits.
+#[test]
+fn every_machine_matches_its_golden_slices() {
+    let mut failures = Vec::new();
+    let all = machines();
+    assert!(
+        all.len() >= 5,
+        "expected the fixture machines, found {all:?}"
+    );
+    let mut devices = 0;
+    for m in &all {
+        let root = fixtures_dir().join(m).join("root");
+        let yaml = print_slices(&root, &[]);
+        golden(
+            &fixtures_dir()
+                .join(m)
+                .join("expected/dra/resourceslices.yaml"),
+            &yaml,
+            &mut failures,
+        );
+        let slices = parse(&yaml);
+        for why in limits(&slices) {
+            failures.push(format!("{m}: {why}"));
+        }
+        devices += slices
+            .iter()
+            .map(|s| s.spec.devices.as_ref().map_or(0, Vec::len))
+            .sum::<usize>();
+    }
+    // The opt-in USB serial generator (enabled by a user definition) on
+    // the machine with adapters: what the README's example selects on.
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = usb_serial_enabled(tmp.path());
+    let root = fixtures_dir().join("serial-host/root");
+    let yaml = print_slices(&root, &["--generators", defs.to_str().unwrap()]);
+    golden(
+        &fixtures_dir().join("serial-host/expected/dra/resourceslices-usb-serial.yaml"),
+        &yaml,
+        &mut failures,
+    );
+    let serial = parse(&yaml);
+    failures.extend(limits(&serial));
+    assert!(
+        devices >= 30,
+        "expected the fixtures' devices, got {devices}"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// The standard attributes and the ones the README's examples select on
+/// are where the fixtures say.
+#[test]
+fn the_examples_attributes_are_published() {
+    let yaml = print_slices(&fixtures_dir().join("example/root"), &[]);
+    let slices = parse(&yaml);
+    let devices: Vec<_> = slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .collect();
+    let vf = devices
+        .iter()
+        .find(|d| d.name == "sriov-0000-3b-00-2")
+        .expect("the VF 0000:3b:00.2");
+    let a = vf.attributes.as_ref().unwrap();
+    let s = |k: &str| a[k].string.clone().unwrap();
+    assert_eq!(s("resource.kubernetes.io/pciBusID"), "0000:3b:00.2");
+    assert_eq!(s("resource.kubernetes.io/pcieRoot"), "pci0000:3a");
+    assert_eq!(a["resource.kubernetes.io/numaNode"].int, Some(0));
+    assert_eq!(s("pfName"), "ens1f0np0");
+    assert_eq!(a["vfIndex"].int, Some(0));
+    assert_eq!(s("class"), "vf");
+    assert_eq!(s("kind"), "cdigen.io/vf");
+    // vdpa0 has no NUMA node in the fixture: no numaNode attribute.
+    let vdpa = devices.iter().find(|d| d.name == "vdpa-vdpa0").unwrap();
+    let a = vdpa.attributes.as_ref().unwrap();
+    assert!(!a.contains_key("resource.kubernetes.io/numaNode"), "{a:?}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = usb_serial_enabled(tmp.path());
+    let yaml = print_slices(
+        &fixtures_dir().join("serial-host/root"),
+        &["--generators", defs.to_str().unwrap()],
+    );
+    let serials: BTreeSet<String> = parse(&yaml)
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.name.starts_with("usb-serial-"))
+        .filter_map(|d| d.attributes.unwrap()["cdiName"].string.clone())
+        .collect();
+    // The generator names each adapter by its serial number.
+    assert_eq!(
+        serials,
+        BTreeSet::from(["85734323231351E0E1A1".into(), "A10K5PQR".into()])
+    );
+}
+
+/// Printing writes no spec: the output directory stays absent.
+#[test]
+fn print_slices_writes_nothing() {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("cdi");
+    let devinfo = tmp.path().join("devinfo");
+    let yaml = print_slices(
+        &fixtures_dir().join("example/root"),
+        &[
+            "--output-dir",
+            out.to_str().unwrap(),
+            "--devinfo-dir",
+            devinfo.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        yaml.starts_with("---\napiVersion: 'resource.k8s.io/v1'\nkind: 'ResourceSlice'\n"),
+        "{yaml}"
+    );
+    assert!(!out.exists() && !devinfo.exists());
+}
+
+#[test]
+fn print_slices_needs_a_node_name() {
+    let root = fixtures_dir().join("example/root");
+    let (code, stdout, stderr) = cdigen(&[
+        "dra-driver",
+        "--print-slices",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        "cdigen: no node name: pass --node NAME or set NODE_NAME (the slices' nodeName and pool)\n"
+    );
+}
+
+#[test]
+fn print_slices_refuses_a_node_name_that_is_not_a_subdomain() {
+    let root = fixtures_dir().join("example/root");
+    let (code, stdout, stderr) = cdigen(&[
+        "dra-driver",
+        "--print-slices",
+        "--node",
+        "Node_1",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{stdout}{stderr}");
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        "cdigen: node name \"Node_1\" is not a DNS subdomain: \"Node_1\" is not a DNS label \
+(a-z 0-9 -, starting and ending with a letter or digit)\n"
+    );
+    let (code, _, stderr) = cdigen(&[
+        "dra-driver",
+        "--print-slices",
+        "--node",
+        "node-1",
+        "--driver-name",
+        "Not_A.Domain",
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.starts_with("cdigen: driver name \"Not_A.Domain\" is not a DNS subdomain"),
+        "{stderr}"
+    );
+}
+
+/// A USB adapter whose manufacturer string is 80 characters: that
+/// attribute is left out (not cut short), the rest of the device stays.
+#[test]
+fn an_over_long_attribute_value_is_left_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures_dir().join("serial-host/root"))
+        .arg(&root)
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let file = root.join("sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb1/1-2/manufacturer");
+    fs::write(&file, format!("{}\n", "M".repeat(80))).unwrap();
+    let defs = usb_serial_enabled(tmp.path());
+    let yaml = print_slices(&root, &["--generators", defs.to_str().unwrap()]);
+    let slices = parse(&yaml);
+    assert!(limits(&slices).is_empty(), "{:?}", limits(&slices));
+    let devices: Vec<_> = slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .collect();
+    let by_serial = |serial: &str| {
+        devices
+            .iter()
+            .find(|d| d.attributes.as_ref().unwrap()["cdiName"].string.as_deref() == Some(serial))
+            .unwrap()
+            .attributes
+            .clone()
+            .unwrap()
+    };
+    let ftdi = by_serial("A10K5PQR");
+    assert!(!ftdi.contains_key("manufacturer"), "{ftdi:?}");
+    assert!(ftdi.contains_key("idVendor"), "{ftdi:?}");
+    let arduino = by_serial("85734323231351E0E1A1");
+    assert_eq!(
+        arduino["manufacturer"].string.as_deref(),
+        Some("Arduino (www.arduino.cc)")
+    );
+}
+
+/// The DRA DaemonSet: its arguments are ones `cdigen dra-driver` takes
+/// (run here with `--print-slices`, the host's `/` being the fixture
+/// `example`), its kubelet directories are cdigen's defaults and mounted,
+/// `NODE_NAME` is the pod's node, and it runs only on the nodes labelled
+/// `cdigen.io/mode=dra`, which the device plugin's DaemonSet avoids.
+#[test]
+fn the_dra_daemonset_and_the_per_node_switch() {
+    let repo = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let read = |p: &str| -> serde_json::Value {
+        serde_saphyr::from_str(&fs::read_to_string(repo.join(p)).unwrap()).unwrap()
+    };
+    let ds = read("deploy/kubernetes/dra/daemonset.yaml");
+    let pod = &ds["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"]["cdigen.io/mode"], "dra");
+    assert_eq!(pod["serviceAccountName"], "cdigen-dra");
+    let c = &pod["containers"][0];
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap())
+        .collect();
+    assert_eq!(args[0], "dra-driver");
+    let plugin_dir = format!("--plugin-dir={}", cdigen::dra::PLUGIN_DIR);
+    let registry_dir = format!("--registry-dir={}", cdigen::dra::REGISTRY_DIR);
+    assert!(args.contains(&plugin_dir.as_str()), "{args:?}");
+    assert!(args.contains(&registry_dir.as_str()), "{args:?}");
+    let mounts: Vec<&str> = c["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mountPath"].as_str().unwrap())
+        .collect();
+    for dir in [
+        cdigen::dra::PLUGIN_DIR,
+        cdigen::dra::REGISTRY_DIR,
+        cdigen::cdi::DYNAMIC_DIR,
+        "/host",
+    ] {
+        assert!(mounts.contains(&dir), "{dir} not mounted: {mounts:?}");
+    }
+    let node = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "NODE_NAME")
+        .unwrap();
+    assert_eq!(node["valueFrom"]["fieldRef"]["fieldPath"], "spec.nodeName");
+
+    // The arguments parse: printed with --print-slices on the fixture.
+    let tmp = tempfile::tempdir().unwrap();
+    let mut run: Vec<String> = args
+        .iter()
+        .map(|a| match a.split_once('=') {
+            Some(("--root", _)) => {
+                format!("--root={}", fixtures_dir().join("example/root").display())
+            }
+            Some((flag, path)) if path.starts_with('/') => {
+                format!(
+                    "{flag}={}",
+                    tmp.path().join(path.trim_start_matches('/')).display()
+                )
+            }
+            _ => (*a).to_string(),
+        })
+        .collect();
+    run.extend(["--print-slices".into(), "--node".into(), NODE.into()]);
+    let run: Vec<&str> = run.iter().map(String::as_str).collect();
+    let (code, stdout, stderr) = cdigen(&run);
+    assert_eq!(code, 0, "{run:?}: {stderr}");
+    assert_eq!(
+        stdout,
+        fs::read_to_string(fixtures_dir().join("example/expected/dra/resourceslices.yaml"))
+            .unwrap()
+    );
+
+    let dp = read("deploy/kubernetes/device-plugin/daemonset.yaml");
+    let terms = &dp["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"];
+    assert_eq!(
+        terms,
+        &serde_json::json!([{"matchExpressions": [
+            {"key": "cdigen.io/mode", "operator": "NotIn", "values": ["dra"]}
+        ]}])
+    );
+}
