@@ -205,15 +205,6 @@ impl Env {
         c.prepare.cdi_dir = self.path("cdi");
         c.prepare.root = self.path("root");
         c.prepare.metadata = metadata;
-        c.prepare.attributes = Arc::new(|d: &DraDevice| {
-            BTreeMap::from([(
-                "cdigen.io/resource".to_string(),
-                k8s_openapi::api::resource::v1::DeviceAttribute {
-                    string: Some(d.resource.clone()),
-                    ..Default::default()
-                },
-            )])
-        });
         c
     }
 
@@ -491,10 +482,13 @@ async fn prepare_answers_cdi_ids_on_both_versions() {
     assert_eq!(meta["requests"][0]["name"], "vf");
     let vf = &meta["requests"][0]["devices"][0];
     assert_eq!(vf["device"], VF);
+    // The attributes are the device's in its ResourceSlice.
+    assert_eq!(vf["attributes"]["resource"]["string"], "cdigen.io/vf");
     assert_eq!(
-        vf["attributes"]["cdigen.io/resource"]["string"],
-        "cdigen.io/vf"
+        vf["attributes"]["resource.kubernetes.io/pciBusID"]["string"],
+        "0000:3b:00.2"
     );
+    assert_eq!(vf["attributes"]["pfName"]["string"], "ens1f0np0");
     assert_eq!(
         vf["networkData"],
         json!({"interfaceName": "ens1f0v0", "hardwareAddress": "9a:2c:11:4e:00:10"})

@@ -57,9 +57,10 @@ pub struct Config {
 impl Config {
     /// The plugin of `driver` on `node` with these directories, writing
     /// per-claim specs into [`crate::cdi::DYNAMIC_DIR`], reading the host
-    /// at `/`, with device metadata on and no attributes in it.
+    /// at `/`, with device metadata on, carrying each device's attributes
+    /// as its slice publishes them ([`super::slices::attributes`]).
     pub fn new(driver: &str, node: &str, plugin_dir: &Path, registry_dir: &Path) -> Self {
-        let none: AttributesFn = Arc::new(|_| std::collections::BTreeMap::new());
+        let attributes: AttributesFn = Arc::new(super::slices::attributes);
         Config {
             plugin_dir: plugin_dir.to_path_buf(),
             registry_dir: registry_dir.to_path_buf(),
@@ -70,7 +71,7 @@ impl Config {
                 cdi_dir: PathBuf::from(crate::cdi::DYNAMIC_DIR),
                 root: PathBuf::from("/"),
                 metadata: true,
-                attributes: none,
+                attributes,
             },
         }
     }
