@@ -9,6 +9,9 @@
 //! - [`slices`]: the ResourceSlices publishing them.
 //! - [`api`]: the generated gRPC code of the kubelet's DRA service (v1 and
 //!   v1beta1).
+//! - [`kubeapi`]: the API server through `kube` ([`ClaimApi`] over it).
+//! - [`publish`]: keeps the node's slices on the API server true.
+//! - [`run`]: the process.
 //!
 //! The flow: the watch loop keeps the specs and the inventory current;
 //! after each pass the slices are rebuilt and published; the kubelet
@@ -17,7 +20,10 @@
 //! inventory.
 
 pub mod api;
+pub mod kubeapi;
 pub mod names;
+pub mod publish;
+pub mod run;
 pub mod slices;
 
 use std::future::Future;
