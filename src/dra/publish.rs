@@ -358,6 +358,8 @@ impl Publisher {
         // The first failure of the streak, logged; the streak's count.
         let mut failing: Option<(String, u32)> = None;
         let mut watch: Option<WatchStream> = None;
+        // The pass whose slices were last written.
+        let mut last_pass: Option<Instant> = None;
         loop {
             let due = retry_at.is_none_or(|t| tokio::time::Instant::now() >= t);
             if dirty && due {
@@ -377,14 +379,21 @@ impl Publisher {
                         if let (Some(out), Some(d)) = (out, want)
                             && out.wrote()
                         {
+                            // New content: how long after its pass; the
+                            // same content again: a repair.
+                            let when = if last_pass == Some(d.since) {
+                                "repaired".to_string()
+                            } else {
+                                format!("{} ms after the pass", d.since.elapsed().as_millis())
+                            };
+                            last_pass = Some(d.since);
                             tracing::info!(
-                                "{}: generation {}: {} created, {} updated, {} deleted, {} ms after the pass",
+                                "{}: generation {}: {} created, {} updated, {} deleted, {when}",
                                 self.what(),
                                 out.generation,
                                 out.created,
                                 out.updated,
                                 out.deleted,
-                                d.since.elapsed().as_millis()
                             );
                         }
                     }
