@@ -172,7 +172,14 @@ impl Publisher {
     /// # Errors
     /// The first call to the API server that failed, naming the slice.
     pub async fn sync(&mut self, desired: &[ResourceSlice]) -> Result<Outcome, ApiError> {
+        let started = Instant::now();
         let (existing, rv) = self.list().await?;
+        tracing::debug!(
+            "{}: list took {} ms ({} slices)",
+            self.what(),
+            started.elapsed().as_millis(),
+            existing.len()
+        );
         let pool = desired
             .first()
             .map_or(self.node.as_str(), |s| s.spec.pool.name.as_str())

@@ -79,6 +79,7 @@ struct Publish {
 
 impl Publish {
     fn publish(&mut self, since: Instant) {
+        let built = Instant::now();
         let root = match self.pipeline.host_root() {
             Ok(r) => r,
             Err(e) => {
@@ -110,6 +111,13 @@ impl Publish {
         let devices = names::devices(&inv);
         self.inventory = inv;
         let wanted = slices::slices(&devices, &self.driver, &self.node, 0);
+        tracing::debug!(
+            "pass {} ms, then inventory, {} devices and {} slices in {} ms",
+            built.saturating_duration_since(since).as_millis(),
+            devices.len(),
+            wanted.len(),
+            built.elapsed().as_millis()
+        );
         let first = std::mem::replace(&mut self.first, false);
         self.slices.send_if_modified(|cur| {
             if !first && cur.as_ref().is_some_and(|d| d.slices == wanted) {
