@@ -16,7 +16,6 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Arc, Mutex};
@@ -588,7 +587,7 @@ async fn prepare_answers_cdi_ids_on_both_versions() {
 
     // What a runtime does with the answer: the official CDI library
     // injects every ID from the specs on disk.
-    if let Some(tool) = cdi_go("prepare_answers_cdi_ids_on_both_versions") {
+    if let Some(tool) = support::cdi_go("prepare_answers_cdi_ids_on_both_versions") {
         let all: Vec<String> = one
             .devices
             .iter()
@@ -634,30 +633,6 @@ async fn prepare_answers_cdi_ids_on_both_versions() {
     }
     stop.send(()).unwrap();
     running.wait().await;
-}
-
-const REQUIRE_SHARED_VAR: &str = "CDIGEN_REQUIRE_SHARED";
-
-/// `../shared/tools/cdi-go/cdi-go` beside the crate; None (a skip, printed)
-/// when it is not there, a failure instead when `CDIGEN_REQUIRE_SHARED`
-/// is set.
-fn cdi_go(test: &str) -> Option<PathBuf> {
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cdi-go/cdi-go");
-    if tool.is_file() {
-        return Some(tool);
-    }
-    let required = std::env::var_os(REQUIRE_SHARED_VAR).is_some_and(|v| !v.is_empty() && v != "0");
-    assert!(
-        !required,
-        "{test}: {} is missing, and {REQUIRE_SHARED_VAR} requires it",
-        tool.display()
-    );
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped {test}: no ../shared/tools/cdi-go/cdi-go beside the crate (CI has it; \
-         {REQUIRE_SHARED_VAR}=1 makes this a failure)"
-    );
-    None
 }
 
 /// Injects `names` into a minimal OCI spec with cdi-go from `tmp/cdi`;

@@ -13,6 +13,9 @@
 //! - [`prepare`]: NodePrepareResources and NodeUnprepareResources.
 //! - [`checkpoint`]: the prepared claims, kept across restarts.
 //! - [`metadata`]: the device metadata file of a prepared claim.
+//! - [`kubeapi`]: the API server through `kube` ([`ClaimApi`] over it).
+//! - [`publish`]: keeps the node's slices on the API server true.
+//! - [`run`]: the process.
 //!
 //! The flow: the watch loop keeps the specs and the inventory current;
 //! after each pass the slices are rebuilt and published; the kubelet
@@ -22,10 +25,13 @@
 
 pub mod api;
 pub mod checkpoint;
+pub mod kubeapi;
 pub mod metadata;
 pub mod names;
 pub mod plugin;
 pub mod prepare;
+pub mod publish;
+pub mod run;
 pub mod slices;
 
 use std::future::Future;

@@ -224,6 +224,9 @@ fn claims(raw: impl Iterator<Item = (String, String, String)>) -> Result<Vec<Cla
     Ok(out)
 }
 
+/// How long calls in flight may take to finish once the plugin stops.
+pub const DRAIN: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The running plugin.
 #[derive(Debug)]
 pub struct Running {
@@ -365,11 +368,21 @@ pub async fn start(
         // The registration socket first: the kubelet deregisters.
         remove_if(&r, reg_id);
         let _ = stop_tx.send(true);
-        for (what, server) in [("registration", reg), ("DRA", dra)] {
-            match server.await {
-                Ok(Ok(())) => {}
+        // A graceful stop waits for every connection to close, and the
+        // kubelet keeps its own open: calls in flight get DRAIN, then the
+        // connections are cut.
+        for (what, mut server) in [("registration", reg), ("DRA", dra)] {
+            match tokio::time::timeout(DRAIN, &mut server).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => tracing::error!("the {what} server: {e}"),
                 Ok(Err(e)) => tracing::error!("the {what} server: {e}"),
-                Err(e) => tracing::error!("the {what} server: {e}"),
+                Err(_) => {
+                    tracing::debug!(
+                        "the {what} server: connections still open after {DRAIN:?}; closing them"
+                    );
+                    server.abort();
+                    let _ = server.await;
+                }
             }
         }
         remove_if(&d, dra_id);

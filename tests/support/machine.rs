@@ -73,3 +73,26 @@ pub fn visible_names(dir: &Path) -> Vec<String> {
 /// nvidia/driver`), as the GPU operator puts it on a host, and where
 /// cdigen looks by default.
 pub const DRIVER_ROOT: &str = "/run/nvidia/driver";
+
+/// The official CDI Go library as a command,
+/// `../shared/tools/cdi-go/cdi-go` beside the crate; None (a skip,
+/// printed) when it is not there, a failure instead when
+/// `CDIGEN_REQUIRE_SHARED` is set (CI sets it).
+pub fn cdi_go(test: &str) -> Option<PathBuf> {
+    const REQUIRE_SHARED_VAR: &str = "CDIGEN_REQUIRE_SHARED";
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cdi-go/cdi-go");
+    if tool.is_file() {
+        return Some(tool);
+    }
+    let required = std::env::var_os(REQUIRE_SHARED_VAR).is_some_and(|v| !v.is_empty() && v != "0");
+    assert!(
+        !required,
+        "{test}: {} is missing, and {REQUIRE_SHARED_VAR} requires it",
+        tool.display()
+    );
+    eprintln!(
+        "skipped {test}: no ../shared/tools/cdi-go/cdi-go beside the crate (CI has it; \
+         {REQUIRE_SHARED_VAR}=1 makes this a failure)"
+    );
+    None
+}

@@ -1,0 +1,427 @@
+//! Benchmark: `cdigen dra-driver` publishing 1000 SR-IOV VFs (8 Mellanox
+//! PFs x 125 VFs, tests/support/synth.rs; 1008 devices, 8 ResourceSlices)
+//! to the fake API server of tests/support/apiserver.rs. Each figure is a
+//! median over repetitions, printed with a baseline measured in the same
+//! run and their ratio:
+//!
+//! 1. Slice update latency after hotplug: a VF hidden from (then restored
+//!    to) the tree, SIGHUP (a reload and a full pass), until the fake API
+//!    server has recorded the last slice write saying so; against
+//!    `cdigen watch` through the same changes with the same trigger (until
+//!    its spec on disk says so: the same pipeline without the API side)
+//!    and a one-shot `cdigen generate`. Also the driver's own figure, from
+//!    its log: the pass's start to the slices written.
+//! 2. The driver's memory (VmHWM, VmRSS from /proc/<pid>/status) after its
+//!    first publication and after the changes, against `cdigen watch` on
+//!    the same machine at the same points.
+//!
+//! Run with `cargo bench --bench dra_api` (under a minute).
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[path = "../tests/support/apiserver.rs"]
+mod apiserver;
+#[allow(dead_code)] // the other machines
+#[path = "../tests/support/synth.rs"]
+mod synth;
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use apiserver::FakeApi;
+use serde_json::Value;
+
+const PFS: usize = 8;
+const VFS_PER_PF: usize = 125;
+const VFS: usize = PFS * VFS_PER_PF;
+const NODE: &str = "bench-node";
+/// Hide + restore cycles (two changes each).
+const CHANGE_CYCLES: usize = 10;
+/// One-shot `cdigen generate` runs.
+const GENERATE_RUNS: usize = 5;
+const WAIT: Duration = Duration::from_secs(60);
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v.get(v.len() / 2).copied().unwrap_or_default()
+}
+
+fn row(what: &str, t: Duration, base: Duration, base_name: &str) {
+    println!(
+        "  {what:<38} {:>11} {:>11} {:>8.2}x  ({base_name})",
+        format!("{t:.2?}"),
+        format!("{base:.2?}"),
+        t.as_secs_f64() / base.as_secs_f64()
+    );
+}
+
+/// A `cdigen` command in `dir`, with no user generators or templates
+/// from the environment.
+fn cdigen(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cdigen"));
+    c.current_dir(dir)
+        .env_remove("CDIGEN_ROOT")
+        .env_remove("CDIGEN_TEMPLATES")
+        .env_remove("CDIGEN_DEVINFO_DIR")
+        .env_remove("NODE_NAME")
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("JOURNAL_STREAM")
+        .env_remove("NOTIFY_SOCKET")
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    c
+}
+
+/// A child process killed on drop.
+struct Proc(Child);
+
+impl Proc {
+    fn pid(&self) -> u32 {
+        self.0.id()
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.pid().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig}");
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Spawns `cdigen <args>` over `dir/root` (`--source none`, ready file
+/// `ready_file`), logging to `log`, and waits until ready.
+fn spawn_ready(dir: &Path, args: &[&str], ready_file: &str, log: &Path, kubeconfig: &Path) -> Proc {
+    let mut p = Proc(
+        cdigen(dir)
+            .args(args)
+            .args([
+                "--root",
+                "root",
+                "--source",
+                "none",
+                "--ready-file",
+                ready_file,
+            ])
+            .env("KUBECONFIG", kubeconfig)
+            .env("RUST_LOG", "info,cdigen::dra=debug")
+            .stderr(fs::File::create(log).unwrap())
+            .spawn()
+            .unwrap(),
+    );
+    let end = Instant::now() + WAIT;
+    while !dir.join(ready_file).exists() {
+        if let Some(s) = p.0.try_wait().unwrap() {
+            panic!("exited with {s}: {}", fs::read_to_string(log).unwrap());
+        }
+        assert!(Instant::now() < end, "timed out waiting for {ready_file}");
+        thread::sleep(Duration::from_millis(10));
+    }
+    p
+}
+
+/// (VmHWM, VmRSS) of `pid`, in bytes.
+fn memory(pid: u32) -> (u64, u64) {
+    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or_default()
+            * 1024
+    };
+    (field("VmHWM:"), field("VmRSS:"))
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.1} MiB", b as f64 / f64::from(1 << 20))
+}
+
+/// The last VF of the machine: its `bus/pci/devices` link (removed to
+/// hide it), the link's target, its address.
+fn last_vf(root: &Path) -> (PathBuf, PathBuf, String) {
+    let bus = root.join("sys/bus/pci/devices");
+    let mut vfs: Vec<PathBuf> = fs::read_dir(&bus)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("physfn").exists())
+        .collect();
+    vfs.sort();
+    assert_eq!(vfs.len(), VFS);
+    let link = vfs.pop().unwrap();
+    let target = fs::read_link(&link).unwrap();
+    let address = link.file_name().unwrap().to_str().unwrap().to_string();
+    (link, target, address)
+}
+
+/// Every device name the fake server's slices hold.
+fn published_devices(api: &FakeApi) -> Vec<String> {
+    api.slices()
+        .values()
+        .flat_map(|s| s["spec"]["devices"].as_array().cloned().unwrap_or_default())
+        .filter_map(|d| d["name"].as_str().map(str::to_string))
+        .collect()
+}
+
+/// Hides and restores the VF [`CHANGE_CYCLES`] times, SIGHUP to `to`
+/// each time; `seen(present, since)` waits until the change shows and
+/// says when it did. The times to hidden and to restored.
+fn cycle(
+    vf: &(PathBuf, PathBuf, String),
+    to: &Proc,
+    seen: impl Fn(bool, Instant) -> Instant,
+) -> (Vec<Duration>, Vec<Duration>) {
+    let (link, target, _) = vf;
+    let (mut gone, mut back) = (vec![], vec![]);
+    for _ in 0..CHANGE_CYCLES {
+        for present in [false, true] {
+            thread::sleep(Duration::from_millis(50));
+            if present {
+                std::os::unix::fs::symlink(target, link).unwrap();
+            } else {
+                fs::remove_file(link).unwrap();
+            }
+            let t = Instant::now();
+            to.signal("HUP");
+            let d = seen(present, t) - t;
+            if present { &mut back } else { &mut gone }.push(d);
+        }
+    }
+    (gone, back)
+}
+
+/// Waits until the spec `file` says `address` is `present`; when it was
+/// seen so.
+fn spec_shows(file: &Path, address: &str, present: bool) -> Instant {
+    let end = Instant::now() + WAIT;
+    loop {
+        let text = fs::read_to_string(file).unwrap_or_default();
+        if text.contains(address) == present {
+            return Instant::now();
+        }
+        assert!(Instant::now() < end, "timed out waiting on {file:?}");
+        thread::sleep(Duration::from_millis(1));
+    }
+}
+
+/// The numbers `<n> ms` after `key` in the driver's debug lines.
+fn logged_after(log: &str, key: &str) -> Vec<Duration> {
+    log.lines()
+        .filter_map(|l| l.split_once(key))
+        .filter_map(|(_, rest)| rest.trim_start().split(' ').next()?.parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .collect()
+}
+
+/// The "<n> ms after the pass" figures of the driver's log.
+fn logged_latencies(log: &str) -> Vec<Duration> {
+    log.lines()
+        .filter_map(|l| l.strip_suffix(" ms after the pass"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .collect()
+}
+
+fn main() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let root = dir.join("root");
+    synth::sriov_nics(&root, PFS, VFS_PER_PF, 0);
+    let vf = last_vf(&root);
+    let vf_name = cdigen::dra::names::label(&format!("sriov-{}", vf.2));
+    let api = FakeApi::start();
+    let kubeconfig = api.kubeconfig(dir);
+
+    let t_start = Instant::now();
+    let log = dir.join("driver.log");
+    let driver = spawn_ready(
+        dir,
+        &[
+            "dra-driver",
+            "--node",
+            NODE,
+            "--output-dir",
+            "cdi",
+            "--devinfo-dir",
+            "devinfo",
+            "--plugin-dir",
+            "plugins",
+            "--registry-dir",
+            "registry",
+        ],
+        "ready",
+        &log,
+        &kubeconfig,
+    );
+    let end = Instant::now() + WAIT;
+    while !published_devices(&api).contains(&vf_name) {
+        assert!(Instant::now() < end, "the first publication never came");
+        thread::sleep(Duration::from_millis(5));
+    }
+    let startup = t_start.elapsed();
+    let slices = api.slices().len();
+    let devices = published_devices(&api).len();
+    // Settled (the first publication's writes all done).
+    thread::sleep(Duration::from_millis(200));
+    let mut mem = vec![("driver, first publication", memory(driver.pid()))];
+
+    // 1. Hotplug -> slices written on the server.
+    let (gone, back) = cycle(&vf, &driver, |present, since| {
+        let end = Instant::now() + WAIT;
+        loop {
+            if published_devices(&api).contains(&vf_name) == present {
+                let writes = api.writes();
+                return writes
+                    .iter()
+                    .filter(|w| w.resource == "resourceslices" && w.at >= since)
+                    .map(|w| w.at)
+                    .max()
+                    .unwrap_or_else(Instant::now);
+            }
+            assert!(Instant::now() < end, "the change never showed");
+            thread::sleep(Duration::from_millis(1));
+        }
+    });
+    mem.push(("driver, after the changes", memory(driver.pid())));
+    let text = fs::read_to_string(&log).unwrap();
+    let logged = logged_latencies(&text);
+    // Where the time goes (the driver's debug lines): the pass, then the
+    // inventory, devices and slices, then the list before the writes.
+    let parts = [
+        ("the pass", logged_after(&text, "DEBUG pass")),
+        (
+            "inventory + devices + slices",
+            logged_after(&text, "slices in"),
+        ),
+        ("list before writing", logged_after(&text, "list took")),
+    ];
+    driver.signal("TERM");
+    let mut driver = driver;
+    let _ = driver.0.wait();
+    let left: Vec<Value> = api.slices().into_values().collect();
+    assert!(left.is_empty(), "slices left after SIGTERM: {}", left.len());
+
+    // Baselines: one-shot generate; `cdigen watch` through the same changes.
+    let mut generate = vec![];
+    for i in 0..GENERATE_RUNS {
+        let out = dir.join(format!("generate-{i}"));
+        let t = Instant::now();
+        let s = cdigen(dir)
+            .args(["generate", "--root", "root"])
+            .arg("--output-dir")
+            .arg(out.join("cdi"))
+            .arg("--devinfo-dir")
+            .arg(out.join("devinfo"))
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        generate.push(t.elapsed());
+        assert!(s.success());
+    }
+    let watch = spawn_ready(
+        dir,
+        &[
+            "watch",
+            "--output-dir",
+            "w-cdi",
+            "--devinfo-dir",
+            "w-devinfo",
+        ],
+        "w-ready",
+        &dir.join("watch.log"),
+        &kubeconfig,
+    );
+    let watch_first = memory(watch.pid());
+    let spec = dir.join("w-cdi/cdigen.io-vf.yaml");
+    let (w_gone, w_back) = cycle(&vf, &watch, |present, _| spec_shows(&spec, &vf.2, present));
+    let watch_after = memory(watch.pid());
+    watch.signal("TERM");
+    drop(watch);
+
+    println!(
+        "cdigen dra-driver, {PFS} PFs x {VFS_PER_PF} VFs: {devices} devices in {slices} ResourceSlices \
+(published {startup:.2?} after start)"
+    );
+    println!(
+        "  {:<38} {:>11} {:>11} {:>9}",
+        "median of", "time", "baseline", "ratio"
+    );
+    let generate = median(generate);
+    let w_gone = median(w_gone);
+    let w_back = median(w_back);
+    println!(
+        "1. hotplug -> slices written on the API server, {CHANGE_CYCLES} changes each; trigger: SIGHUP (reload + full pass)"
+    );
+    row(
+        "VF hidden, slice written",
+        median(gone.clone()),
+        w_gone,
+        "watch: spec written",
+    );
+    row(
+        "VF restored, slice written",
+        median(back.clone()),
+        w_back,
+        "watch: spec written",
+    );
+    let all: Vec<Duration> = gone.into_iter().chain(back).collect();
+    row(
+        "either, slice written",
+        median(all),
+        generate,
+        "one-shot cdigen generate",
+    );
+    if !logged.is_empty() {
+        row(
+            "driver's log: pass start -> written",
+            median(logged.clone()),
+            generate,
+            "one-shot cdigen generate",
+        );
+        println!("  ({} figures from the driver's log)", logged.len());
+    }
+
+    println!("  where the driver's time goes (its debug log, medians over every pass):");
+    for (what, v) in parts {
+        if !v.is_empty() {
+            println!("    {what:<36} {:>11}", format!("{:.2?}", median(v)));
+        }
+    }
+
+    println!("2. memory, against cdigen watch on the same machine at the same point");
+    println!(
+        "  {:<38} {:>11} {:>11} {:>9} {:>11} {:>11} {:>9}",
+        "", "VmHWM", "watch", "ratio", "VmRSS", "watch", "ratio"
+    );
+    for (i, (what, (hwm, rss))) in mem.iter().enumerate() {
+        let (w_hwm, w_rss) = if i == 0 { watch_first } else { watch_after };
+        println!(
+            "  {what:<38} {:>11} {:>11} {:>8.2}x {:>11} {:>11} {:>8.2}x",
+            mib(*hwm),
+            mib(w_hwm),
+            *hwm as f64 / w_hwm as f64,
+            mib(*rss),
+            mib(w_rss),
+            *rss as f64 / w_rss as f64
+        );
+    }
+}

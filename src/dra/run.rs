@@ -1,0 +1,314 @@
+//! The DRA driver process: the watch loop on its own thread keeps the
+//! specs current and, after each pass, the inventory, the devices
+//! ([`super::names`]) and the slices ([`super::slices`]); a tokio thread
+//! publishes the slices ([`super::publish`]) and serves the kubelet plugin,
+//! both fed through `tokio::sync::watch` channels. On SIGTERM the watch
+//! ends, the channels close, the plugin stops and the slices are deleted.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use anyhow::Context as _;
+use tokio::sync::watch as tw;
+
+use super::names::{self, DraDevice};
+use super::publish::{Desired, Publisher};
+use super::{ClaimApi, checkpoint, kubeapi, plugin, slices};
+use crate::deviceplugin::inventory::{self, Inventory, ResourceDef};
+use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
+
+/// How the driver runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The driver name (a DNS subdomain).
+    pub driver: String,
+    /// The node: the slices' nodeName and pool.
+    pub node: String,
+    /// The kubelet's plugin directory (`<dir>/<driver>/dra.sock`).
+    pub plugin_dir: PathBuf,
+    /// The kubelet's plugin registration directory.
+    pub registry_dir: PathBuf,
+    /// Where CDI specs are written, the per-claim specs too.
+    pub output_dir: PathBuf,
+    /// The host (`--root`): prepared network devices' addresses are read
+    /// from its `/sys/class/net`.
+    pub root: PathBuf,
+}
+
+/// The watch's [`Regenerate`]: the pipeline, then the inventory, the
+/// devices and the slices.
+struct Publish {
+    pipeline: Pipeline,
+    defs: Vec<ResourceDef>,
+    output_dir: PathBuf,
+    /// The plugin's directory: its checkpoint says which devices are held.
+    driver_dir: PathBuf,
+    driver: String,
+    node: String,
+    inventory: Inventory,
+    devices: tw::Sender<Arc<Vec<DraDevice>>>,
+    slices: tw::Sender<Option<Arc<Desired>>>,
+    control: Arc<Control>,
+    /// A reason to stop found in the first pass (colliding IDs).
+    fatal: Arc<Mutex<Option<anyhow::Error>>>,
+    first: bool,
+}
+
+impl Publish {
+    /// The (resource, ID) of each device a prepared claim holds, by the
+    /// plugin's checkpoint and the devices last published. An unreadable
+    /// checkpoint holds nothing (the plugin warns about it).
+    fn held(&self) -> BTreeSet<(String, String)> {
+        let Ok(prepared) = checkpoint::load(&self.driver_dir) else {
+            return BTreeSet::new();
+        };
+        let names: BTreeSet<&str> = prepared
+            .claims
+            .values()
+            .flat_map(|c| c.devices.iter().map(|d| d.device.as_str()))
+            .collect();
+        self.devices
+            .borrow()
+            .iter()
+            .filter(|d| !d.shared && names.contains(d.name.as_str()))
+            .map(|d| (d.resource.clone(), d.entry.id.clone()))
+            .collect()
+    }
+
+    fn publish(&mut self, since: Instant) {
+        let built = Instant::now();
+        let root = match self.pipeline.host_root() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                return;
+            }
+        };
+        // The devices of prepared claims stay published (tainted) while
+        // gone, as the device plugin keeps allocated ones.
+        let held = self.held();
+        let (inv, collisions) = inventory::build(
+            &self.defs,
+            self.pipeline.plans(),
+            &root,
+            &self.output_dir,
+            &self.inventory,
+            &held,
+        );
+        if self.first && !collisions.is_empty() {
+            let all: Vec<String> = collisions.iter().map(ToString::to_string).collect();
+            if let Ok(mut f) = self.fatal.lock() {
+                *f = Some(anyhow::anyhow!("{}", all.join("\n")));
+            }
+            self.control.stop();
+            return;
+        }
+        for c in &collisions {
+            tracing::warn!("{c}; publishing neither");
+        }
+        let devices = names::devices(&inv);
+        self.inventory = inv;
+        let wanted = slices::slices(&devices, &self.driver, &self.node, 0);
+        tracing::debug!(
+            "pass {} ms, then inventory, {} devices and {} slices in {} ms",
+            built.saturating_duration_since(since).as_millis(),
+            devices.len(),
+            wanted.len(),
+            built.elapsed().as_millis()
+        );
+        let first = std::mem::replace(&mut self.first, false);
+        self.slices.send_if_modified(|cur| {
+            if !first && cur.as_ref().is_some_and(|d| d.slices == wanted) {
+                false
+            } else {
+                *cur = Some(Arc::new(Desired {
+                    slices: wanted,
+                    since,
+                }));
+                true
+            }
+        });
+        self.devices.send_if_modified(|cur| {
+            if !first && **cur == devices {
+                false
+            } else {
+                *cur = Arc::new(devices);
+                true
+            }
+        });
+    }
+}
+
+impl Regenerate for Publish {
+    fn watched(&self) -> Vec<Watched> {
+        self.pipeline.watched()
+    }
+
+    fn reload(&mut self) -> anyhow::Result<()> {
+        self.pipeline.reload()?;
+        match inventory::resources(self.pipeline.generators()) {
+            Ok(defs) => self.defs = defs,
+            Err(e) => tracing::error!("{e} (keeping the previous resources)"),
+        }
+        Ok(())
+    }
+
+    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
+        let since = Instant::now();
+        let pass = self.pipeline.regenerate(scope, stop)?;
+        self.publish(since);
+        Ok(pass)
+    }
+
+    fn udev_busy(&self) -> bool {
+        self.pipeline.udev_busy()
+    }
+
+    fn udev_running(&self) -> bool {
+        self.pipeline.udev_running()
+    }
+
+    fn poll_every(&self) -> Option<std::time::Duration> {
+        self.pipeline.poll_every()
+    }
+
+    fn poll(&mut self) -> Option<Scope> {
+        self.pipeline.poll()
+    }
+}
+
+/// Runs the driver until SIGTERM (or `control.stop()`), with the watch's
+/// events from the source `open_source` opens (on the watch thread), and
+/// the API server from the environment ([`kubeapi::client`]).
+///
+/// # Errors
+/// No API server configuration, invalid resources or colliding IDs at
+/// start, or a watch that cannot run.
+pub fn run(
+    config: &watch::Config,
+    open_source: impl FnOnce() -> anyhow::Result<Box<dyn EventSource>> + Send + 'static,
+    pipeline: Pipeline,
+    control: Arc<Control>,
+    options: &Options,
+) -> anyhow::Result<()> {
+    slices::check_driver_name(&options.driver).map_err(anyhow::Error::msg)?;
+    slices::check_node_name(&options.node).map_err(anyhow::Error::msg)?;
+    let defs = inventory::resources(pipeline.generators())?;
+    if defs.is_empty() {
+        anyhow::bail!(
+            "no generator advertises a resource (each has device_plugin.enabled: false, or none is selected)"
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the runtime")?;
+    let client = runtime.block_on(kubeapi::client())?;
+    let (devices_tx, devices_rx) = tw::channel(Arc::new(Vec::new()));
+    let (slices_tx, slices_rx) = tw::channel(None);
+    let fatal = Arc::new(Mutex::new(None));
+    let mut publish = Publish {
+        pipeline,
+        defs,
+        output_dir: options.output_dir.clone(),
+        driver_dir: options.plugin_dir.join(&options.driver),
+        driver: options.driver.clone(),
+        node: options.node.clone(),
+        inventory: Inventory::default(),
+        devices: devices_tx,
+        slices: slices_tx,
+        control: Arc::clone(&control),
+        fatal: Arc::clone(&fatal),
+        first: true,
+    };
+    let config = config.clone();
+    let watch_control = Arc::clone(&control);
+    let watcher = std::thread::Builder::new()
+        .name("watch".into())
+        .spawn(move || {
+            let mut source = open_source()?;
+            let r = watch::run(
+                &config,
+                source.as_mut(),
+                &mut publish,
+                &watch_control,
+                &mut |_| {},
+            );
+            drop(publish); // closes the channels: the driver stops
+            r
+        })
+        .context("cannot start the watch thread")?;
+    runtime.block_on(serve(
+        client,
+        devices_rx,
+        slices_rx,
+        options.clone(),
+        &control,
+        &fatal,
+    ));
+    let watched = watcher
+        .join()
+        .map_err(|_| anyhow::anyhow!("the watch thread panicked"))?;
+    if let Some(e) = fatal.lock().ok().and_then(|mut f| f.take()) {
+        return Err(e);
+    }
+    watched?;
+    Ok(())
+}
+
+/// Publishes the slices and serves the kubelet plugin until the watch
+/// closes the channels; then the plugin stops and the slices go.
+async fn serve(
+    client: kube::Client,
+    devices: tw::Receiver<Arc<Vec<DraDevice>>>,
+    slices: tw::Receiver<Option<Arc<Desired>>>,
+    options: Options,
+    control: &Control,
+    fatal: &Mutex<Option<anyhow::Error>>,
+) {
+    let (stop_tx, stop_rx) = tw::channel(false);
+    let claims: Arc<dyn ClaimApi> = Arc::new(kubeapi::KubeClaims::new(client.clone()));
+    let publisher = Publisher::new(client, &options.driver, &options.node);
+    // The slices go on the way out whatever stops the driver: the
+    // publisher ends when the watch closes its channel.
+    let publishing = tokio::spawn(publisher.run(slices, stop_rx.clone()));
+    let mut config = plugin::Config::new(
+        &options.driver,
+        &options.node,
+        &options.plugin_dir,
+        &options.registry_dir,
+    );
+    config.prepare.cdi_dir = options.output_dir.clone();
+    config.prepare.root = options.root.clone();
+    let mut plugin_stop = stop_rx;
+    let plugin = plugin::start(config, claims, devices.clone(), async move {
+        let _ = plugin_stop.wait_for(|stop| *stop).await;
+    })
+    .await;
+    let plugin = match plugin {
+        Ok(running) => {
+            if let Some(w) = &running.checkpoint_warning {
+                tracing::warn!("{w}");
+            }
+            Some(running)
+        }
+        Err(e) => {
+            // Slices nobody can prepare would strand pods: stop, and say
+            // why (the slices go on the way out).
+            if let Ok(mut f) = fatal.lock() {
+                *f = Some(e.context("the kubelet plugin cannot start"));
+            }
+            control.stop();
+            None
+        }
+    };
+    let mut closed = devices;
+    while closed.changed().await.is_ok() {}
+    let _ = stop_tx.send(true);
+    if let Some(running) = plugin {
+        running.wait().await;
+    }
+    let _ = publishing.await;
+}

@@ -1,0 +1,1005 @@
+//! The DRA driver against a fake API server (tests/support/apiserver.rs):
+//! ResourceClaim status writes next to other drivers' entries and under
+//! conflicts; the slice publisher's creates, updates, deletes and pool
+//! generations; repair after a wipe, a change by someone else and API
+//! errors; and `cdigen dra-driver` itself on a copy of a fixture machine,
+//! through hotplug, a wipe, a stale slice and SIGTERM, never touching
+//! other nodes' or drivers' slices.
+
+#![allow(
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::indexing_slicing,
+    clippy::panic
+)]
+
+#[path = "support/apiserver.rs"]
+mod apiserver;
+#[path = "support/machine.rs"]
+mod support;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use apiserver::FakeApi;
+use cdigen::deviceplugin::inventory;
+use cdigen::dra::kubeapi::KubeClaims;
+use cdigen::dra::publish::{Desired, Outcome, Publisher};
+use cdigen::dra::{ClaimApi, names, slices};
+use cdigen::generate::{Definitions, Host};
+use cdigen::watch::{Pipeline, Regenerate as _, Scope};
+use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, Device, ResourceSlice};
+use serde_json::{Value, json};
+use tokio::sync::watch as tw;
+
+/// How long anything may take before a test gives up.
+const WAIT: Duration = Duration::from_secs(30);
+
+const DRIVER: &str = "dra.cdigen.io";
+const NODE: &str = "node-a";
+
+// --- helpers ---------------------------------------------------------------
+
+/// Slices of `node` for `driver`, one per list of device names, as
+/// `slices()` names and shapes them (generation 0: the publisher's to set).
+fn wanted(driver: &str, node: &str, chunks: &[&[&str]]) -> Vec<ResourceSlice> {
+    let count = i64::try_from(chunks.len()).unwrap();
+    chunks
+        .iter()
+        .enumerate()
+        .map(|(i, names)| {
+            let mut s = slices::slices(&[], driver, node, 0).remove(0);
+            s.metadata.name = Some(slices::slice_name(node, driver, i));
+            s.spec.pool.resource_slice_count = count;
+            s.spec.devices = Some(
+                names
+                    .iter()
+                    .map(|n| Device {
+                        name: (*n).to_string(),
+                        ..Device::default()
+                    })
+                    .collect(),
+            );
+            s
+        })
+        .collect()
+}
+
+/// A slice someone else publishes.
+fn foreign(name: &str, driver: &str, node: &str) -> Value {
+    json!({
+        "metadata": {"name": name},
+        "spec": {
+            "driver": driver, "nodeName": node,
+            "pool": {"name": node, "generation": 7, "resourceSliceCount": 1},
+            "devices": [{"name": "theirs"}],
+        },
+    })
+}
+
+/// The names of the slices held, of (driver, node).
+fn names_of(s: &BTreeMap<String, Value>, driver: &str, node: &str) -> BTreeSet<String> {
+    s.iter()
+        .filter(|(_, v)| {
+            v["spec"]["driver"] == json!(driver) && v["spec"]["nodeName"] == json!(node)
+        })
+        .map(|(n, _)| n.clone())
+        .collect()
+}
+
+/// The device names of the slice `name`.
+fn devices_of(s: &BTreeMap<String, Value>, name: &str) -> Vec<String> {
+    s[name]["spec"]["devices"]
+        .as_array()
+        .map(|d| {
+            d.iter()
+                .map(|d| d["name"].as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn generation(s: &BTreeMap<String, Value>, name: &str) -> i64 {
+    s[name]["spec"]["pool"]["generation"].as_i64().unwrap()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn status(driver: &str, device: &str) -> AllocatedDeviceStatus {
+    AllocatedDeviceStatus {
+        driver: driver.into(),
+        pool: NODE.into(),
+        device: device.into(),
+        ..AllocatedDeviceStatus::default()
+    }
+}
+
+// --- claims ------------------------------------------------------------------
+
+/// `status.devices`: our entries replaced, other drivers' kept, through a
+/// merge patch by field manager cdigen; nothing written when nothing
+/// changes; a write by someone else in between is retried and kept.
+#[test]
+fn claim_status_replaces_only_our_entries_and_survives_conflicts() {
+    let api = FakeApi::start();
+    api.put_claim(json!({
+        "metadata": {"namespace": "ns", "name": "claim", "uid": "u1"},
+        "spec": {},
+        "status": {"devices": [
+            {"driver": "other.example.com", "pool": NODE, "device": "nic0"},
+            {"driver": DRIVER, "pool": NODE, "device": "old"},
+        ]},
+    }));
+    let rt = runtime();
+    let claims = rt.block_on(async { KubeClaims::new(api.client()) });
+    let claims: Arc<dyn ClaimApi> = Arc::new(claims);
+
+    let claim = rt.block_on(claims.get_claim("ns", "claim")).unwrap();
+    assert_eq!(claim.metadata.uid.as_deref(), Some("u1"));
+
+    rt.block_on(claims.set_device_status("ns", "claim", DRIVER, vec![status(DRIVER, "new")]))
+        .unwrap();
+    let devices = &api.claim("ns", "claim").unwrap()["status"]["devices"];
+    assert_eq!(
+        *devices,
+        json!([
+            {"driver": "other.example.com", "pool": NODE, "device": "nic0"},
+            {"driver": DRIVER, "pool": NODE, "device": "new"},
+        ])
+    );
+    let patches: Vec<_> = api
+        .writes()
+        .into_iter()
+        .filter(|w| w.verb == "patch")
+        .collect();
+    assert_eq!(patches.len(), 1);
+    assert_eq!(patches[0].field_manager.as_deref(), Some("cdigen"));
+    let patch_requests = || {
+        api.requests()
+            .into_iter()
+            .filter(|r| r.method == "PATCH")
+            .map(|r| (r.path, r.status))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        patch_requests(),
+        [(
+            "/apis/resource.k8s.io/v1/namespaces/ns/resourceclaims/claim/status".to_string(),
+            200
+        )]
+    );
+
+    // Again, the same: nothing to write.
+    rt.block_on(claims.set_device_status("ns", "claim", DRIVER, vec![status(DRIVER, "new")]))
+        .unwrap();
+    assert_eq!(
+        patch_requests().len(),
+        1,
+        "an unchanged status is not written"
+    );
+
+    // Another driver writes its entry between our read and our patch: the
+    // patch conflicts (409), and the next try keeps its entry.
+    api.interfere_with_next_patch(json!([
+        {"driver": "other.example.com", "pool": NODE, "device": "nic0"},
+        {"driver": "third.example.com", "pool": NODE, "device": "x"},
+        {"driver": DRIVER, "pool": NODE, "device": "new"},
+    ]));
+    rt.block_on(claims.set_device_status(
+        "ns",
+        "claim",
+        DRIVER,
+        vec![status(DRIVER, "a"), status(DRIVER, "b")],
+    ))
+    .unwrap();
+    assert_eq!(
+        api.claim("ns", "claim").unwrap()["status"]["devices"],
+        json!([
+            {"driver": "other.example.com", "pool": NODE, "device": "nic0"},
+            {"driver": "third.example.com", "pool": NODE, "device": "x"},
+            {"driver": DRIVER, "pool": NODE, "device": "a"},
+            {"driver": DRIVER, "pool": NODE, "device": "b"},
+        ])
+    );
+    let statuses: Vec<u16> = patch_requests().into_iter().map(|(_, s)| s).collect();
+    assert_eq!(statuses, [200, 409, 200]);
+
+    // Errors name the claim.
+    let err = rt.block_on(claims.get_claim("ns", "missing")).unwrap_err();
+    assert_eq!(err.to_string(), "ResourceClaim ns/missing not found");
+    api.fail_next(1, 500);
+    let err = rt.block_on(claims.get_claim("ns", "claim")).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot get ResourceClaim ns/claim: the API server says injected failure (500 InternalError)"
+    );
+    let err = rt
+        .block_on(claims.set_device_status("ns", "missing", DRIVER, vec![]))
+        .unwrap_err();
+    assert_eq!(err.to_string(), "ResourceClaim ns/missing not found");
+}
+
+// --- the publisher, one round at a time -------------------------------------
+
+/// Creates, updates with the next generation, deletes stale slices of our
+/// (driver, node), adopts what is already there after a restart, and
+/// never touches other nodes' or drivers' slices.
+#[test]
+fn sync_creates_updates_deletes_and_bumps_the_generation() {
+    let api = FakeApi::start();
+    api.put_slice(foreign("other-node", DRIVER, "node-b"));
+    api.put_slice(foreign("other-driver", "gpu.example.com", NODE));
+    let rt = runtime();
+    let mut p = rt.block_on(async { Publisher::new(api.client(), DRIVER, NODE) });
+    let ours = |s: &BTreeMap<String, Value>| names_of(s, DRIVER, NODE);
+    let s0 = slices::slice_name(NODE, DRIVER, 0);
+    let s1 = slices::slice_name(NODE, DRIVER, 1);
+
+    // First: created, generation 1.
+    let two = wanted(DRIVER, NODE, &[&["a", "b"], &["c"]]);
+    let out = rt.block_on(p.sync(&two)).unwrap();
+    assert_eq!(
+        out,
+        Outcome {
+            created: 2,
+            generation: 1,
+            ..Outcome::default()
+        }
+    );
+    let s = api.slices();
+    assert_eq!(ours(&s), BTreeSet::from([s0.clone(), s1.clone()]));
+    assert_eq!(devices_of(&s, &s0), ["a", "b"]);
+    assert_eq!(devices_of(&s, &s1), ["c"]);
+    for name in [&s0, &s1] {
+        assert_eq!(generation(&s, name), 1);
+        assert_eq!(s[name]["spec"]["pool"]["resourceSliceCount"], json!(2));
+        assert_eq!(s[name]["spec"]["pool"]["name"], json!(NODE));
+    }
+    // The writes carry our field manager.
+    assert!(
+        api.writes()
+            .iter()
+            .all(|w| w.field_manager.as_deref() == Some("cdigen"))
+    );
+
+    // The same again: nothing written.
+    let writes = api.writes().len();
+    let out = rt.block_on(p.sync(&two)).unwrap();
+    assert!(!out.wrote(), "{out:?}");
+    assert_eq!(api.writes().len(), writes);
+
+    // A device goes: both slices at generation 2 (count and content).
+    let one = wanted(DRIVER, NODE, &[&["a", "c"]]);
+    let out = rt.block_on(p.sync(&one)).unwrap();
+    assert_eq!(
+        out,
+        Outcome {
+            updated: 1,
+            deleted: 1,
+            generation: 2,
+            ..Outcome::default()
+        }
+    );
+    let s = api.slices();
+    assert_eq!(ours(&s), BTreeSet::from([s0.clone()]));
+    assert_eq!(devices_of(&s, &s0), ["a", "c"]);
+    assert_eq!(generation(&s, &s0), 2);
+    assert_eq!(s[&s0]["spec"]["pool"]["resourceSliceCount"], json!(1));
+
+    // A stale slice of ours appears (an older driver's): deleted; the
+    // content did not change, so the generation stays.
+    let mut stale = foreign("stale", DRIVER, NODE);
+    stale["spec"]["pool"]["generation"] = json!(1);
+    api.put_slice(stale);
+    let out = rt.block_on(p.sync(&one)).unwrap();
+    assert_eq!(
+        out,
+        Outcome {
+            deleted: 1,
+            generation: 2,
+            ..Outcome::default()
+        }
+    );
+    assert!(!api.slices().contains_key("stale"));
+
+    // Someone publishes our pool above us: we go above them.
+    let mut high = api.slices()[&s0].clone();
+    high["spec"]["pool"]["generation"] = json!(9);
+    api.put_slice(high);
+    let out = rt.block_on(p.sync(&one)).unwrap();
+    assert_eq!((out.updated, out.generation), (1, 10));
+
+    // A restart with the same content adopts the slices as they are.
+    let mut again = rt.block_on(async { Publisher::new(api.client(), DRIVER, NODE) });
+    let writes = api.writes().len();
+    let out = rt.block_on(again.sync(&one)).unwrap();
+    assert_eq!(
+        out,
+        Outcome {
+            generation: 10,
+            ..Outcome::default()
+        }
+    );
+    assert_eq!(api.writes().len(), writes);
+    // ... and a restart with other content starts above what it finds.
+    let out = rt.block_on(again.sync(&two)).unwrap();
+    assert_eq!((out.created, out.updated, out.generation), (1, 1, 11));
+
+    // The list asked for our slices only.
+    let list = api
+        .requests()
+        .into_iter()
+        .find(|r| r.method == "GET" && r.path.ends_with("/resourceslices"))
+        .unwrap();
+    assert!(
+        list.query
+            .contains("fieldSelector=spec.driver%3Ddra.cdigen.io%2Cspec.nodeName%3Dnode-a"),
+        "{}",
+        list.query
+    );
+
+    // All of ours go; the others stay as they were.
+    assert_eq!(rt.block_on(again.delete_all()).unwrap(), 2);
+    let s = api.slices();
+    assert_eq!(
+        s.keys().cloned().collect::<Vec<_>>(),
+        ["other-driver", "other-node"]
+    );
+    assert_eq!(s["other-node"]["metadata"]["resourceVersion"], json!("1"));
+    assert_eq!(s["other-driver"]["metadata"]["resourceVersion"], json!("2"));
+    assert!(
+        api.writes()
+            .iter()
+            .all(|w| w.name != "other-node" && w.name != "other-driver"),
+        "other nodes' and drivers' slices are never written"
+    );
+
+    // Errors name the slices.
+    api.fail_next(1, 500);
+    let err = rt.block_on(again.sync(&two)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot list the ResourceSlices of dra.cdigen.io on node node-a: the API server says injected failure (500 InternalError)"
+    );
+}
+
+// --- the publisher running ----------------------------------------------------
+
+/// The publisher's loop: publishes, re-creates after a wipe, restores a
+/// slice changed by someone else, retries through API errors, follows a
+/// new content, keeps watching after the server ends its watch, and
+/// deletes its slices (only those) when stopped.
+#[test]
+fn run_repairs_wipes_and_changes_and_retries_errors() {
+    let api = FakeApi::start();
+    api.put_slice(foreign("other-node", DRIVER, "node-b"));
+    let rt = runtime();
+    let publisher = rt.block_on(async {
+        Publisher::new(api.client(), DRIVER, NODE)
+            .with_backoff(Duration::from_millis(50), Duration::from_millis(200))
+    });
+    let desired = |chunks: &[&[&str]]| {
+        Some(Arc::new(Desired {
+            slices: wanted(DRIVER, NODE, chunks),
+            since: Instant::now(),
+        }))
+    };
+    let (tx, rx) = tw::channel(desired(&[&["a", "b"]]));
+    let (stop_tx, stop_rx) = tw::channel(false);
+    let task = rt.spawn(publisher.run(rx, stop_rx));
+    let s0 = slices::slice_name(NODE, DRIVER, 0);
+    let has = |devs: &'static [&'static str], g: i64| {
+        let s0 = s0.clone();
+        move |s: &BTreeMap<String, Value>| {
+            s.get(&s0).is_some_and(|v| {
+                devices_of(s, &s0) == devs && v["spec"]["pool"]["generation"] == json!(g)
+            })
+        }
+    };
+    api.wait_slices(WAIT, "the first publication", has(&["a", "b"], 1));
+
+    // The kubelet wipes the node's slices: re-created (the content is the
+    // same, so is the generation).
+    assert_eq!(api.wipe(NODE), 1);
+    api.wait_slices(WAIT, "re-creation after a wipe", has(&["a", "b"], 1));
+
+    // Someone changes our slice: put back.
+    let mut changed = api.slices()[&s0].clone();
+    changed["spec"]["devices"] = json!([{"name": "intruder"}]);
+    api.put_slice(changed);
+    api.wait_slices(WAIT, "the slice restored", has(&["a", "b"], 1));
+
+    // The API server fails for a while, then works: the wipe is repaired.
+    api.fail_next(4, 500);
+    api.wipe(NODE);
+    api.wait_slices(WAIT, "re-creation through errors", has(&["a", "b"], 1));
+    let failed = api.requests().iter().filter(|r| r.status == 500).count();
+    assert_eq!(failed, 4);
+
+    // The watch ends (the server's timeout): still watched after.
+    api.end_watches();
+    thread::sleep(Duration::from_millis(200));
+    api.wipe(NODE);
+    api.wait_slices(
+        WAIT,
+        "re-creation after the watch ended",
+        has(&["a", "b"], 1),
+    );
+
+    // New content: the next generation.
+    tx.send(desired(&[&["a", "b", "c"]])).unwrap();
+    api.wait_slices(WAIT, "the new content", has(&["a", "b", "c"], 2));
+
+    // Our own writes are not news: no list after the last one settled.
+    thread::sleep(Duration::from_millis(300));
+    let before = api.requests().len();
+    thread::sleep(Duration::from_millis(500));
+    let after: Vec<_> = api.requests().into_iter().skip(before).collect();
+    assert!(
+        after.is_empty(),
+        "requests while nothing changed: {after:?}"
+    );
+
+    // Stopped: ours deleted, the other node's kept.
+    stop_tx.send(true).unwrap();
+    rt.block_on(task).unwrap();
+    assert_eq!(
+        api.slices().keys().cloned().collect::<Vec<_>>(),
+        ["other-node"]
+    );
+    assert!(api.writes().iter().all(|w| w.name != "other-node"));
+}
+
+// --- cdigen dra-driver ----------------------------------------------------------
+
+/// The slices `cdigen dra-driver` should publish for the tree at
+/// `tmp/root` (built-in generators), at pool generation `g`: the same
+/// pipeline, inventory, names and `slices()`, in this process.
+fn expected(tmp: &Path, g: i64) -> Vec<ResourceSlice> {
+    let mut pipeline = Pipeline::new(
+        Host {
+            root: tmp.join("root"),
+            backends: Vec::new(),
+            driver_root: None,
+            library_search_path: Vec::new(),
+            hook_path: Some("/usr/bin/cdigen".into()),
+            no_nvml: true,
+        },
+        Definitions {
+            generators: Some("/nonexistent-cdigen-user-generators".into()),
+            templates: None,
+            only: Vec::new(),
+        },
+        tmp.join("expected-cdi"),
+        tmp.join("expected-devinfo"),
+        None,
+    )
+    .unwrap()
+    .with_device_info(false);
+    pipeline.regenerate(&Scope::All, &|| false).unwrap();
+    let defs = inventory::resources(pipeline.generators()).unwrap();
+    let root = pipeline.host_root().unwrap();
+    let (inv, collisions) = inventory::build(
+        &defs,
+        pipeline.plans(),
+        &root,
+        &tmp.join("expected-cdi"),
+        &inventory::Inventory::default(),
+        &BTreeSet::new(),
+    );
+    assert!(collisions.is_empty());
+    slices::slices(&names::devices(&inv), DRIVER, NODE, g)
+}
+
+/// What the server holds of `driver`'s slices of `node`, as slices.
+fn published(api: &FakeApi) -> Vec<ResourceSlice> {
+    api.slices()
+        .into_values()
+        .filter(|v| v["spec"]["driver"] == json!(DRIVER) && v["spec"]["nodeName"] == json!(NODE))
+        .map(|v| serde_json::from_value(v).unwrap())
+        .collect()
+}
+
+/// Whether the published slices say `want` (names and specs).
+fn says(api: &FakeApi, want: &[ResourceSlice]) -> bool {
+    let got: BTreeMap<Option<String>, _> = published(api)
+        .into_iter()
+        .map(|s| (s.metadata.name, s.spec))
+        .collect();
+    let want: BTreeMap<Option<String>, _> = want
+        .iter()
+        .map(|s| (s.metadata.name.clone(), s.spec.clone()))
+        .collect();
+    got == want
+}
+
+struct Driver {
+    child: Child,
+    tmp: PathBuf,
+}
+
+impl Driver {
+    fn spawn(tmp: &Path, kubeconfig: Option<&Path>, extra: &[&str]) -> Driver {
+        let log = fs::File::create(tmp.join("log")).unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdigen"));
+        cmd.current_dir(tmp)
+            .env("CDIGEN_NO_NVML", "1")
+            .args([
+                "dra-driver",
+                "--root",
+                "root",
+                "--output-dir",
+                "cdi",
+                "--devinfo-dir",
+                "devinfo",
+                "--source",
+                "none",
+                "--plugin-dir",
+                "plugins",
+                "--registry-dir",
+                "registry",
+            ])
+            .args(extra)
+            .env_remove("CDIGEN_ROOT")
+            .env_remove("CDIGEN_DRIVER_ROOT")
+            .env_remove("CDIGEN_TEMPLATES")
+            .env_remove("CDIGEN_DRA_DRIVER")
+            .env_remove("NODE_NAME")
+            .env_remove("KUBERNETES_SERVICE_HOST")
+            .env_remove("KUBERNETES_SERVICE_PORT")
+            .env_remove("JOURNAL_STREAM")
+            .env_remove("NOTIFY_SOCKET")
+            .env("HOME", tmp)
+            .env("RUST_LOG", "info")
+            .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log);
+        match kubeconfig {
+            Some(k) => cmd.env("KUBECONFIG", k),
+            None => cmd.env("KUBECONFIG", tmp.join("no-kubeconfig")),
+        };
+        Driver {
+            child: cmd.spawn().unwrap(),
+            tmp: tmp.to_path_buf(),
+        }
+    }
+
+    fn log(&self) -> String {
+        fs::read_to_string(self.tmp.join("log")).unwrap_or_default()
+    }
+
+    /// Waits until the log holds `needle`; returns the log.
+    fn wait_log(&self, needle: &str) -> String {
+        let end = Instant::now() + WAIT;
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for {needle:?} in the log:\n{log}"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig}");
+    }
+
+    fn wait_exit(&mut self) -> Option<i32> {
+        let t = Instant::now();
+        while t.elapsed() < WAIT {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        panic!("still running after {WAIT:?}:\n{}", self.log());
+    }
+
+    /// Waits until the published slices say `want`.
+    fn wait_published(&self, api: &FakeApi, want: &[ResourceSlice], what: &str) {
+        let end = Instant::now() + WAIT;
+        while !says(api, want) {
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for {what}; published: {}\nlog:\n{}",
+                serde_json::to_string_pretty(&api.slices()).unwrap(),
+                self.log()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Hides a VF of the example machine from sysfs (its bus entry and the
+/// PF's `virtfn` link), as its removal does; returns what puts it back.
+fn unplug_vf(root: &Path, addr: &str, virtfn: &str) -> impl FnOnce() {
+    let aside = root.parent().unwrap().join(format!("aside-{addr}"));
+    fs::create_dir(&aside).unwrap();
+    let pf = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0");
+    let links = [
+        (
+            root.join("sys/bus/pci/devices").join(addr),
+            aside.join("bus"),
+        ),
+        (pf.join(virtfn), aside.join("virtfn")),
+    ];
+    for (from, to) in &links {
+        fs::rename(from, to).unwrap();
+    }
+    move || {
+        for (from, to) in &links {
+            fs::rename(to, from).unwrap();
+        }
+        fs::remove_dir(&aside).unwrap();
+    }
+}
+
+/// `cdigen dra-driver` on the example machine: publishes what `slices()`
+/// makes of its devices; a VF unplugged then replugged updates the pool
+/// (generation + 1 each time); a wipe is repaired, a stale slice of ours
+/// deleted; on SIGTERM it exits 0 and its slices are gone; other nodes'
+/// and drivers' slices are never written.
+#[test]
+fn driver_publishes_follows_hotplug_repairs_and_cleans_up() {
+    let (tmp, root) = support::machine("example");
+    let api = FakeApi::start();
+    api.put_slice(foreign("other-node", DRIVER, "node-b"));
+    api.put_slice(foreign("other-driver", "gpu.example.com", NODE));
+    let kubeconfig = api.kubeconfig(tmp.path());
+    let mut driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
+
+    let all = expected(tmp.path(), 1);
+    let names: Vec<String> = all
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .map(|d| d.name)
+        .collect();
+    assert!(
+        names.contains(&"sriov-0000-3b-00-3".to_string()),
+        "the example machine's VFs are among its devices: {names:?}"
+    );
+    driver.wait_published(&api, &all, "the first publication");
+
+    // Hotplug: a VF goes; the next pass publishes without it.
+    let replug = unplug_vf(&root, "0000:3b:00.3", "virtfn1");
+    let without = expected(tmp.path(), 2);
+    assert_ne!(without, expected(tmp.path(), 1));
+    driver.signal("HUP");
+    driver.wait_published(&api, &without, "the VF gone, generation 2");
+    let log = driver.wait_log(
+        "the ResourceSlices of dra.cdigen.io on node node-a: generation 2: 0 created, 1 updated, 0 deleted, ",
+    );
+    assert!(log.contains("ms after the pass"), "{log}");
+    replug();
+    driver.signal("HUP");
+    driver.wait_published(&api, &expected(tmp.path(), 3), "the VF back, generation 3");
+
+    // The kubelet wipes the node's slices: ours come back, at the same
+    // generation (nothing changed).
+    let ours = published(&api).len();
+    assert_eq!(api.wipe(NODE), ours + 1);
+    driver.wait_published(&api, &expected(tmp.path(), 3), "re-creation after a wipe");
+    driver.wait_log("generation 3: 1 created, 0 updated, 0 deleted, repaired");
+    assert!(
+        !api.slices().contains_key("other-driver"),
+        "the wipe took it"
+    );
+    api.put_slice(foreign("other-driver", "gpu.example.com", NODE));
+
+    // A stale slice of ours (another driver instance's): deleted.
+    let mut stale = foreign("stale", DRIVER, NODE);
+    stale["spec"]["pool"]["generation"] = json!(1);
+    api.put_slice(stale);
+    let end = Instant::now() + WAIT;
+    while api.slices().contains_key("stale") {
+        assert!(
+            Instant::now() < end,
+            "the stale slice stays:\n{}",
+            driver.log()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    driver.wait_published(&api, &expected(tmp.path(), 3), "ours, after the stale one");
+
+    // SIGTERM: ours deleted, exit 0; the others untouched.
+    driver.signal("TERM");
+    assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
+    assert_eq!(
+        api.slices().keys().cloned().collect::<Vec<_>>(),
+        ["other-driver", "other-node"],
+        "{}",
+        driver.log()
+    );
+    assert!(
+        api.writes()
+            .iter()
+            .all(|w| w.name != "other-node" && w.name != "other-driver"),
+        "other nodes' and drivers' slices are never written"
+    );
+}
+
+/// `cdigen dra-driver` without a node name, or without an API server,
+/// says so and fails (exit status 2).
+#[test]
+fn driver_needs_a_node_and_an_api_server() {
+    let (tmp, _root) = support::machine("example");
+    let mut driver = Driver::spawn(tmp.path(), None, &[]);
+    assert_eq!(driver.wait_exit(), Some(2));
+    let log = driver.log();
+    assert!(
+        log.contains(
+            "cdigen dra-driver: no node name: give --node NAME or set NODE_NAME (in a DaemonSet, \
+from the downward API's spec.nodeName); the slices are published for it"
+        ),
+        "{log}"
+    );
+
+    let mut driver = Driver::spawn(tmp.path(), None, &["--node", NODE]);
+    assert_eq!(driver.wait_exit(), Some(2));
+    let log = driver.log();
+    assert!(
+        log.contains("cannot reach the Kubernetes API:")
+            && log.contains("(running outside a pod needs KUBECONFIG)"),
+        "{log}"
+    );
+
+    let mut driver = Driver::spawn(tmp.path(), None, &["--node", "Node_A"]);
+    assert_eq!(driver.wait_exit(), Some(2));
+    let log = driver.log();
+    assert!(
+        log.contains(
+            "cdigen: node name \"Node_A\" is not a DNS subdomain: \"Node_A\" is not a DNS label \
+             (a-z 0-9 -, starting and ending with a letter or digit)"
+        ),
+        "{log}"
+    );
+}
+
+/// The whole driver as the kubelet meets it: `cdigen dra-driver` on the
+/// example machine registers through its registration socket (a fake
+/// plugin watcher calls GetInfo and NotifyRegistrationStatus), and
+/// NodePrepareResources for a claim the (fake) API server holds, allocated
+/// a VF with an opaque env config, answers the VF's CDI name and the
+/// per-claim device; the claim's status gets the VF's network data; the
+/// official CDI library injects both names from the specs on disk; a
+/// prepared VF that is unplugged stays published, tainted; unprepare
+/// removes the per-claim spec; SIGTERM takes the sockets away.
+#[test]
+fn driver_registers_and_prepares_a_claim_end_to_end() {
+    use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
+    use cdigen::dra::api::pluginregistration::{InfoRequest, RegistrationStatus};
+    use cdigen::dra::api::v1;
+
+    const UID: &str = "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10";
+    const VF: &str = "sriov-0000-3b-00-3";
+    let (tmp, root) = support::machine("example");
+    let api = FakeApi::start();
+    let kubeconfig = api.kubeconfig(tmp.path());
+    let mut driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
+    driver.wait_published(&api, &expected(tmp.path(), 1), "the first publication");
+    api.put_claim(json!({
+        "metadata": {"namespace": "ns", "name": "net", "uid": UID},
+        "spec": {},
+        "status": {"allocation": {"devices": {
+            "results": [{"driver": DRIVER, "pool": NODE, "device": VF, "request": "vf"}],
+            "config": [{"source": "FromClaim", "requests": ["vf"], "opaque": {
+                "driver": DRIVER, "parameters": {"apiVersion": "dra.cdigen.io/v1alpha1",
+                    "kind": "DeviceConfig", "env": {"NCCL_IB_HCA": "mlx5_3"}}}}],
+        }}},
+    }));
+
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let reg_socket = tmp.path().join("registry/dra.cdigen.io-reg.sock");
+    let dra_socket = tmp.path().join("plugins/dra.cdigen.io/dra.sock");
+    let end = Instant::now() + WAIT;
+    while !reg_socket.exists() {
+        assert!(
+            Instant::now() < end,
+            "no registration socket:\n{}",
+            driver.log()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    let (info, answer) = rt.block_on(async {
+        let mut reg = RegistrationClient::new(
+            cdigen::deviceplugin::kubelet::connect(&reg_socket)
+                .await
+                .unwrap(),
+        );
+        let info = reg.get_info(InfoRequest {}).await.unwrap().into_inner();
+        reg.notify_registration_status(RegistrationStatus {
+            plugin_registered: true,
+            error: String::new(),
+        })
+        .await
+        .unwrap();
+        let mut dra = v1::dra_plugin_client::DraPluginClient::new(
+            cdigen::deviceplugin::kubelet::connect(&dra_socket)
+                .await
+                .unwrap(),
+        );
+        let answer = dra
+            .node_prepare_resources(v1::NodePrepareResourcesRequest {
+                claims: vec![v1::Claim {
+                    namespace: "ns".into(),
+                    uid: UID.into(),
+                    name: "net".into(),
+                }],
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        (info, answer)
+    });
+    assert_eq!(
+        (info.r#type.as_str(), info.name.as_str()),
+        ("DRAPlugin", DRIVER)
+    );
+    assert!(
+        info.endpoint.ends_with("plugins/dra.cdigen.io/dra.sock"),
+        "{info:?}"
+    );
+    assert_eq!(
+        info.supported_versions,
+        ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
+    );
+    let claim = &answer.claims[UID];
+    assert_eq!(claim.error, "", "{}", driver.log());
+    let [dev] = claim.devices.as_slice() else {
+        panic!("{claim:?}")
+    };
+    assert_eq!(
+        (dev.pool_name.as_str(), dev.device_name.as_str()),
+        (NODE, VF)
+    );
+    let per_claim = format!("k8s.dra.cdigen.io/claim={UID}-{VF}");
+    assert_eq!(
+        dev.cdi_device_ids,
+        ["cdigen.io/vf=0000:3b:00.3", per_claim.as_str()]
+    );
+
+    // The claim's status: the VF's interface, as the CNI DRA driver says it.
+    let status = &api.claim("ns", "net").unwrap()["status"]["devices"];
+    assert_eq!(status[0]["driver"], json!(DRIVER));
+    assert_eq!(status[0]["device"], json!(VF));
+    assert_eq!(status[0]["conditions"][0]["type"], json!("Ready"));
+    assert_eq!(status[0]["networkData"]["interfaceName"], json!("ens1f0v1"));
+
+    // The official library resolves both names from the specs on disk.
+    if let Some(tool) = support::cdi_go("driver_registers_and_prepares_a_claim_end_to_end") {
+        let config = tmp.path().join("config.json");
+        fs::write(
+            &config,
+            serde_json::to_vec(&json!({
+                "ociVersion": "1.2.0",
+                "process": {"args": ["sh"], "cwd": "/", "env": [], "user": {"uid": 0, "gid": 0}},
+                "root": {"path": "rootfs"},
+                "linux": {},
+            }))
+            .unwrap(),
+        )
+        .unwrap();
+        let out = Command::new(tool)
+            .arg("inject-bundle")
+            .arg(tmp.path().join("cdi"))
+            .arg(&config)
+            .args(&dev.cdi_device_ids)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "cdi-go: {out:?}");
+        let oci: Value = serde_json::from_slice(&fs::read(&config).unwrap()).unwrap();
+        let env: Vec<&str> = oci["process"]["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+        assert!(env.contains(&"NCCL_IB_HCA=mlx5_3"), "{env:?}");
+        let devices: Vec<&str> = oci["linux"]["devices"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|d| d["path"].as_str())
+            .collect();
+        assert!(devices.contains(&"/dev/infiniband/uverbs3"), "{devices:?}");
+        let mounts: Vec<&str> = oci["mounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|m| m["destination"].as_str())
+            .collect();
+        assert!(
+            mounts.contains(&"/var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json"),
+            "{mounts:?}"
+        );
+    }
+
+    // Unplugged while prepared: still published, with the taint.
+    let replug = unplug_vf(&root, "0000:3b:00.3", "virtfn1");
+    driver.signal("HUP");
+    let end = Instant::now() + WAIT;
+    loop {
+        let tainted = published(&api).iter().any(|s| {
+            s.spec.devices.iter().flatten().any(|d| {
+                d.name == VF
+                    && d.taints.iter().flatten().any(|t| {
+                        t.key == "dra.cdigen.io/unhealthy"
+                            && t.value.as_deref() == Some("GoneWhileAllocated")
+                    })
+            })
+        });
+        if tainted {
+            break;
+        }
+        assert!(
+            Instant::now() < end,
+            "the prepared VF is not published tainted:\n{}",
+            driver.log()
+        );
+        thread::sleep(Duration::from_millis(20));
+    }
+    replug();
+
+    let unprepared = rt.block_on(async {
+        let mut dra = v1::dra_plugin_client::DraPluginClient::new(
+            cdigen::deviceplugin::kubelet::connect(&dra_socket)
+                .await
+                .unwrap(),
+        );
+        dra.node_unprepare_resources(v1::NodeUnprepareResourcesRequest {
+            claims: vec![v1::Claim {
+                namespace: "ns".into(),
+                uid: UID.into(),
+                name: "net".into(),
+            }],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+    });
+    assert_eq!(unprepared.claims[UID].error, "");
+    assert!(
+        !tmp.path()
+            .join(format!("cdi/k8s.dra.cdigen.io-claim_{UID}.json"))
+            .exists()
+    );
+
+    driver.signal("TERM");
+    assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
+    assert!(
+        !reg_socket.exists() && !dra_socket.exists(),
+        "{}",
+        driver.log()
+    );
+}

@@ -1,0 +1,683 @@
+//! A small in-process fake Kubernetes API server for the DRA driver's
+//! tests: plain HTTP/1.1 on 127.0.0.1, written by hand (std threads, one
+//! per connection), holding ResourceClaims and ResourceSlices
+//! (`resource.k8s.io/v1`) as JSON, and implementing just the calls the
+//! `kube` client makes for them: GET, LIST with `fieldSelector`, POST, PUT
+//! (resourceVersion checked), PATCH of a claim's status (JSON merge patch,
+//! resourceVersion checked), DELETE, and WATCH (`?watch=1`: JSON lines in
+//! a chunked response, from a resourceVersion, until `timeoutSeconds`).
+//!
+//! Every request and every write is recorded; the next requests can be
+//! made to fail; a wipe deletes a node's slices as the kubelet does.
+
+// Each test binary uses a different part of this module.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+const GROUP: &str = "/apis/resource.k8s.io/v1";
+
+/// One request the server answered.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// GET, POST, PUT, PATCH, DELETE.
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The query, undecoded.
+    pub query: String,
+    /// The status it got.
+    pub status: u16,
+}
+
+/// One write that changed the store.
+#[derive(Debug, Clone)]
+pub struct Write {
+    /// `create`, `update`, `delete`, `patch`.
+    pub verb: String,
+    /// `resourceslices` or `resourceclaims`.
+    pub resource: String,
+    /// The object's name.
+    pub name: String,
+    /// The object after the write (before, for a delete).
+    pub object: Value,
+    /// When it was made.
+    pub at: Instant,
+    /// The field manager the client named (`?fieldManager=`).
+    pub field_manager: Option<String>,
+}
+
+#[derive(Default)]
+struct State {
+    rv: u64,
+    /// ResourceSlices by name.
+    slices: BTreeMap<String, Value>,
+    /// ResourceClaims by (namespace, name).
+    claims: BTreeMap<(String, String), Value>,
+    /// Slice events: (resourceVersion, type, object).
+    events: Vec<(u64, &'static str, Value)>,
+    requests: Vec<Request>,
+    writes: Vec<Write>,
+    /// How many of the next requests fail, and with which status.
+    fail: Option<(usize, u16)>,
+    /// Before the next status patch: a write by someone else to that
+    /// claim (so the patch conflicts).
+    interfere: Option<Value>,
+    /// Bumped to end every open watch.
+    watch_epoch: u64,
+}
+
+/// The fake API server; it runs until the test process ends.
+#[derive(Clone)]
+pub struct FakeApi {
+    state: Arc<(Mutex<State>, Condvar)>,
+    /// `http://127.0.0.1:<port>`.
+    pub url: String,
+}
+
+impl FakeApi {
+    /// Starts one on a free port.
+    pub fn start() -> FakeApi {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let api = FakeApi {
+            state: Arc::new((Mutex::new(State::default()), Condvar::new())),
+            url,
+        };
+        let server = api.clone();
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(conn) = conn else { continue };
+                let server = server.clone();
+                thread::spawn(move || server.connection(conn));
+            }
+        });
+        api
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A kubeconfig file in `dir` pointing at this server (no TLS, no
+    /// credentials); its path.
+    pub fn kubeconfig(&self, dir: &Path) -> PathBuf {
+        let path = dir.join("kubeconfig");
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n\
+users:\n- name: fake\n  user: {{}}\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n\
+current-context: fake\n",
+            self.url
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// A kube client for this server.
+    pub fn client(&self) -> kube::Client {
+        let config = kube::Config::new(self.url.parse().unwrap());
+        kube::Client::try_from(config).unwrap()
+    }
+
+    // ---- what tests see and do ----
+
+    /// The slices held now, by name.
+    pub fn slices(&self) -> BTreeMap<String, Value> {
+        self.lock().slices.clone()
+    }
+
+    /// The writes so far.
+    pub fn writes(&self) -> Vec<Write> {
+        self.lock().writes.clone()
+    }
+
+    /// The requests so far.
+    pub fn requests(&self) -> Vec<Request> {
+        self.lock().requests.clone()
+    }
+
+    /// The claim `namespace/name`.
+    pub fn claim(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.lock()
+            .claims
+            .get(&(namespace.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Stores `claim` (as someone else would), with a new resourceVersion.
+    pub fn put_claim(&self, mut claim: Value) {
+        let mut s = self.lock();
+        s.rv += 1;
+        let ns = claim["metadata"]["namespace"].as_str().unwrap().to_string();
+        let name = claim["metadata"]["name"].as_str().unwrap().to_string();
+        claim["apiVersion"] = json!("resource.k8s.io/v1");
+        claim["kind"] = json!("ResourceClaim");
+        claim["metadata"]["resourceVersion"] = json!(s.rv.to_string());
+        s.claims.insert((ns, name), claim);
+    }
+
+    /// Before the next status patch, `status.devices` of that claim
+    /// becomes `devices`, written by someone else: the patch conflicts.
+    pub fn interfere_with_next_patch(&self, devices: Value) {
+        self.lock().interfere = Some(devices);
+    }
+
+    /// Stores `slice` as someone else would (an ADDED or MODIFIED event).
+    pub fn put_slice(&self, mut slice: Value) {
+        let name = slice["metadata"]["name"].as_str().unwrap().to_string();
+        slice["apiVersion"] = json!("resource.k8s.io/v1");
+        slice["kind"] = json!("ResourceSlice");
+        let mut s = self.lock();
+        let kind = if s.slices.contains_key(&name) {
+            "MODIFIED"
+        } else {
+            "ADDED"
+        };
+        store_slice(&mut s, &name, slice, kind);
+        drop(s);
+        self.state.1.notify_all();
+    }
+
+    /// Deletes every slice of `node` (whatever the driver), as the kubelet
+    /// does at start: DELETED events. How many.
+    pub fn wipe(&self, node: &str) -> usize {
+        let mut s = self.lock();
+        let names: Vec<String> = s
+            .slices
+            .iter()
+            .filter(|(_, v)| v["spec"]["nodeName"] == json!(node))
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in &names {
+            delete_slice(&mut s, n);
+        }
+        drop(s);
+        self.state.1.notify_all();
+        names.len()
+    }
+
+    /// The next `n` requests fail with `status` (a Status body).
+    pub fn fail_next(&self, n: usize, status: u16) {
+        self.lock().fail = Some((n, status));
+    }
+
+    /// Ends every open watch (as an API server does at its timeout).
+    pub fn end_watches(&self) {
+        self.lock().watch_epoch += 1;
+        self.state.1.notify_all();
+    }
+
+    /// Waits until `f` holds of the slices; panics after `within`.
+    pub fn wait_slices(
+        &self,
+        within: Duration,
+        what: &str,
+        f: impl Fn(&BTreeMap<String, Value>) -> bool,
+    ) -> BTreeMap<String, Value> {
+        let end = Instant::now() + within;
+        loop {
+            let s = self.slices();
+            if f(&s) {
+                return s;
+            }
+            assert!(
+                Instant::now() < end,
+                "timed out waiting for {what}; slices: {}",
+                serde_json::to_string_pretty(&s).unwrap()
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    // ---- HTTP ----
+
+    fn connection(&self, conn: TcpStream) {
+        // Each response goes out whole at once: no Nagle delay (40 ms a
+        // response against the client's delayed ACKs).
+        let _ = conn.set_nodelay(true);
+        let mut reader = BufReader::new(conn.try_clone().unwrap());
+        let mut out = conn;
+        loop {
+            let mut line = String::new();
+            if reader.read_line(&mut line).unwrap_or(0) == 0 {
+                return;
+            }
+            let mut parts = line.split_whitespace();
+            let method = parts.next().unwrap_or_default().to_string();
+            let target = parts.next().unwrap_or_default().to_string();
+            let mut length = 0usize;
+            loop {
+                let mut h = String::new();
+                if reader.read_line(&mut h).unwrap_or(0) == 0 {
+                    return;
+                }
+                let h = h.trim_end();
+                if h.is_empty() {
+                    break;
+                }
+                if let Some((k, v)) = h.split_once(':')
+                    && k.eq_ignore_ascii_case("content-length")
+                {
+                    length = v.trim().parse().unwrap();
+                }
+            }
+            let mut body = vec![0; length];
+            if reader.read_exact(&mut body).is_err() {
+                return;
+            }
+            let (path, query) = match target.split_once('?') {
+                Some((p, q)) => (p.to_string(), q.to_string()),
+                None => (target.clone(), String::new()),
+            };
+            let params = parse_query(&query);
+            if method == "GET"
+                && matches!(params.get("watch").map(String::as_str), Some("1" | "true"))
+            {
+                if !self.watch(&mut out, &path, &query, &params) {
+                    return;
+                }
+                continue;
+            }
+            let (status, response) = self.handle(&method, &path, &query, &params, &body);
+            let text = response.to_string();
+            let whole = format!(
+                "HTTP/1.1 {status} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{text}",
+                text.len()
+            );
+            if out.write_all(whole.as_bytes()).is_err() {
+                return;
+            }
+        }
+    }
+
+    /// A failure the test asked for, if one is due; records the request.
+    fn record(&self, s: &mut State, method: &str, path: &str, query: &str) -> Option<u16> {
+        let failing = match &mut s.fail {
+            Some((n, code)) if *n > 0 => {
+                *n -= 1;
+                Some(*code)
+            }
+            _ => None,
+        };
+        s.requests.push(Request {
+            method: method.to_string(),
+            path: path.to_string(),
+            query: query.to_string(),
+            status: failing.unwrap_or(0),
+        });
+        failing
+    }
+
+    fn handle(
+        &self,
+        method: &str,
+        path: &str,
+        query: &str,
+        params: &BTreeMap<String, String>,
+        body: &[u8],
+    ) -> (u16, Value) {
+        let mut s = self.lock();
+        if let Some(code) = self.record(&mut s, method, path, query) {
+            return (code, status(code, "InternalError", "injected failure"));
+        }
+        let manager = params.get("fieldManager").cloned();
+        let r = route(&mut s, method, path, params, body, manager);
+        if let Some(last) = s.requests.last_mut() {
+            last.status = r.0;
+        }
+        drop(s);
+        self.state.1.notify_all();
+        r
+    }
+
+    /// Serves a watch of slices; false when the connection is gone.
+    fn watch(
+        &self,
+        out: &mut TcpStream,
+        path: &str,
+        query: &str,
+        params: &BTreeMap<String, String>,
+    ) -> bool {
+        let mut s = self.lock();
+        if let Some(code) = self.record(&mut s, "GET", path, query) {
+            drop(s);
+            let text = status(code, "InternalError", "injected failure").to_string();
+            let head = format!(
+                "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+                text.len()
+            );
+            return out.write_all(head.as_bytes()).is_ok()
+                && out.write_all(text.as_bytes()).is_ok();
+        }
+        if path != format!("{GROUP}/resourceslices") {
+            drop(s);
+            return false;
+        }
+        let selector = params.get("fieldSelector").cloned().unwrap_or_default();
+        let mut from: u64 = params
+            .get("resourceVersion")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        let timeout = params
+            .get("timeoutSeconds")
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(290);
+        let end = Instant::now() + Duration::from_secs(timeout);
+        let epoch = s.watch_epoch;
+        drop(s);
+        let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+        if out.write_all(head.as_bytes()).is_err() {
+            return false;
+        }
+        loop {
+            let mut s = self.lock();
+            let new: Vec<(u64, &'static str, Value)> = s
+                .events
+                .iter()
+                .filter(|(rv, _, o)| *rv > from && selects(&selector, o))
+                .cloned()
+                .collect();
+            if new.is_empty() {
+                if s.watch_epoch != epoch || Instant::now() >= end {
+                    drop(s);
+                    return out.write_all(b"0\r\n\r\n").is_ok();
+                }
+                let (g, _) = self
+                    .state
+                    .1
+                    .wait_timeout(s, Duration::from_millis(100))
+                    .unwrap();
+                s = g;
+                drop(s);
+                continue;
+            }
+            drop(s);
+            for (rv, kind, object) in new {
+                from = rv;
+                let line = format!("{}\n", json!({"type": kind, "object": object}));
+                let chunk = format!("{:x}\r\n{line}\r\n", line.len());
+                if out.write_all(chunk.as_bytes()).is_err() {
+                    return false;
+                }
+            }
+        }
+    }
+}
+
+fn parse_query(q: &str) -> BTreeMap<String, String> {
+    q.split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (k, v) = p.split_once('=').unwrap_or((p, ""));
+            (decode(k), decode(v))
+        })
+        .collect()
+}
+
+/// Percent-decoding (and `+` as space).
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' if i + 2 < b.len() => {
+                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).unwrap()
+}
+
+/// Whether `o` matches a field selector `a.b=x,c=y` (`==` and `!=` too).
+fn selects(selector: &str, o: &Value) -> bool {
+    selector.split(',').filter(|t| !t.is_empty()).all(|term| {
+        let (field, want, equal) = if let Some((f, v)) = term.split_once("!=") {
+            (f, v, false)
+        } else if let Some((f, v)) = term.split_once("==") {
+            (f, v, true)
+        } else {
+            let (f, v) = term.split_once('=').unwrap();
+            (f, v, true)
+        };
+        let mut cur = o;
+        for part in field.split('.') {
+            cur = &cur[part];
+        }
+        (cur.as_str() == Some(want)) == equal
+    })
+}
+
+/// A Status object.
+fn status(code: u16, reason: &str, message: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {},
+        "status": "Failure", "message": message, "reason": reason, "code": code,
+    })
+}
+
+fn store_slice(s: &mut State, name: &str, mut slice: Value, kind: &'static str) -> Value {
+    s.rv += 1;
+    slice["metadata"]["resourceVersion"] = json!(s.rv.to_string());
+    if slice["metadata"]["uid"].is_null() {
+        slice["metadata"]["uid"] = json!(format!("uid-{}", s.rv));
+    }
+    s.slices.insert(name.to_string(), slice.clone());
+    s.events.push((s.rv, kind, slice.clone()));
+    slice
+}
+
+fn delete_slice(s: &mut State, name: &str) -> Option<Value> {
+    let mut old = s.slices.remove(name)?;
+    s.rv += 1;
+    old["metadata"]["resourceVersion"] = json!(s.rv.to_string());
+    s.events.push((s.rv, "DELETED", old.clone()));
+    Some(old)
+}
+
+/// RFC 7386.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            let t = target.as_object_mut().unwrap();
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+fn route(
+    s: &mut State,
+    method: &str,
+    path: &str,
+    params: &BTreeMap<String, String>,
+    body: &[u8],
+    manager: Option<String>,
+) -> (u16, Value) {
+    let slices = format!("{GROUP}/resourceslices");
+    let write = |s: &mut State, verb: &str, resource: &str, name: &str, object: &Value| {
+        s.writes.push(Write {
+            verb: verb.into(),
+            resource: resource.into(),
+            name: name.into(),
+            object: object.clone(),
+            at: Instant::now(),
+            field_manager: manager.clone(),
+        });
+    };
+    if path == slices {
+        return match method {
+            "GET" => {
+                let selector = params.get("fieldSelector").cloned().unwrap_or_default();
+                let items: Vec<Value> = s
+                    .slices
+                    .values()
+                    .filter(|o| selects(&selector, o))
+                    .cloned()
+                    .collect();
+                (
+                    200,
+                    json!({
+                        "kind": "ResourceSliceList", "apiVersion": "resource.k8s.io/v1",
+                        "metadata": {"resourceVersion": s.rv.to_string()},
+                        "items": items,
+                    }),
+                )
+            }
+            "POST" => {
+                let mut o: Value = serde_json::from_slice(body).unwrap();
+                let Some(name) = o["metadata"]["name"].as_str().map(str::to_string) else {
+                    return (422, status(422, "Invalid", "metadata.name: Required value"));
+                };
+                if s.slices.contains_key(&name) {
+                    return (
+                        409,
+                        status(
+                            409,
+                            "AlreadyExists",
+                            &format!("resourceslices \"{name}\" already exists"),
+                        ),
+                    );
+                }
+                o["metadata"]["resourceVersion"] = Value::Null;
+                let stored = store_slice(s, &name, o, "ADDED");
+                write(s, "create", "resourceslices", &name, &stored);
+                (201, stored)
+            }
+            _ => (405, status(405, "MethodNotAllowed", method)),
+        };
+    }
+    if let Some(name) = path.strip_prefix(&format!("{slices}/")) {
+        let name = name.to_string();
+        return match method {
+            "GET" => match s.slices.get(&name) {
+                Some(o) => (200, o.clone()),
+                None => not_found("resourceslices", &name),
+            },
+            "PUT" => {
+                let o: Value = serde_json::from_slice(body).unwrap();
+                let Some(cur) = s.slices.get(&name) else {
+                    return not_found("resourceslices", &name);
+                };
+                if o["metadata"]["resourceVersion"] != cur["metadata"]["resourceVersion"] {
+                    return conflict("resourceslices", &name);
+                }
+                if o["spec"]["driver"] != cur["spec"]["driver"] {
+                    return (
+                        422,
+                        status(422, "Invalid", "spec.driver: field is immutable"),
+                    );
+                }
+                let stored = store_slice(s, &name, o, "MODIFIED");
+                write(s, "update", "resourceslices", &name, &stored);
+                (200, stored)
+            }
+            "DELETE" => match delete_slice(s, &name) {
+                Some(old) => {
+                    write(s, "delete", "resourceslices", &name, &old);
+                    (200, old)
+                }
+                None => not_found("resourceslices", &name),
+            },
+            _ => (405, status(405, "MethodNotAllowed", method)),
+        };
+    }
+    if let Some(rest) = path.strip_prefix(&format!("{GROUP}/namespaces/")) {
+        let parts: Vec<&str> = rest.split('/').collect();
+        let (ns, name, sub) = match parts.as_slice() {
+            [ns, "resourceclaims", name] => (*ns, *name, None),
+            [ns, "resourceclaims", name, sub] => (*ns, *name, Some(*sub)),
+            _ => return (404, status(404, "NotFound", "no such path")),
+        };
+        let key = (ns.to_string(), name.to_string());
+        return match (method, sub) {
+            ("GET", None | Some("status")) => match s.claims.get(&key) {
+                Some(o) => (200, o.clone()),
+                None => not_found("resourceclaims", name),
+            },
+            ("PATCH", Some("status")) => {
+                if let Some(devices) = s.interfere.take()
+                    && let Some(c) = s.claims.get_mut(&key)
+                {
+                    c["status"]["devices"] = devices;
+                    s.rv += 1;
+                    c["metadata"]["resourceVersion"] = json!(s.rv.to_string());
+                }
+                let patch: Value = serde_json::from_slice(body).unwrap();
+                let rv = s.rv + 1;
+                let Some(c) = s.claims.get_mut(&key) else {
+                    return not_found("resourceclaims", name);
+                };
+                let want = &patch["metadata"]["resourceVersion"];
+                if !want.is_null() && *want != c["metadata"]["resourceVersion"] {
+                    return conflict("resourceclaims", name);
+                }
+                // The status subresource: only status changes.
+                let mut next = c.clone();
+                merge_patch(&mut next, &patch);
+                c["status"] = next["status"].clone();
+                c["metadata"]["resourceVersion"] = json!(rv.to_string());
+                let stored = c.clone();
+                s.rv = rv;
+                write(s, "patch", "resourceclaims", name, &stored);
+                (200, stored)
+            }
+            _ => (405, status(405, "MethodNotAllowed", method)),
+        };
+    }
+    (
+        404,
+        status(404, "NotFound", &format!("no such path {path}")),
+    )
+}
+
+fn not_found(resource: &str, name: &str) -> (u16, Value) {
+    (
+        404,
+        status(
+            404,
+            "NotFound",
+            &format!("{resource}.resource.k8s.io \"{name}\" not found"),
+        ),
+    )
+}
+
+fn conflict(resource: &str, name: &str) -> (u16, Value) {
+    (
+        409,
+        status(
+            409,
+            "Conflict",
+            &format!(
+                "Operation cannot be fulfilled on {resource}.resource.k8s.io \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        ),
+    )
+}
