@@ -115,19 +115,28 @@ pub fn load(dir: &Path) -> Result<Checkpoint, String> {
     else {
         return Ok(Checkpoint::default());
     };
+    parse(&bytes).map_err(bad)
+}
+
+/// Parses a checkpoint file's content, as [`load`] does once it is read.
+///
+/// # Errors
+/// Malformed, wrong-version or corrupted content, or a claim UID that
+/// [`is_safe_uid`] refuses; in words, without the file's name.
+pub fn parse(bytes: &[u8]) -> Result<Checkpoint, String> {
     let on_disk: OnDisk =
-        serde_json::from_slice(&bytes).map_err(|e| bad(format!("not a checkpoint: {e}")))?;
+        serde_json::from_slice(bytes).map_err(|e| format!("not a checkpoint: {e}"))?;
     if on_disk.version != VERSION {
-        return Err(bad(format!(
+        return Err(format!(
             "version {} (this cdigen reads version {VERSION})",
             on_disk.version
-        )));
+        ));
     }
-    if checksum(&on_disk.claims).map_err(bad)? != on_disk.checksum {
-        return Err(bad("checksum mismatch: the file is corrupted".into()));
+    if checksum(&on_disk.claims)? != on_disk.checksum {
+        return Err("checksum mismatch: the file is corrupted".into());
     }
     if let Some(uid) = on_disk.claims.keys().find(|u| !is_safe_uid(u)) {
-        return Err(bad(format!("claim UID {uid:?} is not a UID")));
+        return Err(format!("claim UID {uid:?} is not a UID"));
     }
     Ok(Checkpoint {
         claims: on_disk.claims,
@@ -142,14 +151,23 @@ pub fn save(dir: &Path, checkpoint: &Checkpoint) -> Result<(), String> {
     let file = path(dir);
     let bad = |why: String| format!("cannot write checkpoint {}: {why}", file.display());
     std::fs::create_dir_all(dir).map_err(|e| bad(e.to_string()))?;
+    let bytes = to_bytes(checkpoint).map_err(bad)?;
+    crate::write::replace(dir, FILE, &bytes).map_err(|e| bad(e.to_string()))
+}
+
+/// The file content [`save`] writes for `checkpoint`.
+///
+/// # Errors
+/// What could not be encoded.
+pub fn to_bytes(checkpoint: &Checkpoint) -> Result<Vec<u8>, String> {
     let on_disk = OnDisk {
         version: VERSION,
-        checksum: checksum(&checkpoint.claims).map_err(bad)?,
+        checksum: checksum(&checkpoint.claims)?,
         claims: checkpoint.claims.clone(),
     };
-    let mut bytes = serde_json::to_vec_pretty(&on_disk).map_err(|e| bad(e.to_string()))?;
+    let mut bytes = serde_json::to_vec_pretty(&on_disk).map_err(|e| e.to_string())?;
     bytes.push(b'\n');
-    crate::write::replace(dir, FILE, &bytes).map_err(|e| bad(e.to_string()))
+    Ok(bytes)
 }
 
 #[cfg(test)]
@@ -157,6 +175,15 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// The fuzz corpus's seed is a checkpoint this version reads.
+    #[test]
+    fn the_fuzz_seed_is_a_valid_checkpoint() {
+        let seed = include_bytes!("../../fuzz/corpus/dra_input/checkpoint.json");
+        let c = parse(seed).unwrap();
+        assert_eq!(c.claims.len(), 1);
+        assert_eq!(parse(&to_bytes(&c).unwrap()).unwrap(), c);
+    }
 
     fn sample() -> Checkpoint {
         let mut c = Checkpoint::default();
