@@ -783,33 +783,42 @@ from the downward API's spec.nodeName); the slices are published for it"
     );
 }
 
-/// The whole driver as the kubelet meets it: `cdigen dra-driver` on the
-/// example machine registers through its registration socket (a fake
-/// plugin watcher calls GetInfo and NotifyRegistrationStatus), and
-/// NodePrepareResources for a claim the (fake) API server holds, allocated
-/// a VF with an opaque env config, answers the VF's CDI name and the
-/// per-claim device; the claim's status gets the VF's network data; the
-/// official CDI library injects both names from the specs on disk; a
-/// prepared VF that is unplugged stays published, tainted; unprepare
-/// removes the per-claim spec; SIGTERM takes the sockets away.
-#[test]
-fn driver_registers_and_prepares_a_claim_end_to_end() {
+/// The claim the end-to-end tests prepare: VF 0000:3b:00.3 with an
+/// opaque env configuration.
+const E2E_UID: &str = "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10";
+const E2E_VF: &str = "sriov-0000-3b-00-3";
+
+/// `cdigen dra-driver` on a copy of the example machine, registered by a
+/// fake plugin watcher, with claim `ns/net` (E2E_UID, E2E_VF) prepared
+/// over v1: (tempdir, root, API, driver, runtime, GetInfo's answer, the
+/// prepared device, the registration and DRA sockets).
+struct Prepared {
+    tmp: tempfile::TempDir,
+    root: PathBuf,
+    api: FakeApi,
+    driver: Driver,
+    rt: tokio::runtime::Runtime,
+    info: cdigen::dra::api::pluginregistration::PluginInfo,
+    device: cdigen::dra::api::v1::Device,
+    reg_socket: PathBuf,
+    dra_socket: PathBuf,
+}
+
+fn prepare_e2e() -> Prepared {
     use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
     use cdigen::dra::api::pluginregistration::{InfoRequest, RegistrationStatus};
     use cdigen::dra::api::v1;
 
-    const UID: &str = "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10";
-    const VF: &str = "sriov-0000-3b-00-3";
     let (tmp, root) = support::machine("example");
     let api = FakeApi::start();
     let kubeconfig = api.kubeconfig(tmp.path());
-    let mut driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
+    let driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
     driver.wait_published(&api, &expected(tmp.path(), 1), "the first publication");
     api.put_claim(json!({
-        "metadata": {"namespace": "ns", "name": "net", "uid": UID},
+        "metadata": {"namespace": "ns", "name": "net", "uid": E2E_UID},
         "spec": {},
         "status": {"allocation": {"devices": {
-            "results": [{"driver": DRIVER, "pool": NODE, "device": VF, "request": "vf"}],
+            "results": [{"driver": DRIVER, "pool": NODE, "device": E2E_VF, "request": "vf"}],
             "config": [{"source": "FromClaim", "requests": ["vf"], "opaque": {
                 "driver": DRIVER, "parameters": {"apiVersion": "dra.cdigen.io/v1alpha1",
                     "kind": "DeviceConfig", "env": {"NCCL_IB_HCA": "mlx5_3"}}}}],
@@ -853,7 +862,7 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
             .node_prepare_resources(v1::NodePrepareResourcesRequest {
                 claims: vec![v1::Claim {
                     namespace: "ns".into(),
-                    uid: UID.into(),
+                    uid: E2E_UID.into(),
                     name: "net".into(),
                 }],
             })
@@ -862,23 +871,64 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
             .into_inner();
         (info, answer)
     });
+    let claim = &answer.claims[E2E_UID];
+    assert_eq!(claim.error, "", "{}", driver.log());
+    let [device] = claim.devices.as_slice() else {
+        panic!("{claim:?}")
+    };
+    let device = device.clone();
+    Prepared {
+        tmp,
+        root,
+        api,
+        driver,
+        rt,
+        info,
+        device,
+        reg_socket,
+        dra_socket,
+    }
+}
+
+/// The whole driver as the kubelet meets it: `cdigen dra-driver` on the
+/// example machine registers through its registration socket (a fake
+/// plugin watcher calls GetInfo and NotifyRegistrationStatus), and
+/// NodePrepareResources for a claim the (fake) API server holds, allocated
+/// a VF with an opaque env config, answers the VF's CDI name and the
+/// per-claim device; the claim's status gets the VF's network data; the
+/// official CDI library injects both names from the specs on disk; a
+/// prepared VF that is unplugged stays published, tainted; unprepare
+/// removes the per-claim spec; SIGTERM takes the sockets away.
+#[test]
+fn driver_registers_and_prepares_a_claim_end_to_end() {
+    use cdigen::dra::api::v1;
+
+    const UID: &str = E2E_UID;
+    const VF: &str = E2E_VF;
+    let Prepared {
+        tmp,
+        root,
+        api,
+        mut driver,
+        rt,
+        info,
+        device: dev,
+        reg_socket,
+        dra_socket,
+    } = prepare_e2e();
     assert_eq!(
         (info.r#type.as_str(), info.name.as_str()),
         ("DRAPlugin", DRIVER)
     );
     assert!(
-        info.endpoint.ends_with("plugins/dra.cdigen.io/dra.sock"),
+        Path::new(&info.endpoint).is_absolute()
+            && info.endpoint.ends_with("plugins/dra.cdigen.io/dra.sock"),
         "{info:?}"
     );
     assert_eq!(
         info.supported_versions,
         ["v1.DRAPlugin", "v1beta1.DRAPlugin"]
     );
-    let claim = &answer.claims[UID];
-    assert_eq!(claim.error, "", "{}", driver.log());
-    let [dev] = claim.devices.as_slice() else {
-        panic!("{claim:?}")
-    };
     assert_eq!(
         (dev.pool_name.as_str(), dev.device_name.as_str()),
         (NODE, VF)
@@ -1002,4 +1052,76 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
         "{}",
         driver.log()
     );
+}
+
+/// What a pod gets: the devices of a claim the driver prepared, injected
+/// by the official CDI library, in a container runc really starts over the
+/// example machine's `/dev` (`run-in-container.sh`): the VF's RDMA nodes,
+/// the variable its opaque configuration set, and the claim's device
+/// metadata file, readable inside.
+#[test]
+#[ignore = "needs root and runc: .ci/run runs it"]
+fn a_prepared_claim_works_in_a_real_container() {
+    let script =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cdi-check/run-in-container.sh");
+    if !script.is_file() {
+        assert!(
+            std::env::var_os("CDIGEN_REQUIRE_SHARED").is_none(),
+            "no {} (CDIGEN_REQUIRE_SHARED is set)",
+            script.display()
+        );
+        eprintln!("skipped: no ../shared/tools/cdi-check/run-in-container.sh beside the crate");
+        return;
+    }
+    let Prepared {
+        tmp,
+        root,
+        mut driver,
+        device,
+        ..
+    } = prepare_e2e();
+    let host = tmp.path().join("host");
+    fs::create_dir(&host).unwrap();
+    fs::copy(root.join("dev.manifest"), host.join("dev.manifest")).unwrap();
+    let out = Command::new("bash")
+        .arg(&script)
+        .arg("--host-overlay")
+        .arg(&host)
+        .arg(tmp.path().join("cdi"))
+        .args(&device.cdi_device_ids)
+        .args([
+            "--",
+            "sh",
+            "-c",
+            "ls -l /dev/infiniband/uverbs3 /dev/infiniband/rdma_cm; echo \"HCA=$NCCL_IB_HCA\"; \
+             cat /var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stdout.contains("run-in-container: exit 0"),
+        "{stdout}{stderr}"
+    );
+    let uverbs = stdout
+        .lines()
+        .find(|l| l.ends_with("/dev/infiniband/uverbs3"))
+        .unwrap_or_else(|| panic!("{stdout}"));
+    assert!(
+        uverbs.starts_with('c') && uverbs.contains("231, 195"),
+        "{uverbs}"
+    );
+    assert!(stdout.contains("HCA=mlx5_3"), "{stdout}");
+    let meta_start = stdout.find('{').unwrap_or_else(|| panic!("{stdout}"));
+    let meta_end = stdout.rfind('}').unwrap();
+    let meta: Value = serde_json::from_str(&stdout[meta_start..=meta_end]).unwrap();
+    assert_eq!(meta["claim"]["uid"], json!(E2E_UID), "{meta}");
+    assert_eq!(
+        meta["requests"][0]["devices"][0]["device"],
+        json!(E2E_VF),
+        "{meta}"
+    );
+    driver.signal("TERM");
+    assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
 }

@@ -106,11 +106,16 @@ from the downward API's spec.nodeName); the slices are published for it"
         ready_file: w.ready_file.clone(),
         ..Config::default()
     };
+    // Absolute: the kubelet dials the endpoint GetInfo names, and the
+    // per-claim specs mount the metadata files by their host paths.
+    let absolute = |p: &std::path::Path| {
+        std::path::absolute(p).with_context(|| format!("cannot make {} absolute", p.display()))
+    };
     let options = Options {
         driver: args.driver_name.clone(),
         node,
-        plugin_dir: args.plugin_dir.clone(),
-        registry_dir: args.registry_dir.clone(),
+        plugin_dir: absolute(&args.plugin_dir)?,
+        registry_dir: absolute(&args.registry_dir)?,
         output_dir: w.output_dir.clone(),
         root: w.source.root.clone(),
     };
