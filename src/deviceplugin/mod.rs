@@ -7,6 +7,8 @@
 //! pipeline's plans and the host's `/dev`, and every plugin's ListAndWatch
 //! stream gets the new list.
 //!
+//! - [`passes`]: the watch's passes, each followed by a new inventory
+//!   (shared with `dra-driver`).
 //! - [`run`]: the process: the watch thread, and per resource a server
 //!   that registers with the kubelet and re-registers after it restarts.
 //! - [`inventory`]: resources, device IDs ([`ids`]), CDI names, health and
@@ -23,6 +25,7 @@ pub mod devinfo;
 pub mod ids;
 pub mod inventory;
 pub mod kubelet;
+pub mod passes;
 pub mod preferred;
 pub mod run;
 pub mod server;

@@ -18,10 +18,11 @@ use tokio::task::JoinHandle;
 use tokio_stream::wrappers::UnixListenerStream;
 
 use super::api::v1beta1::device_plugin_server::DevicePluginServer;
-use super::inventory::{self, Inventory, ResourceDef};
+use super::inventory::Inventory;
+use super::passes::{AfterPass, Passes};
 use super::server::{Held, Plugin, Shared, options};
 use super::{devinfo, kubelet};
-use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
+use crate::watch::{self, Control, EventSource, Pipeline};
 
 /// The kubelet's device plugin directory.
 pub const PLUGIN_DIR: &str = "/var/lib/kubelet/device-plugins";
@@ -65,100 +66,32 @@ pub fn socket_name(resource: &str) -> String {
     format!("cdigen-{}.sock", resource.replacen('/', "_", 1))
 }
 
-/// The watch's [`Regenerate`]: the pipeline, then the inventory.
+/// What the device plugin does after each pass: the new inventory to the
+/// servers, and a wake-up for the pruner.
 struct Publisher {
-    pipeline: Pipeline,
-    defs: Vec<ResourceDef>,
-    output_dir: PathBuf,
     tx: tw::Sender<Arc<Inventory>>,
     /// Wakes the pruner after every pass.
     passed: Arc<Notify>,
     allocated: Arc<Shared>,
-    control: Arc<Control>,
-    /// A reason to stop found in the first pass (colliding IDs).
-    fatal: Arc<Mutex<Option<anyhow::Error>>>,
-    first: bool,
 }
 
-impl Publisher {
-    fn publish(&mut self) {
-        let root = match self.pipeline.host_root() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("{e:#}");
-                return;
-            }
-        };
-        let allocated = self.allocated.allocated_set();
-        let previous = self.tx.borrow().clone();
-        let (inv, collisions) = inventory::build(
-            &self.defs,
-            self.pipeline.plans(),
-            &root,
-            &self.output_dir,
-            &previous,
-            &allocated,
-        );
-        if self.first && !collisions.is_empty() {
-            let all: Vec<String> = collisions.iter().map(ToString::to_string).collect();
-            if let Ok(mut f) = self.fatal.lock() {
-                *f = Some(anyhow::anyhow!("{}", all.join("\n")));
-            }
-            self.control.stop();
-            return;
-        }
-        for c in &collisions {
-            tracing::warn!("{c}; advertising neither");
-        }
-        self.first = false;
+impl AfterPass for Publisher {
+    fn held(&mut self, _previous: &Inventory) -> BTreeSet<(String, String)> {
+        self.allocated.allocated_set()
+    }
+
+    fn after(&mut self, inv: &Inventory, _first: bool, _since: Instant) {
         self.tx.send_if_modified(|cur| {
-            if **cur == inv {
+            if **cur == *inv {
                 false
             } else {
-                *cur = Arc::new(inv);
+                *cur = Arc::new(inv.clone());
                 true
             }
         });
         // A pass (SIGHUP, an event, the interval) also looks at the live
         // allocations, whether or not the inventory changed.
         self.passed.notify_one();
-    }
-}
-
-impl Regenerate for Publisher {
-    fn watched(&self) -> Vec<Watched> {
-        self.pipeline.watched()
-    }
-
-    fn reload(&mut self) -> anyhow::Result<()> {
-        self.pipeline.reload()?;
-        match inventory::resources(self.pipeline.generators()) {
-            Ok(defs) => self.defs = defs,
-            Err(e) => tracing::error!("{e} (keeping the previous resources)"),
-        }
-        Ok(())
-    }
-
-    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
-        let pass = self.pipeline.regenerate(scope, stop)?;
-        self.publish();
-        Ok(pass)
-    }
-
-    fn udev_busy(&self) -> bool {
-        self.pipeline.udev_busy()
-    }
-
-    fn udev_running(&self) -> bool {
-        self.pipeline.udev_running()
-    }
-
-    fn poll_every(&self) -> Option<std::time::Duration> {
-        self.pipeline.poll_every()
-    }
-
-    fn poll(&mut self) -> Option<Scope> {
-        self.pipeline.poll()
     }
 }
 
@@ -176,12 +109,6 @@ pub fn run(
     control: Arc<Control>,
     options: &Options,
 ) -> anyhow::Result<()> {
-    let defs = inventory::resources(pipeline.generators())?;
-    if defs.is_empty() {
-        anyhow::bail!(
-            "no generator advertises a resource (each has device_plugin.enabled: false, or none is selected)"
-        );
-    }
     let (tx, rx) = tw::channel(Arc::new(Inventory::default()));
     let shared = Arc::new(Shared {
         inventory: rx.clone(),
@@ -191,17 +118,17 @@ pub fn run(
     });
     let fatal = Arc::new(Mutex::new(None));
     let passed = Arc::new(Notify::new());
-    let mut publisher = Publisher {
+    let mut publisher = Passes::new(
         pipeline,
-        defs,
-        output_dir: options.output_dir.clone(),
-        tx,
-        passed: Arc::clone(&passed),
-        allocated: Arc::clone(&shared),
-        control: Arc::clone(&control),
-        fatal: Arc::clone(&fatal),
-        first: true,
-    };
+        options.output_dir.clone(),
+        Arc::clone(&control),
+        Arc::clone(&fatal),
+        Publisher {
+            tx,
+            passed: Arc::clone(&passed),
+            allocated: Arc::clone(&shared),
+        },
+    )?;
     let config = config.clone();
     let watch_control = Arc::clone(&control);
     let watcher = std::thread::Builder::new()

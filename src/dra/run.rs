@@ -16,8 +16,9 @@ use tokio::sync::watch as tw;
 use super::names::{self, DraDevice};
 use super::publish::{Desired, Publisher};
 use super::{ClaimApi, checkpoint, kubeapi, plugin, slices};
-use crate::deviceplugin::inventory::{self, Inventory, ResourceDef};
-use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
+use crate::deviceplugin::inventory::Inventory;
+use crate::deviceplugin::passes::{AfterPass, Passes};
+use crate::watch::{self, Control, EventSource, Pipeline};
 
 /// How the driver runs.
 #[derive(Debug, Clone)]
@@ -37,30 +38,24 @@ pub struct Options {
     pub root: PathBuf,
 }
 
-/// The watch's [`Regenerate`]: the pipeline, then the inventory, the
-/// devices and the slices.
+/// What the driver does after each pass: the devices and the slices of
+/// the new inventory, to the kubelet plugin and the publisher.
 struct Publish {
-    pipeline: Pipeline,
-    defs: Vec<ResourceDef>,
-    output_dir: PathBuf,
     /// The plugin's directory: its checkpoint says which devices are held.
     driver_dir: PathBuf,
     driver: String,
     node: String,
-    inventory: Inventory,
     devices: tw::Sender<Arc<Vec<DraDevice>>>,
     slices: tw::Sender<Option<Arc<Desired>>>,
-    control: Arc<Control>,
-    /// A reason to stop found in the first pass (colliding IDs).
-    fatal: Arc<Mutex<Option<anyhow::Error>>>,
-    first: bool,
 }
 
-impl Publish {
+impl AfterPass for Publish {
     /// The (resource, ID) of each device a prepared claim holds, by the
-    /// plugin's checkpoint and the devices last published. An unreadable
-    /// checkpoint holds nothing (the plugin warns about it).
-    fn held(&self) -> BTreeSet<(String, String)> {
+    /// plugin's checkpoint and the devices last published: they stay
+    /// published (tainted) while gone, as the device plugin keeps
+    /// allocated ones. An unreadable checkpoint holds nothing (the plugin
+    /// warns about it).
+    fn held(&mut self, _previous: &Inventory) -> BTreeSet<(String, String)> {
         let Ok(prepared) = checkpoint::load(&self.driver_dir) else {
             return BTreeSet::new();
         };
@@ -77,39 +72,9 @@ impl Publish {
             .collect()
     }
 
-    fn publish(&mut self, since: Instant) {
+    fn after(&mut self, inv: &Inventory, first: bool, since: Instant) {
         let built = Instant::now();
-        let root = match self.pipeline.host_root() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("{e:#}");
-                return;
-            }
-        };
-        // The devices of prepared claims stay published (tainted) while
-        // gone, as the device plugin keeps allocated ones.
-        let held = self.held();
-        let (inv, collisions) = inventory::build(
-            &self.defs,
-            self.pipeline.plans(),
-            &root,
-            &self.output_dir,
-            &self.inventory,
-            &held,
-        );
-        if self.first && !collisions.is_empty() {
-            let all: Vec<String> = collisions.iter().map(ToString::to_string).collect();
-            if let Ok(mut f) = self.fatal.lock() {
-                *f = Some(anyhow::anyhow!("{}", all.join("\n")));
-            }
-            self.control.stop();
-            return;
-        }
-        for c in &collisions {
-            tracing::warn!("{c}; publishing neither");
-        }
-        let devices = names::devices(&inv);
-        self.inventory = inv;
+        let devices = names::devices(inv);
         let wanted = slices::slices(&devices, &self.driver, &self.node, 0);
         tracing::debug!(
             "pass {} ms, then inventory, {} devices and {} slices in {} ms",
@@ -118,7 +83,6 @@ impl Publish {
             wanted.len(),
             built.elapsed().as_millis()
         );
-        let first = std::mem::replace(&mut self.first, false);
         self.slices.send_if_modified(|cur| {
             if !first && cur.as_ref().is_some_and(|d| d.slices == wanted) {
                 false
@@ -141,44 +105,6 @@ impl Publish {
     }
 }
 
-impl Regenerate for Publish {
-    fn watched(&self) -> Vec<Watched> {
-        self.pipeline.watched()
-    }
-
-    fn reload(&mut self) -> anyhow::Result<()> {
-        self.pipeline.reload()?;
-        match inventory::resources(self.pipeline.generators()) {
-            Ok(defs) => self.defs = defs,
-            Err(e) => tracing::error!("{e} (keeping the previous resources)"),
-        }
-        Ok(())
-    }
-
-    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
-        let since = Instant::now();
-        let pass = self.pipeline.regenerate(scope, stop)?;
-        self.publish(since);
-        Ok(pass)
-    }
-
-    fn udev_busy(&self) -> bool {
-        self.pipeline.udev_busy()
-    }
-
-    fn udev_running(&self) -> bool {
-        self.pipeline.udev_running()
-    }
-
-    fn poll_every(&self) -> Option<std::time::Duration> {
-        self.pipeline.poll_every()
-    }
-
-    fn poll(&mut self) -> Option<Scope> {
-        self.pipeline.poll()
-    }
-}
-
 /// Runs the driver until SIGTERM (or `control.stop()`), with the watch's
 /// events from the source `open_source` opens (on the watch thread), and
 /// the API server from the environment ([`kubeapi::client`]).
@@ -195,34 +121,27 @@ pub fn run(
 ) -> anyhow::Result<()> {
     slices::check_driver_name(&options.driver).map_err(anyhow::Error::msg)?;
     slices::check_node_name(&options.node).map_err(anyhow::Error::msg)?;
-    let defs = inventory::resources(pipeline.generators())?;
-    if defs.is_empty() {
-        anyhow::bail!(
-            "no generator advertises a resource (each has device_plugin.enabled: false, or none is selected)"
-        );
-    }
+    let (devices_tx, devices_rx) = tw::channel(Arc::new(Vec::new()));
+    let (slices_tx, slices_rx) = tw::channel(None);
+    let fatal = Arc::new(Mutex::new(None));
+    let mut publish = Passes::new(
+        pipeline,
+        options.output_dir.clone(),
+        Arc::clone(&control),
+        Arc::clone(&fatal),
+        Publish {
+            driver_dir: options.plugin_dir.join(&options.driver),
+            driver: options.driver.clone(),
+            node: options.node.clone(),
+            devices: devices_tx,
+            slices: slices_tx,
+        },
+    )?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the runtime")?;
     let client = runtime.block_on(kubeapi::client())?;
-    let (devices_tx, devices_rx) = tw::channel(Arc::new(Vec::new()));
-    let (slices_tx, slices_rx) = tw::channel(None);
-    let fatal = Arc::new(Mutex::new(None));
-    let mut publish = Publish {
-        pipeline,
-        defs,
-        output_dir: options.output_dir.clone(),
-        driver_dir: options.plugin_dir.join(&options.driver),
-        driver: options.driver.clone(),
-        node: options.node.clone(),
-        inventory: Inventory::default(),
-        devices: devices_tx,
-        slices: slices_tx,
-        control: Arc::clone(&control),
-        fatal: Arc::clone(&fatal),
-        first: true,
-    };
     let config = config.clone();
     let watch_control = Arc::clone(&control);
     let watcher = std::thread::Builder::new()

@@ -1,0 +1,142 @@
+//! The watch's [`Regenerate`] for the Kubernetes servers (`device-plugin`
+//! and `dra-driver`): the pipeline keeps the specs current, and after
+//! every pass the [`Inventory`] is rebuilt from its plans and the host's
+//! `/dev` and handed to the server's [`AfterPass`].
+//!
+//! Colliding device IDs in the first pass stop the process (the reason is
+//! kept for `run` to return); later ones are logged, and neither device is
+//! offered.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use super::inventory::{self, Inventory, ResourceDef};
+use crate::watch::{Control, Pass, Pipeline, Regenerate, Scope, Watched};
+
+/// What a server does with the inventory of each pass.
+pub trait AfterPass: Send {
+    /// The (resource, ID) of the devices live allocations hold: kept,
+    /// unhealthy, while gone. `previous` is the last inventory.
+    fn held(&mut self, previous: &Inventory) -> BTreeSet<(String, String)>;
+    /// Takes the inventory of a pass that started at `since`; `first` for
+    /// the first pass.
+    fn after(&mut self, inventory: &Inventory, first: bool, since: Instant);
+}
+
+/// The pipeline, then the inventory, then `A`.
+pub struct Passes<A> {
+    pipeline: Pipeline,
+    defs: Vec<ResourceDef>,
+    output_dir: PathBuf,
+    previous: Inventory,
+    control: Arc<Control>,
+    fatal: Arc<Mutex<Option<anyhow::Error>>>,
+    first: bool,
+    after: A,
+}
+
+impl<A: AfterPass> Passes<A> {
+    /// Passes of `pipeline` writing into `output_dir`, offering the
+    /// resources of its generators to `after`; a collision in the first
+    /// pass is put in `fatal` and stops `control`.
+    ///
+    /// # Errors
+    /// Invalid resources, or none at all.
+    pub fn new(
+        pipeline: Pipeline,
+        output_dir: PathBuf,
+        control: Arc<Control>,
+        fatal: Arc<Mutex<Option<anyhow::Error>>>,
+        after: A,
+    ) -> anyhow::Result<Self> {
+        let defs = inventory::resources(pipeline.generators())?;
+        if defs.is_empty() {
+            anyhow::bail!(
+                "no generator advertises a resource (each has device_plugin.enabled: false, or none is selected)"
+            );
+        }
+        Ok(Passes {
+            pipeline,
+            defs,
+            output_dir,
+            previous: Inventory::default(),
+            control,
+            fatal,
+            first: true,
+            after,
+        })
+    }
+
+    fn publish(&mut self, since: Instant) {
+        let root = match self.pipeline.host_root() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                return;
+            }
+        };
+        let held = self.after.held(&self.previous);
+        let (inv, collisions) = inventory::build(
+            &self.defs,
+            self.pipeline.plans(),
+            &root,
+            &self.output_dir,
+            &self.previous,
+            &held,
+        );
+        if self.first && !collisions.is_empty() {
+            let all: Vec<String> = collisions.iter().map(ToString::to_string).collect();
+            if let Ok(mut f) = self.fatal.lock() {
+                *f = Some(anyhow::anyhow!("{}", all.join("\n")));
+            }
+            self.control.stop();
+            return;
+        }
+        for c in &collisions {
+            tracing::warn!("{c}; offering neither");
+        }
+        let first = std::mem::replace(&mut self.first, false);
+        self.after.after(&inv, first, since);
+        self.previous = inv;
+    }
+}
+
+impl<A: AfterPass> Regenerate for Passes<A> {
+    fn watched(&self) -> Vec<Watched> {
+        self.pipeline.watched()
+    }
+
+    fn reload(&mut self) -> anyhow::Result<()> {
+        self.pipeline.reload()?;
+        match inventory::resources(self.pipeline.generators()) {
+            Ok(defs) => self.defs = defs,
+            Err(e) => tracing::error!("{e} (keeping the previous resources)"),
+        }
+        Ok(())
+    }
+
+    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
+        let since = Instant::now();
+        let pass = self.pipeline.regenerate(scope, stop)?;
+        self.publish(since);
+        Ok(pass)
+    }
+
+    fn udev_busy(&self) -> bool {
+        self.pipeline.udev_busy()
+    }
+
+    fn udev_running(&self) -> bool {
+        self.pipeline.udev_running()
+    }
+
+    fn poll_every(&self) -> Option<std::time::Duration> {
+        self.pipeline.poll_every()
+    }
+
+    fn poll(&mut self) -> Option<Scope> {
+        self.pipeline.poll()
+    }
+}
