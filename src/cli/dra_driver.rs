@@ -12,7 +12,7 @@ use crate::deviceplugin::inventory::{self, Inventory};
 use crate::dra::run::Options;
 use crate::dra::{names, slices};
 use crate::generate::{Planned, plan_all};
-use crate::watch::{self, Config, Control, Pipeline, Regenerate as _};
+use crate::watch::{self, Regenerate as _};
 
 pub(crate) fn run(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     if args.print_slices {
@@ -86,26 +86,11 @@ from the downward API's spec.nodeName); the slices are published for it"
         );
     };
     let w = &args.watch;
-    let pipeline = Pipeline::new(
-        w.source.host(),
-        w.defs.definitions(),
-        w.output_dir.clone(),
-        w.devinfo_dir.clone(),
-        w.format.map(Into::into),
-    )?
-    .with_device_info(false)
-    .with_spec_dirs(w.spec_dirs.clone());
+    let pipeline = super::watch::pipeline(w)?.with_device_info(false);
     let subsystems = watch::all_subsystems(&pipeline.watched());
     let kind = w.events;
-    let mut control = Control::new()?;
-    control.handle_signals()?;
-    let config = Config {
-        debounce: w.debounce,
-        max_delay: w.max_delay,
-        interval: w.interval,
-        ready_file: w.ready_file.clone(),
-        ..Config::default()
-    };
+    let control = super::watch::control()?;
+    let config = super::watch::config(w);
     // Absolute: the kubelet dials the endpoint GetInfo names, and the
     // per-claim specs mount the metadata files by their host paths.
     let absolute = |p: &std::path::Path| {

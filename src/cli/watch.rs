@@ -9,35 +9,51 @@ use super::{EXIT_OK, EventSourceKind, WatchArgs};
 use crate::watch::{self, Config, Control, EventSource, NoEvents, Pipeline, Regenerate as _};
 
 pub(crate) fn run(args: &WatchArgs) -> anyhow::Result<u8> {
-    let mut pipeline = Pipeline::new(
-        args.source.host(),
-        args.defs.definitions(),
-        args.output_dir.clone(),
-        args.devinfo_dir.clone(),
-        args.format.map(Into::into),
-    )?
-    .with_spec_dirs(args.spec_dirs.clone());
+    let mut pipeline = pipeline(args)?;
     // udev filters in the kernel: on the subsystems of the generators
     // loaded (the watch installs a new filter when SIGHUP loads others).
     let subsystems = watch::all_subsystems(&pipeline.watched());
     let mut source = open_source(args.events, subsystems.as_ref())?;
-    let mut control = Control::new()?;
-    control.handle_signals()?;
-    let config = Config {
-        debounce: args.debounce,
-        max_delay: args.max_delay,
-        interval: args.interval,
-        ready_file: args.ready_file.clone(),
-        ..Config::default()
-    };
+    let control = control()?;
     watch::run(
-        &config,
+        &config(args),
         source.as_mut(),
         &mut pipeline,
         &control,
         &mut |_| {},
     )?;
     Ok(EXIT_OK)
+}
+
+/// The pipeline `args` describe: what `watch`, `device-plugin` and
+/// `dra-driver` regenerate.
+pub(crate) fn pipeline(args: &WatchArgs) -> anyhow::Result<Pipeline> {
+    Ok(Pipeline::new(
+        args.source.host(),
+        args.defs.definitions(),
+        args.output_dir.clone(),
+        args.devinfo_dir.clone(),
+        args.format.map(Into::into),
+    )?
+    .with_spec_dirs(args.spec_dirs.clone()))
+}
+
+/// The watch's timing and readiness file from `args`.
+pub(crate) fn config(args: &WatchArgs) -> Config {
+    Config {
+        debounce: args.debounce,
+        max_delay: args.max_delay,
+        interval: args.interval,
+        ready_file: args.ready_file.clone(),
+        ..Config::default()
+    }
+}
+
+/// The watch's control, with SIGTERM, SIGINT and SIGHUP handled.
+pub(crate) fn control() -> anyhow::Result<Control> {
+    let mut control = Control::new()?;
+    control.handle_signals()?;
+    Ok(control)
 }
 
 /// Opens the event source `kind` asks for, on `subsystems` (all when
