@@ -26,20 +26,17 @@
 #[path = "../tests/support/machine.rs"]
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use cdigen::deviceplugin::inventory::{self, Inventory};
 use cdigen::dra::api::pluginregistration::InfoRequest;
 use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
 use cdigen::dra::api::v1;
-use cdigen::dra::names::{self, DraDevice};
+use cdigen::dra::names::DraDevice;
 use cdigen::dra::plugin::{self, Config};
 use cdigen::dra::{ApiError, ApiFuture, ClaimApi};
-use cdigen::generate::{Definitions, Host};
-use cdigen::watch::{Pipeline, Regenerate as _, Scope};
 use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim};
 use serde_json::json;
 use tokio::sync::{oneshot, watch};
@@ -84,37 +81,7 @@ fn claim(name: &str, uid: &str) -> ResourceClaim {
 }
 
 fn devices(tmp: &Path) -> Vec<DraDevice> {
-    let mut p = Pipeline::new(
-        Host {
-            root: tmp.join("root"),
-            backends: Vec::new(),
-            driver_root: None,
-            library_search_path: Vec::new(),
-            hook_path: Some("/usr/bin/cdigen".into()),
-            no_nvml: true,
-        },
-        Definitions {
-            generators: Some("/nonexistent-cdigen-user-generators".into()),
-            templates: None,
-            only: Vec::new(),
-        },
-        tmp.join("cdi"),
-        tmp.join("devinfo"),
-        None,
-    )
-    .unwrap()
-    .with_device_info(false);
-    p.regenerate(&Scope::All, &|| false).unwrap();
-    let defs = inventory::resources(p.generators()).unwrap();
-    let (inv, _) = inventory::build(
-        &defs,
-        p.plans(),
-        &p.host_root().unwrap(),
-        &tmp.join("cdi"),
-        &Inventory::default(),
-        &BTreeSet::new(),
-    );
-    names::devices(&inv)
+    support::dra_devices(&tmp.join("root"), &tmp.join("cdi"))
 }
 
 fn median(mut v: Vec<Duration>) -> Duration {

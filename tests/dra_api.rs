@@ -27,12 +27,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use apiserver::FakeApi;
-use cdigen::deviceplugin::inventory;
 use cdigen::dra::kubeapi::KubeClaims;
 use cdigen::dra::publish::{Desired, Outcome, Publisher};
-use cdigen::dra::{ClaimApi, names, slices};
-use cdigen::generate::{Definitions, Host};
-use cdigen::watch::{Pipeline, Regenerate as _, Scope};
+use cdigen::dra::{ClaimApi, slices};
 use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, Device, ResourceSlice};
 use serde_json::{Value, json};
 use tokio::sync::watch as tw;
@@ -467,39 +464,8 @@ fn run_repairs_wipes_and_changes_and_retries_errors() {
 /// `tmp/root` (built-in generators), at pool generation `g`: the same
 /// pipeline, inventory, names and `slices()`, in this process.
 fn expected(tmp: &Path, g: i64) -> Vec<ResourceSlice> {
-    let mut pipeline = Pipeline::new(
-        Host {
-            root: tmp.join("root"),
-            backends: Vec::new(),
-            driver_root: None,
-            library_search_path: Vec::new(),
-            hook_path: Some("/usr/bin/cdigen".into()),
-            no_nvml: true,
-        },
-        Definitions {
-            generators: Some("/nonexistent-cdigen-user-generators".into()),
-            templates: None,
-            only: Vec::new(),
-        },
-        tmp.join("expected-cdi"),
-        tmp.join("expected-devinfo"),
-        None,
-    )
-    .unwrap()
-    .with_device_info(false);
-    pipeline.regenerate(&Scope::All, &|| false).unwrap();
-    let defs = inventory::resources(pipeline.generators()).unwrap();
-    let root = pipeline.host_root().unwrap();
-    let (inv, collisions) = inventory::build(
-        &defs,
-        pipeline.plans(),
-        &root,
-        &tmp.join("expected-cdi"),
-        &inventory::Inventory::default(),
-        &BTreeSet::new(),
-    );
-    assert!(collisions.is_empty());
-    slices::slices(&names::devices(&inv), DRIVER, NODE, g)
+    let devices = support::dra_devices(&tmp.join("root"), &tmp.join("expected-cdi"));
+    slices::slices(&devices, DRIVER, NODE, g)
 }
 
 /// What the server holds of `driver`'s slices of `node`, as slices.

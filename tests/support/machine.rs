@@ -96,3 +96,49 @@ pub fn cdi_go(test: &str) -> Option<PathBuf> {
     );
     None
 }
+
+/// The watch's pipeline over the machine at `root` with the built-in
+/// generators only (no NVML, hooks naming `/usr/bin/cdigen`), writing
+/// specs into `cdi`, without device-info files.
+pub fn pipeline(root: &Path, cdi: &Path) -> cdigen::watch::Pipeline {
+    cdigen::watch::Pipeline::new(
+        cdigen::generate::Host {
+            root: root.to_path_buf(),
+            backends: Vec::new(),
+            driver_root: None,
+            library_search_path: Vec::new(),
+            hook_path: Some("/usr/bin/cdigen".into()),
+            no_nvml: true,
+        },
+        cdigen::generate::Definitions {
+            generators: Some("/nonexistent-cdigen-user-generators".into()),
+            templates: None,
+            only: Vec::new(),
+        },
+        cdi.to_path_buf(),
+        cdi.with_extension("devinfo"),
+        None,
+    )
+    .unwrap()
+    .with_device_info(false)
+}
+
+/// The DRA devices of the machine at `root` after one full pass of
+/// [`pipeline`] into `cdi`: what `cdigen dra-driver` publishes there.
+pub fn dra_devices(root: &Path, cdi: &Path) -> Vec<cdigen::dra::names::DraDevice> {
+    use cdigen::deviceplugin::inventory;
+    use cdigen::watch::Regenerate as _;
+    let mut p = pipeline(root, cdi);
+    p.regenerate(&cdigen::watch::Scope::All, &|| false).unwrap();
+    let defs = inventory::resources(p.generators()).unwrap();
+    let (inv, collisions) = inventory::build(
+        &defs,
+        p.plans(),
+        &p.host_root().unwrap(),
+        cdi,
+        &inventory::Inventory::default(),
+        &std::collections::BTreeSet::new(),
+    );
+    assert!(collisions.is_empty(), "{collisions:?}");
+    cdigen::dra::names::devices(&inv)
+}
