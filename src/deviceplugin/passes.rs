@@ -13,7 +13,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use super::inventory::{self, Inventory, ResourceDef};
-use crate::watch::{Control, Pass, Pipeline, Regenerate, Scope, Watched};
+use anyhow::Context as _;
+
+use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
 
 /// What a server does with the inventory of each pass.
 pub trait AfterPass: Send {
@@ -67,6 +69,34 @@ impl<A: AfterPass> Passes<A> {
             first: true,
             after,
         })
+    }
+
+    /// Runs the watch over these passes on a thread of its own, with the
+    /// events of the source `open_source` opens there, until `control`
+    /// stops it; then the passes are dropped, and with them what `A` holds
+    /// (the channels its server reads end).
+    ///
+    /// # Errors
+    /// The thread cannot start; the handle gives the watch's own error.
+    pub fn spawn(
+        mut self,
+        config: &watch::Config,
+        open_source: impl FnOnce() -> anyhow::Result<Box<dyn EventSource>> + Send + 'static,
+        control: Arc<Control>,
+    ) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>>
+    where
+        A: 'static,
+    {
+        let config = config.clone();
+        std::thread::Builder::new()
+            .name("watch".into())
+            .spawn(move || {
+                let mut source = open_source()?;
+                let r = watch::run(&config, source.as_mut(), &mut self, &control, &mut |_| {});
+                drop(self);
+                r.map(|_| ())
+            })
+            .context("cannot start the watch thread")
     }
 
     fn publish(&mut self, since: Instant) {

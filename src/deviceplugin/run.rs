@@ -118,7 +118,7 @@ pub fn run(
     });
     let fatal = Arc::new(Mutex::new(None));
     let passed = Arc::new(Notify::new());
-    let mut publisher = Passes::new(
+    let publisher = Passes::new(
         pipeline,
         options.output_dir.clone(),
         Arc::clone(&control),
@@ -129,23 +129,8 @@ pub fn run(
             allocated: Arc::clone(&shared),
         },
     )?;
-    let config = config.clone();
-    let watch_control = Arc::clone(&control);
-    let watcher = std::thread::Builder::new()
-        .name("watch".into())
-        .spawn(move || {
-            let mut source = open_source()?;
-            let r = watch::run(
-                &config,
-                source.as_mut(),
-                &mut publisher,
-                &watch_control,
-                &mut |_| {},
-            );
-            drop(publisher); // closes the inventory: the servers stop
-            r
-        })
-        .context("cannot start the watch thread")?;
+    // The watch ends on SIGTERM; dropping the passes then closes the inventory: the servers stop.
+    let watcher = publisher.spawn(config, open_source, Arc::clone(&control))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

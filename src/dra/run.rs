@@ -124,7 +124,7 @@ pub fn run(
     let (devices_tx, devices_rx) = tw::channel(Arc::new(Vec::new()));
     let (slices_tx, slices_rx) = tw::channel(None);
     let fatal = Arc::new(Mutex::new(None));
-    let mut publish = Passes::new(
+    let publish = Passes::new(
         pipeline,
         options.output_dir.clone(),
         Arc::clone(&control),
@@ -142,23 +142,8 @@ pub fn run(
         .build()
         .context("cannot start the runtime")?;
     let client = runtime.block_on(kubeapi::client())?;
-    let config = config.clone();
-    let watch_control = Arc::clone(&control);
-    let watcher = std::thread::Builder::new()
-        .name("watch".into())
-        .spawn(move || {
-            let mut source = open_source()?;
-            let r = watch::run(
-                &config,
-                source.as_mut(),
-                &mut publish,
-                &watch_control,
-                &mut |_| {},
-            );
-            drop(publish); // closes the channels: the driver stops
-            r
-        })
-        .context("cannot start the watch thread")?;
+    // The watch ends on SIGTERM; dropping the passes then closes the channels: the driver stops.
+    let watcher = publish.spawn(config, open_source, Arc::clone(&control))?;
     runtime.block_on(serve(
         client,
         devices_rx,
