@@ -14,68 +14,20 @@
     clippy::panic
 )]
 
+#[path = "support/golden.rs"]
+mod golden;
+
 use std::collections::BTreeSet;
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use assert_cmd::cargo::CommandCargoExt as _;
 use k8s_openapi::api::resource::v1::ResourceSlice;
 
 const NODE: &str = "node-1";
 const DRIVER: &str = "dra.cdigen.io";
 
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
-}
-
-/// Every machine: a directory of `fixtures/` with a `root/`.
-fn machines() -> Vec<String> {
-    let mut out: Vec<String> = fs::read_dir(fixtures_dir())
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.unwrap();
-            e.path()
-                .join("root")
-                .is_dir()
-                .then(|| e.file_name().into_string().unwrap())
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-fn bless() -> bool {
-    std::env::var_os("CDIGEN_BLESS").is_some()
-}
-
-/// Runs cdigen with the environment of the fixture tests (no user
-/// definitions, no NVML, no node or driver from the environment).
-fn cdigen(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("cdigen")
-        .unwrap()
-        .args(args)
-        .env_remove("CDIGEN_ROOT")
-        .env_remove("CDIGEN_TEMPLATES")
-        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-        .env("CDIGEN_NO_NVML", "1")
-        .env(
-            "CDIGEN_DEVINFO_DIR",
-            "/nonexistent-cdigen-devinfo-dir-set-per-test",
-        )
-        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen")
-        .env_remove("CDIGEN_DRIVER_ROOT")
-        .env_remove("CDIGEN_LIBRARY_SEARCH_PATH")
-        .env_remove("NODE_NAME")
-        .env_remove("CDIGEN_DRA_DRIVER")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+use golden::{bless, cdigen, fixtures_dir, machines};
 
 fn print_slices(root: &Path, extra: &[&str]) -> String {
     let mut args = vec![

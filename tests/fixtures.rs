@@ -14,63 +14,14 @@
     clippy::panic
 )]
 
+#[path = "support/golden.rs"]
+mod golden;
+
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use assert_cmd::Command;
-
-fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
-}
-
-/// Every machine: a directory of `fixtures/` with a `root/`.
-fn machines() -> Vec<String> {
-    let mut out: Vec<String> = fs::read_dir(fixtures_dir())
-        .unwrap()
-        .filter_map(|e| {
-            let e = e.unwrap();
-            e.path()
-                .join("root")
-                .is_dir()
-                .then(|| e.file_name().into_string().unwrap())
-        })
-        .collect();
-    out.sort();
-    out
-}
-
-fn bless() -> bool {
-    std::env::var_os("CDIGEN_BLESS").is_some()
-}
-
-fn cdigen(args: &[&str]) -> (i32, String, String) {
-    let out = Command::cargo_bin("cdigen")
-        .unwrap()
-        .args(args)
-        .env_remove("CDIGEN_ROOT")
-        .env_remove("CDIGEN_GENERATORS")
-        .env_remove("CDIGEN_TEMPLATES")
-        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-        // Never the stub libnvidia-ml of a fixture's driver root.
-        .env("CDIGEN_NO_NVML", "1")
-        .env(
-            "CDIGEN_DEVINFO_DIR",
-            "/nonexistent-cdigen-devinfo-dir-set-per-test",
-        )
-        // The hooks name cdigen where the package installs it, not where
-        // this test's binary is.
-        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen")
-        .env_remove("CDIGEN_DRIVER_ROOT")
-        .env_remove("CDIGEN_LIBRARY_SEARCH_PATH")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8(out.stdout).unwrap(),
-        String::from_utf8(out.stderr).unwrap(),
-    )
-}
+use golden::{bless, cdigen, fixtures_dir, machines};
 
 /// Spec files (`*.json`, `*.yaml`) of a directory, by name.
 fn specs_in(dir: &Path) -> BTreeMap<String, String> {
