@@ -83,10 +83,10 @@ cmp deploy/kubernetes/namespace.yaml deploy/kubernetes/dra/namespace.yaml || {
     exit 1
 }
 slices=(fixtures/*/expected/dra/*.yaml)
-[ "${#slices[@]}" -ge 5 ] && [ -e "${slices[0]}" ] || {
+if [ "${#slices[@]}" -lt 5 ] || [ ! -e "${slices[0]}" ]; then
     echo "no golden ResourceSlices in fixtures/*/expected/dra/" >&2
     exit 1
-}
+fi
 validate "${slices[@]}"
 oldest=1.30.0
 
