@@ -42,13 +42,18 @@ mod kubelet;
 #[path = "../tests/support/synth.rs"]
 mod synth;
 
+#[path = "support/procs.rs"]
+mod procs;
+
 #[path = "support/netns.rs"]
 mod netns;
+
+use procs::{Proc, WAIT, cdigen, median, memory, mib, row, spec_shows};
 
 use std::fs;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -75,67 +80,6 @@ const CHANGE_CYCLES: usize = 10;
 const GENERATE_RUNS: usize = 5;
 /// Kubelet restarts.
 const RESTARTS: usize = 10;
-const WAIT: Duration = Duration::from_secs(60);
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
-fn ratio(a: Duration, b: Duration) -> String {
-    format!("{:.2}x", a.as_secs_f64() / b.as_secs_f64())
-}
-
-fn row(what: &str, t: Duration, base: Duration, base_name: &str) {
-    println!(
-        "  {what:<34} {:>11} {:>11} {:>9}  ({base_name})",
-        format!("{t:.2?}"),
-        format!("{base:.2?}"),
-        ratio(t, base)
-    );
-}
-
-/// A `cdigen` command over `dir/root`, in `dir`, with no user generators
-/// or templates from the environment.
-fn cdigen(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cdigen"));
-    c.current_dir(dir)
-        .env_remove("CDIGEN_ROOT")
-        .env_remove("CDIGEN_TEMPLATES")
-        .env_remove("CDIGEN_PLUGIN_DIR")
-        .env_remove("CDIGEN_DEVINFO_DIR")
-        .env_remove("JOURNAL_STREAM")
-        .env_remove("NOTIFY_SOCKET")
-        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
-    c
-}
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Proc {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.pid().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{sig}");
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Waits for `path` to exist (a ready file).
 fn wait_file(path: &Path, child: &mut Proc, log: &Path) {
@@ -149,28 +93,9 @@ fn wait_file(path: &Path, child: &mut Proc, log: &Path) {
     }
 }
 
-/// (VmHWM, VmRSS) of `pid`, in bytes.
-fn memory(pid: u32) -> (u64, u64) {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().strip_suffix("kB"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or_default()
-            * 1024
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
 /// How many files `pid` holds open.
 fn open_files(pid: u32) -> usize {
     fs::read_dir(format!("/proc/{pid}/fd")).map_or(0, Iterator::count)
-}
-
-fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / f64::from(1 << 20))
 }
 
 /// How device changes reach the plugin.
@@ -273,32 +198,6 @@ impl Vf {
             }
         }
         (gone, back)
-    }
-}
-
-/// The identity of a file (device, inode), `None` when absent.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    use std::os::unix::fs::MetadataExt as _;
-    fs::metadata(path).ok().map(|m| (m.dev(), m.ino()))
-}
-
-/// Waits until the spec `file` (replaced by rename on every write) says
-/// `address` is `present`; when it was seen so.
-fn spec_shows(file: &Path, address: &str, present: bool) -> Instant {
-    let end = Instant::now() + WAIT;
-    let mut last = None;
-    loop {
-        let id = identity(file);
-        if id != last {
-            last = id;
-            let now = Instant::now();
-            let text = fs::read_to_string(file).unwrap_or_default();
-            if text.contains(address) == present {
-                return now;
-            }
-        }
-        assert!(Instant::now() < end, "timed out waiting on {file:?}");
-        thread::sleep(Duration::from_millis(1));
     }
 }
 

@@ -30,9 +30,14 @@ mod apiserver;
 #[path = "../tests/support/synth.rs"]
 mod synth;
 
+#[path = "support/procs.rs"]
+mod procs;
+
+use procs::{Proc, WAIT, cdigen, median, memory, mib, row, spec_shows};
+
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Stdio;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -47,64 +52,6 @@ const NODE: &str = "bench-node";
 const CHANGE_CYCLES: usize = 10;
 /// One-shot `cdigen generate` runs.
 const GENERATE_RUNS: usize = 5;
-const WAIT: Duration = Duration::from_secs(60);
-
-fn median(mut v: Vec<Duration>) -> Duration {
-    v.sort();
-    v.get(v.len() / 2).copied().unwrap_or_default()
-}
-
-fn row(what: &str, t: Duration, base: Duration, base_name: &str) {
-    println!(
-        "  {what:<38} {:>11} {:>11} {:>8.2}x  ({base_name})",
-        format!("{t:.2?}"),
-        format!("{base:.2?}"),
-        t.as_secs_f64() / base.as_secs_f64()
-    );
-}
-
-/// A `cdigen` command in `dir`, with no user generators or templates
-/// from the environment.
-fn cdigen(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cdigen"));
-    c.current_dir(dir)
-        .env_remove("CDIGEN_ROOT")
-        .env_remove("CDIGEN_TEMPLATES")
-        .env_remove("CDIGEN_DEVINFO_DIR")
-        .env_remove("NODE_NAME")
-        .env_remove("KUBERNETES_SERVICE_HOST")
-        .env_remove("JOURNAL_STREAM")
-        .env_remove("NOTIFY_SOCKET")
-        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
-    c
-}
-
-/// A child process killed on drop.
-struct Proc(Child);
-
-impl Proc {
-    fn pid(&self) -> u32 {
-        self.0.id()
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.pid().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{sig}");
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 /// Spawns `cdigen <args>` over `dir/root` (`--source none`, ready file
 /// `ready_file`), logging to `log`, and waits until ready.
@@ -135,25 +82,6 @@ fn spawn_ready(dir: &Path, args: &[&str], ready_file: &str, log: &Path, kubeconf
         thread::sleep(Duration::from_millis(10));
     }
     p
-}
-
-/// (VmHWM, VmRSS) of `pid`, in bytes.
-fn memory(pid: u32) -> (u64, u64) {
-    let status = fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let field = |name: &str| {
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix(name))
-            .and_then(|v| v.trim().strip_suffix("kB"))
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .unwrap_or_default()
-            * 1024
-    };
-    (field("VmHWM:"), field("VmRSS:"))
-}
-
-fn mib(b: u64) -> String {
-    format!("{:.1} MiB", b as f64 / f64::from(1 << 20))
 }
 
 /// The last VF of the machine: its `bus/pci/devices` link (removed to
@@ -207,20 +135,6 @@ fn cycle(
         }
     }
     (gone, back)
-}
-
-/// Waits until the spec `file` says `address` is `present`; when it was
-/// seen so.
-fn spec_shows(file: &Path, address: &str, present: bool) -> Instant {
-    let end = Instant::now() + WAIT;
-    loop {
-        let text = fs::read_to_string(file).unwrap_or_default();
-        if text.contains(address) == present {
-            return Instant::now();
-        }
-        assert!(Instant::now() < end, "timed out waiting on {file:?}");
-        thread::sleep(Duration::from_millis(1));
-    }
 }
 
 /// The numbers `<n> ms` after `key` in the driver's debug lines.
