@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -89,18 +89,29 @@ const DGX_NUMA1: [&str; 4] = [
 /// The plugin over `tmp/root`, specs in `tmp/cdi`, device-info files in
 /// `tmp/devinfo`, stderr to `tmp/log`.
 struct Plugin {
-    child: Child,
-    tmp: PathBuf,
+    daemon: support::Daemon,
     plugin_dir: PathBuf,
+}
+
+impl std::ops::Deref for Plugin {
+    type Target = support::Daemon;
+    fn deref(&self) -> &support::Daemon {
+        &self.daemon
+    }
+}
+
+impl std::ops::DerefMut for Plugin {
+    fn deref_mut(&mut self) -> &mut support::Daemon {
+        &mut self.daemon
+    }
 }
 
 impl Plugin {
     /// Starts the plugin with its sockets in `plugin_dir` and the pod
     /// resources socket at `pod_resources` (neither needs to exist yet).
     fn spawn_at(tmp: &Path, plugin_dir: &Path, pod_resources: &Path, extra: &[&str]) -> Plugin {
-        let log = fs::File::create(tmp.join("log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_cdigen"))
-            .current_dir(tmp)
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdigen"));
+        cmd.current_dir(tmp)
             // Never the stub libnvidia-ml of a fixture's driver root.
             .env("CDIGEN_NO_NVML", "1")
             .args([
@@ -129,15 +140,9 @@ impl Plugin {
             .env_remove("JOURNAL_STREAM")
             .env_remove("NOTIFY_SOCKET")
             .env("RUST_LOG", "info")
-            .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
+            .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators");
         Plugin {
-            child,
-            tmp: tmp.to_path_buf(),
+            daemon: support::Daemon::spawn(cmd, tmp),
             plugin_dir: plugin_dir.to_path_buf(),
         }
     }
@@ -147,50 +152,9 @@ impl Plugin {
         Plugin::spawn_at(tmp, &kubelet.dir, &kubelet.pod_resources, extra)
     }
 
-    fn log(&self) -> String {
-        fs::read_to_string(self.tmp.join("log")).unwrap_or_default()
-    }
-
-    /// Waits until the log holds `needle`; returns the log.
-    fn wait_log(&self, needle: &str) -> String {
-        let end = Instant::now() + WAIT;
-        loop {
-            let log = self.log();
-            if log.contains(needle) {
-                return log;
-            }
-            assert!(
-                Instant::now() < end,
-                "timed out waiting for {needle:?} in the log:\n{log}"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{sig}");
-    }
-
     /// SIGHUP: a full pass (discovery, specs, inventory).
     fn hup(&self) {
         self.signal("HUP");
-    }
-
-    /// Waits for the process to end by itself: its exit code.
-    fn wait_exit(&mut self) -> Option<i32> {
-        let t = Instant::now();
-        while t.elapsed() < WAIT {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s.code();
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        panic!("still running after {WAIT:?}:\n{}", self.log());
     }
 
     /// SIGTERM: it must exit 0 and leave none of its sockets behind (the
@@ -208,13 +172,6 @@ impl Plugin {
             self.plugin_dir.join("kubelet.sock").exists(),
             "the kubelet's socket is not ours to remove"
         );
-    }
-}
-
-impl Drop for Plugin {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

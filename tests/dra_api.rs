@@ -21,7 +21,7 @@ mod support;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -490,14 +490,24 @@ fn says(api: &FakeApi, want: &[ResourceSlice]) -> bool {
     got == want
 }
 
-struct Driver {
-    child: Child,
-    tmp: PathBuf,
+/// `cdigen dra-driver`, started by a test.
+struct Driver(support::Daemon);
+
+impl std::ops::Deref for Driver {
+    type Target = support::Daemon;
+    fn deref(&self) -> &support::Daemon {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for Driver {
+    fn deref_mut(&mut self) -> &mut support::Daemon {
+        &mut self.0
+    }
 }
 
 impl Driver {
     fn spawn(tmp: &Path, kubeconfig: Option<&Path>, extra: &[&str]) -> Driver {
-        let log = fs::File::create(tmp.join("log")).unwrap();
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdigen"));
         cmd.current_dir(tmp)
             .env("CDIGEN_NO_NVML", "1")
@@ -528,58 +538,12 @@ impl Driver {
             .env_remove("NOTIFY_SOCKET")
             .env("HOME", tmp)
             .env("RUST_LOG", "info")
-            .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(log);
+            .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators");
         match kubeconfig {
             Some(k) => cmd.env("KUBECONFIG", k),
             None => cmd.env("KUBECONFIG", tmp.join("no-kubeconfig")),
         };
-        Driver {
-            child: cmd.spawn().unwrap(),
-            tmp: tmp.to_path_buf(),
-        }
-    }
-
-    fn log(&self) -> String {
-        fs::read_to_string(self.tmp.join("log")).unwrap_or_default()
-    }
-
-    /// Waits until the log holds `needle`; returns the log.
-    fn wait_log(&self, needle: &str) -> String {
-        let end = Instant::now() + WAIT;
-        loop {
-            let log = self.log();
-            if log.contains(needle) {
-                return log;
-            }
-            assert!(
-                Instant::now() < end,
-                "timed out waiting for {needle:?} in the log:\n{log}"
-            );
-            thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    fn signal(&self, sig: &str) {
-        let ok = Command::new("kill")
-            .args([&format!("-{sig}"), &self.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "kill -{sig}");
-    }
-
-    fn wait_exit(&mut self) -> Option<i32> {
-        let t = Instant::now();
-        while t.elapsed() < WAIT {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s.code();
-            }
-            thread::sleep(Duration::from_millis(10));
-        }
-        panic!("still running after {WAIT:?}:\n{}", self.log());
+        Driver(support::Daemon::spawn(cmd, tmp))
     }
 
     /// Waits until the published slices say `want`.
@@ -594,13 +558,6 @@ impl Driver {
             );
             thread::sleep(Duration::from_millis(10));
         }
-    }
-}
-
-impl Drop for Driver {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 

@@ -142,3 +142,82 @@ pub fn dra_devices(root: &Path, cdi: &Path) -> Vec<cdigen::dra::names::DraDevice
     assert!(collisions.is_empty(), "{collisions:?}");
     cdigen::dra::names::devices(&inv)
 }
+
+/// How long a [`Daemon`] is waited for.
+const DAEMON_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// A cdigen daemon a test started (`device-plugin`, `dra-driver`), its
+/// stderr in `<dir>/log`; killed on drop.
+pub struct Daemon {
+    child: std::process::Child,
+    dir: PathBuf,
+}
+
+impl Daemon {
+    /// Starts `cmd` with no stdin or stdout and its stderr into
+    /// `<dir>/log`.
+    pub fn spawn(mut cmd: StdCommand, dir: &Path) -> Daemon {
+        use std::process::Stdio;
+        let log = fs::File::create(dir.join("log")).unwrap();
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .unwrap();
+        Daemon {
+            child,
+            dir: dir.to_path_buf(),
+        }
+    }
+
+    /// Its log so far.
+    pub fn log(&self) -> String {
+        fs::read_to_string(self.dir.join("log")).unwrap_or_default()
+    }
+
+    /// Waits until the log holds `needle`; returns the log.
+    pub fn wait_log(&self, needle: &str) -> String {
+        let end = std::time::Instant::now() + DAEMON_WAIT;
+        loop {
+            let log = self.log();
+            if log.contains(needle) {
+                return log;
+            }
+            assert!(
+                std::time::Instant::now() < end,
+                "timed out waiting for {needle:?} in the log:\n{log}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    /// Sends it `SIG<sig>`.
+    pub fn signal(&self, sig: &str) {
+        let ok = StdCommand::new("kill")
+            .args([&format!("-{sig}"), &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill -{sig}");
+    }
+
+    /// Waits for it to exit; its exit status.
+    pub fn wait_exit(&mut self) -> Option<i32> {
+        let t = std::time::Instant::now();
+        while t.elapsed() < DAEMON_WAIT {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s.code();
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        panic!("still running after {DAEMON_WAIT:?}:\n{}", self.log());
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
