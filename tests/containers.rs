@@ -2,7 +2,7 @@
 //! image layouts (Debian's `/usr/lib/x86_64-linux-gnu`, and RHEL's
 //! `/usr/lib64`): specs are generated for the machine with the hooks
 //! pointing at this build's `cdigen`, checked to be the goldens but for
-//! that path, injected by the official CDI Go library, and runc starts the
+//! that path, injected by the Rust CDI library, and runc starts the
 //! container (`../shared/tools/cdi-check/run-in-container.sh`, over a fake
 //! host tree made from the fixture's `dev.manifest` and driver tree). The
 //! hooks run for real (`cdigen hook`, the host's `ldconfig`). Inside, it

@@ -3,7 +3,7 @@
 //! ListAndWatch, GetPreferredAllocation, Allocate and PreStartContainer,
 //! kubelet restarts, hotplug and health changes under the running plugin,
 //! the device-info files, user definitions that rename, turn off or break
-//! a resource, and what the official CDI library makes of an Allocate
+//! a resource, and what the Rust CDI library makes of an Allocate
 //! answer.
 //!
 //! Each test runs the real binary with `--source none`: the tree under it
@@ -23,7 +23,6 @@ mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::thread;
@@ -1235,36 +1234,7 @@ fn bad_resources_and_colliding_ids_are_refused_at_start() {
     );
 }
 
-// --- The official CDI library --------------------------------------------
-
-/// Set (to anything but empty or `0`) to make a missing `../shared` a
-/// failure instead of a skip, as CI does.
-const REQUIRE_SHARED_VAR: &str = "CDIGEN_REQUIRE_SHARED";
-
-/// `../shared/tools/cdi-go/cdi-go` beside the crate; None (a skip, printed)
-/// when it is not there, a failure instead when `CDIGEN_REQUIRE_SHARED`
-/// is set.
-fn cdi_go(test: &str) -> Option<PathBuf> {
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cdi-go/cdi-go");
-    if tool.is_file() {
-        return Some(tool);
-    }
-    let required = std::env::var_os(REQUIRE_SHARED_VAR).is_some_and(|v| !v.is_empty() && v != "0");
-    assert!(
-        !required,
-        "{test}: {} is missing, and {REQUIRE_SHARED_VAR} requires it: put shared/ beside the \
-         crate directory",
-        tool.display()
-    );
-    // Straight to stderr: the harness captures `eprintln!`, and this line
-    // must show in a passing run.
-    let _ = writeln!(
-        std::io::stderr(),
-        "skipped {test}: no ../shared/tools/cdi-go/cdi-go beside the crate (CI has it; \
-         {REQUIRE_SHARED_VAR}=1 makes this a failure)"
-    );
-    None
-}
+// --- The Rust CDI library ---------------------------------------------------
 
 /// What a runtime does with an Allocate answer: the kubelet puts the
 /// plugin's variables into the container's environment and hands the CDI
@@ -1273,7 +1243,7 @@ fn cdi_go(test: &str) -> Option<PathBuf> {
 /// variables of the spec and the per-request variables all arrive.
 #[test]
 fn the_cdi_library_injects_what_allocate_answers() {
-    let Some(tool) = cdi_go("the_cdi_library_injects_what_allocate_answers") else {
+    let Some(tool) = support::cdi_rs("the_cdi_library_injects_what_allocate_answers") else {
         return;
     };
     let (tmp, _root) = support::machine("example");
@@ -1306,7 +1276,7 @@ fn the_cdi_library_injects_what_allocate_answers() {
         .unwrap();
     assert!(
         out.status.success(),
-        "cdi-go: {}{}",
+        "cdi-rs: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

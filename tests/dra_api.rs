@@ -819,7 +819,7 @@ fn prepare_e2e() -> Prepared {
 /// NodePrepareResources for a claim the (fake) API server holds, allocated
 /// a VF with an opaque env config, answers the VF's CDI name and the
 /// per-claim device; the claim's status gets the VF's network data; the
-/// official CDI library injects both names from the specs on disk; a
+/// Rust CDI library injects both names from the specs on disk; a
 /// prepared VF that is unplugged stays published, tainted; unprepare
 /// removes the per-claim spec; SIGTERM takes the sockets away.
 #[test]
@@ -869,8 +869,8 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
     assert_eq!(status[0]["conditions"][0]["type"], json!("Ready"));
     assert_eq!(status[0]["networkData"]["interfaceName"], json!("ens1f0v1"));
 
-    // The official library resolves both names from the specs on disk.
-    if let Some(tool) = support::cdi_go("driver_registers_and_prepares_a_claim_end_to_end") {
+    // The Rust CDI library resolves both names from the specs on disk.
+    if let Some(tool) = support::cdi_rs("driver_registers_and_prepares_a_claim_end_to_end") {
         let config = tmp.path().join("config.json");
         fs::write(
             &config,
@@ -890,7 +890,7 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
             .args(&dev.cdi_device_ids)
             .output()
             .unwrap();
-        assert!(out.status.success(), "cdi-go: {out:?}");
+        assert!(out.status.success(), "cdi-rs: {out:?}");
         let oci: Value = serde_json::from_slice(&fs::read(&config).unwrap()).unwrap();
         let env: Vec<&str> = oci["process"]["env"]
             .as_array()
@@ -978,7 +978,7 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
 }
 
 /// What a pod gets: the devices of a claim the driver prepared, injected
-/// by the official CDI library, in a container runc really starts over the
+/// by the Rust CDI library, in a container runc really starts over the
 /// example machine's `/dev` (`run-in-container.sh`): the VF's RDMA nodes,
 /// the variable its opaque configuration set, and the claim's device
 /// metadata file, readable inside.

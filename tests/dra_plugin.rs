@@ -551,9 +551,9 @@ async fn prepare_answers_cdi_ids_on_both_versions() {
     let vf = spec.devices.iter().find(|d| d.name.ends_with(VF2)).unwrap();
     assert!(vf.container_edits.env.is_empty());
 
-    // What a runtime does with the answer: the official CDI library
+    // What a runtime does with the answer: the Rust CDI library
     // injects every ID from the specs on disk.
-    if let Some(tool) = support::cdi_go("prepare_answers_cdi_ids_on_both_versions") {
+    if let Some(tool) = support::cdi_rs("prepare_answers_cdi_ids_on_both_versions") {
         let all: Vec<String> = one
             .devices
             .iter()
@@ -601,7 +601,7 @@ async fn prepare_answers_cdi_ids_on_both_versions() {
     running.wait().await;
 }
 
-/// Injects `names` into a minimal OCI spec with cdi-go from `tmp/cdi`;
+/// Injects `names` into a minimal OCI spec with cdi-rs from `tmp/cdi`;
 /// returns the spec.
 fn inject(env: &Env, tool: &Path, names: &[String]) -> Value {
     let config = env.path("config.json");
@@ -621,7 +621,7 @@ fn inject(env: &Env, tool: &Path, names: &[String]) -> Value {
         .unwrap();
     assert!(
         out.status.success(),
-        "cdi-go: {}{}",
+        "cdi-rs: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );

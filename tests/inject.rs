@@ -1,8 +1,11 @@
-//! `cdigen inject` end to end: its OCI fragment against the official CDI
-//! library's (`../shared/tools/cdi-go/cdi-go inject`, the Go library v1.1.0
-//! that runtimes use) for every fixture machine's golden specs and a
-//! hand-made spec with every kind of conflict, and its exact output and
-//! exit codes for the errors a user meets.
+//! `cdigen inject` end to end: its OCI fragment against the CDI libraries'
+//! for every fixture machine's golden specs and a hand-made spec with every
+//! kind of conflict: the Go library v1.1.0 that containerd, CRI-O, Docker
+//! and podman use, through its answers recorded in
+//! `../shared/reference/cdi-go-recorded`, and the Rust CDI library
+//! (`../shared/tools/cdi-rs/cdi-rs`, the cncf-tags port) live, where the
+//! two libraries agree. Then its exact output and exit codes for the errors
+//! a user meets.
 //!
 //! Without `../shared` the differential tests say they skipped and pass,
 //! unless `CDIGEN_REQUIRE_SHARED` is set (CI sets it).
@@ -47,48 +50,80 @@ fn write(dir: &Path, rel: &str, text: &str) {
     std::fs::write(path, text).unwrap();
 }
 
-// --- Against the official CDI library -------------------------------------
+// --- Against the CDI libraries ----------------------------------------------
 
 /// Set (to anything but empty or `0`) to make a missing `../shared` a
 /// failure instead of a skip, as CI does.
 const REQUIRE_SHARED_VAR: &str = "CDIGEN_REQUIRE_SHARED";
 
-/// `../shared/tools/cdi-go/cdi-go` beside the crate; None (a skip, printed)
-/// when it is not there, a failure instead when `CDIGEN_REQUIRE_SHARED`
-/// is set.
-fn cdi_go(test: &str) -> Option<PathBuf> {
-    let tool = repo().join("../shared/tools/cdi-go/cdi-go");
-    if tool.is_file() {
-        return Some(tool);
-    }
+/// The Go library's recorded answers, beside the crate.
+const RECORDED: &str = "../shared/reference/cdi-go-recorded";
+/// The commit whose golden specs the Go library's answers were recorded
+/// on (`RECORDED/README.md`).
+const RECORDED_AT: &str = "7dea01b75f950c631e97a5a5a2eddb1b5a822831";
+/// The Rust CDI library as a command (`../shared/tools/cdi-rs/README.md`).
+const RUST_CDI: &str = "../shared/tools/cdi-rs/cdi-rs";
+
+/// Prints that `test` skipped and why, unless `CDIGEN_REQUIRE_SHARED`
+/// makes that a failure.
+fn skip(test: &str, why: &str) {
     let required = std::env::var_os(REQUIRE_SHARED_VAR).is_some_and(|v| !v.is_empty() && v != "0");
     assert!(
         !required,
-        "{test}: {} is missing, and {REQUIRE_SHARED_VAR} requires it: put shared/ beside the \
-         crate directory",
-        tool.display()
+        "{test}: {why}, and {REQUIRE_SHARED_VAR} requires it"
     );
     // Straight to stderr: the harness captures `eprintln!`, and this line
     // must show in a passing run.
     let _ = writeln!(
         std::io::stderr(),
-        "skipped {test}: no ../shared/tools/cdi-go/cdi-go beside the crate (CI has it; \
-         {REQUIRE_SHARED_VAR}=1 makes this a failure)"
+        "skipped {test}: {why} (CI has it; {REQUIRE_SHARED_VAR}=1 makes this a failure)"
     );
+}
+
+/// `rel` (relative to the crate) when it exists; None (a skip, printed)
+/// when it is not there, a failure instead when `CDIGEN_REQUIRE_SHARED`
+/// is set.
+fn shared(test: &str, rel: &str) -> Option<PathBuf> {
+    let path = repo().join(rel);
+    if path.exists() {
+        return Some(path);
+    }
+    skip(test, &format!("no {rel} beside the crate"));
     None
 }
 
-/// What the library's injection gives: the fragment, or its error.
+/// What a library's injection gives: the fragment, or its error.
 #[derive(Debug, PartialEq)]
 enum Outcome {
     Injected(Value),
     Refused(String),
 }
 
-/// `cdi-go inject DIR DEVICE...`, normalized: the `PATH=/bin` it starts
-/// its container's environment with is dropped (cdigen injects into an
-/// empty spec), and so are nulls, empty lists and empty objects (Go writes
-/// a missing list as null, cdigen as []).
+/// A library's `inject` answer (`cdi-go`'s format, which the Rust CDI
+/// library's command keeps), normalized: the `PATH=/bin` it starts its
+/// container's environment with is dropped (cdigen injects into an empty
+/// spec), and so are nulls, empty lists and empty objects (Go writes a
+/// missing list as null, cdigen as []).
+fn outcome(exit: Option<i32>, stdout: &str) -> Outcome {
+    assert!(
+        !stdout.lines().any(|l| l.starts_with("ERROR ")),
+        "the library cannot load the specs: {stdout}"
+    );
+    if let Some(line) = stdout.lines().find(|l| l.starts_with("INJECT-ERROR ")) {
+        assert_eq!(exit, Some(1), "{stdout}");
+        let error = line.trim_start_matches("INJECT-ERROR ");
+        let error = error.rsplit_once(" unresolved: ").map_or(error, |(e, _)| e);
+        return Outcome::Refused(error.to_string());
+    }
+    assert_eq!(exit, Some(0), "{stdout}");
+    let mut v: Value = serde_json::from_str(stdout).unwrap();
+    let env = v["env"].as_array_mut().unwrap();
+    assert_eq!(env.first(), Some(&Value::from("PATH=/bin")), "{stdout}");
+    env.remove(0);
+    Outcome::Injected(normalize(v))
+}
+
+/// `cdi-rs inject DIR DEVICE...`: the Rust CDI library's answer.
 fn library(tool: &Path, dir: &Path, devices: &[String]) -> Outcome {
     let out = Command::new(tool)
         .arg("inject")
@@ -96,29 +131,12 @@ fn library(tool: &Path, dir: &Path, devices: &[String]) -> Outcome {
         .args(devices)
         .output()
         .unwrap();
-    let stdout = String::from_utf8(out.stdout).unwrap();
-    assert!(
-        !stdout.lines().any(|l| l.starts_with("ERROR ")),
-        "the library cannot load {}: {stdout}",
-        dir.display()
-    );
-    if let Some(line) = stdout.lines().find(|l| l.starts_with("INJECT-ERROR ")) {
-        assert_eq!(out.status.code(), Some(1), "{stdout}");
-        let error = line.trim_start_matches("INJECT-ERROR ");
-        let error = error.rsplit_once(" unresolved: ").map_or(error, |(e, _)| e);
-        return Outcome::Refused(error.to_string());
-    }
-    assert_eq!(out.status.code(), Some(0), "{stdout}");
-    let mut v: Value = serde_json::from_str(&stdout).unwrap();
-    let env = v["env"].as_array_mut().unwrap();
-    assert_eq!(env.first(), Some(&Value::from("PATH=/bin")), "{stdout}");
-    env.remove(0);
-    Outcome::Injected(normalize(v))
+    outcome(out.status.code(), &String::from_utf8(out.stdout).unwrap())
 }
 
 /// `cdigen inject --root / --spec-dir DIR -o json DEVICE...` (the host's
-/// `/dev`, as the library sees it), normalized as [`library`] is; the
-/// net devices, which the tool does not print, are left out.
+/// `/dev`, as the libraries see it), normalized as [`outcome`] is; the
+/// net devices, which the tools do not print, are left out.
 fn ours(dir: &Path, devices: &[String]) -> Outcome {
     let mut args = vec![
         "inject",
@@ -165,6 +183,62 @@ fn normalize(v: Value) -> Value {
     }
 }
 
+/// The number of `/` in a mount destination once cleaned as Go's
+/// `filepath.Clean` does (repeated and trailing `/`, `.`, and `..`
+/// resolved lexically): the Go library's mount order key.
+fn go_depth(destination: &str) -> usize {
+    let mut parts: Vec<&str> = Vec::new();
+    let rooted = destination.starts_with('/');
+    for part in destination.split('/') {
+        match part {
+            "" | "." => {}
+            ".." if parts.last().is_some_and(|p| *p != "..") => {
+                parts.pop();
+            }
+            ".." if rooted => {}
+            p => parts.push(p),
+        }
+    }
+    let clean = parts.join("/");
+    usize::from(rooted) + clean.matches('/').count()
+}
+
+/// Whether the Rust CDI library's answer and cdigen's (which follows the
+/// Go library) agree, up to the differences between the two libraries
+/// that `../shared/tools/cdi-rs/README.md` documents and that apply here:
+/// - row 12: the Go library stable-sorts all mounts by the depth of their
+///   destination (parents first); the Rust library keeps the specs' order;
+/// - row 13: the Go library copies a node's `fileMode` from the host node
+///   when the spec gives none; the Rust library never sets it;
+/// - row 15: the Rust library drops the cause of an injection error
+///   (`failed to inject devices: filling missing info failed.`).
+fn agrees(rust: &Outcome, ours: &Outcome) -> bool {
+    match (rust, ours) {
+        (Outcome::Injected(rust), Outcome::Injected(ours)) => {
+            let mut rust = rust.clone();
+            let mut ours = ours.clone();
+            if let Some(mounts) = rust.get_mut("mounts").and_then(Value::as_array_mut) {
+                mounts.sort_by_key(|m| go_depth(m["destination"].as_str().unwrap_or("")));
+            }
+            let rust_nodes = rust["devices"].as_array().cloned().unwrap_or_default();
+            if let Some(nodes) = ours.get_mut("devices").and_then(Value::as_array_mut) {
+                for (mine, theirs) in nodes.iter_mut().zip(&rust_nodes) {
+                    if mine["path"] == theirs["path"] && theirs.get("fileMode").is_none() {
+                        mine.as_object_mut().unwrap().remove("fileMode");
+                    }
+                }
+            }
+            rust == ours
+        }
+        (Outcome::Refused(rust), Outcome::Refused(ours)) => {
+            rust == ours
+                || (rust == "failed to inject devices: filling missing info failed."
+                    && ours.starts_with("failed to inject devices: "))
+        }
+        _ => false,
+    }
+}
+
 /// The device names of the specs in `dir`, per spec file, in file order.
 fn names_by_spec(dir: &Path) -> Vec<Vec<String>> {
     let mut files: Vec<PathBuf> = std::fs::read_dir(dir)
@@ -208,26 +282,132 @@ fn requests(specs: &[Vec<String>]) -> Vec<Vec<String>> {
     out
 }
 
-/// Compares every request on `dir`; returns how many were compared, and
-/// the differences.
-fn compare(tool: &Path, dir: &Path, requests: &[Vec<String>]) -> (usize, Vec<String>) {
+/// One recorded answer of the Go library (`RECORDED/inject.jsonl`).
+struct Recorded {
+    dir: String,
+    devices: Vec<String>,
+    outcome: Outcome,
+}
+
+/// Every recorded answer, in file order.
+fn recorded(file: &Path) -> Vec<Recorded> {
+    std::fs::read_to_string(file)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let v: Value = serde_json::from_str(line).unwrap();
+            let exit = v["exit"].as_i64().and_then(|e| i32::try_from(e).ok());
+            Recorded {
+                dir: v["dir"].as_str().unwrap().to_string(),
+                devices: serde_json::from_value(v["devices"].clone()).unwrap(),
+                outcome: outcome(exit, v["stdout"].as_str().unwrap()),
+            }
+        })
+        .collect()
+}
+
+/// The spec directories `dirs` as they were at [`RECORDED_AT`], what the
+/// Go library was given, extracted from the repository's history into a
+/// temporary directory; None when git or that commit is not there.
+fn at_recorded_commit(dirs: &[&str]) -> Option<tempfile::TempDir> {
+    let tmp = tempfile::tempdir().unwrap();
+    let archive = Command::new("git")
+        .arg("-C")
+        .arg(repo())
+        .args(["archive", "--format=tar", RECORDED_AT, "--"])
+        .args(dirs)
+        .output()
+        .ok()?;
+    if !archive.status.success() {
+        return None;
+    }
+    let mut tar = Command::new("tar")
+        .arg("-x")
+        .arg("-C")
+        .arg(tmp.path())
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tar.stdin
+        .take()
+        .unwrap()
+        .write_all(&archive.stdout)
+        .unwrap();
+    assert!(tar.wait().unwrap().success());
+    Some(tmp)
+}
+
+/// Whether `dir` (relative to the crate) differs today from what it was at
+/// [`RECORDED_AT`].
+fn changed_since_recording(dir: &str) -> bool {
+    !Command::new("git")
+        .arg("-C")
+        .arg(repo())
+        .args(["diff", "--quiet", RECORDED_AT, "--", dir])
+        .status()
+        .unwrap()
+        .success()
+}
+
+/// cdigen against the Go library's recorded answers for every device of
+/// every fixture machine's golden specs, on the specs the library was
+/// given (taken from the repository's history, so a golden that changed
+/// since still has its recording checked). The directories that changed
+/// since are named: for their specs as they are now, only the live
+/// comparison with the Rust library below speaks.
+#[test]
+fn every_fixture_injects_as_the_go_library_recorded() {
+    let test = "every_fixture_injects_as_the_go_library_recorded";
+    let Some(file) = shared(test, &format!("{RECORDED}/inject.jsonl")) else {
+        return;
+    };
+    let answers: Vec<Recorded> = recorded(&file)
+        .into_iter()
+        .filter(|r| r.dir.starts_with("fixtures/"))
+        .collect();
+    let mut dirs: Vec<&str> = answers.iter().map(|r| r.dir.as_str()).collect();
+    dirs.dedup();
+    assert!(dirs.len() >= 10, "{dirs:?}");
+    let Some(tree) = at_recorded_commit(&dirs) else {
+        skip(
+            test,
+            &format!("no commit {RECORDED_AT} in the repository's history"),
+        );
+        return;
+    };
+    let changed: Vec<&&str> = dirs.iter().filter(|d| changed_since_recording(d)).collect();
+    if !changed.is_empty() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "{test}: changed since the Go library's recording, compared as they were at \
+             {RECORDED_AT} (their current specs only with the Rust CDI library): {changed:?}"
+        );
+    }
     let mut failures = Vec::new();
-    for devices in requests {
-        let theirs = library(tool, dir, devices);
-        let mine = ours(dir, devices);
-        if theirs != mine {
+    for r in &answers {
+        let mine = ours(&tree.path().join(&r.dir), &r.devices);
+        if r.outcome != mine {
             failures.push(format!(
-                "{} {devices:?}:\n  library: {theirs:?}\n  cdigen:  {mine:?}",
-                dir.display()
+                "{} {:?}:\n  Go library: {:?}\n  cdigen:     {mine:?}",
+                r.dir, r.devices, r.outcome
             ));
         }
     }
-    (requests.len(), failures)
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        answers.len() > 200,
+        "only {} recorded requests",
+        answers.len()
+    );
 }
 
+/// cdigen against the Rust CDI library, live, on every fixture machine's
+/// golden specs as they are now, where the two libraries agree (see
+/// [`agrees`]).
 #[test]
-fn every_fixture_injects_as_the_official_library_does() {
-    let Some(tool) = cdi_go("every_fixture_injects_as_the_official_library_does") else {
+fn every_fixture_injects_as_the_rust_library_does_where_the_libraries_agree() {
+    let test = "every_fixture_injects_as_the_rust_library_does_where_the_libraries_agree";
+    let Some(tool) = shared(test, RUST_CDI) else {
         return;
     };
     let mut machines: Vec<PathBuf> = std::fs::read_dir(repo().join("fixtures"))
@@ -240,108 +420,107 @@ fn every_fixture_injects_as_the_official_library_does() {
     let (mut compared, mut failures) = (0, Vec::new());
     for dir in &machines {
         let specs = names_by_spec(dir);
-        if specs.is_empty() {
-            continue; // a machine with nothing to give
+        for devices in requests(&specs) {
+            if devices.is_empty() {
+                continue; // a machine with nothing to give
+            }
+            compared += 1;
+            let theirs = library(&tool, dir, &devices);
+            let mine = ours(dir, &devices);
+            if !agrees(&theirs, &mine) {
+                failures.push(format!(
+                    "{} {devices:?}:\n  Rust library: {theirs:?}\n  cdigen:       {mine:?}",
+                    dir.display()
+                ));
+            }
         }
-        let (n, f) = compare(&tool, dir, &requests(&specs));
-        compared += n;
-        failures.extend(f);
     }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     assert!(compared > 100, "only {compared} requests");
 }
 
-/// Two specs with every conflict the library resolves: env set by a spec
-/// and by devices, a node replaced, nodes without numbers (filled from
-/// the host's `/dev/null` and `/dev/zero`, which every Linux host has), a
-/// `u` node, mounts replaced and sorted, hooks, GIDs, intelRdt.
-const CONFLICTS: &str = r#"{"cdiVersion": "0.7.0", "kind": "example.com/conflict",
-  "containerEdits": {
-    "env": ["SHARED=spec", "SPEC=1"],
-    "additionalGids": [44, 0, 44],
-    "mounts": [{"hostPath": "/usr", "containerPath": "/opt/a/b"}],
-    "hooks": [{"hookName": "createContainer", "path": "/bin/spec-hook"}]
-  },
-  "devices": [
-    {"name": "a", "containerEdits": {
-      "env": ["SHARED=a", "A=1"],
-      "additionalGids": [109],
-      "deviceNodes": [
-        {"path": "/dev/null"},
-        {"path": "/dev/cdigen-x", "type": "c", "major": 5, "minor": 1, "permissions": "r"},
-        {"path": "/dev/cdigen-u", "type": "u", "major": 5, "minor": 1},
-        {"path": "/dev/in-container", "hostPath": "/dev/zero", "fileMode": 384, "uid": 0, "gid": 5}
-      ],
-      "mounts": [
-        {"hostPath": "/x", "containerPath": "/m", "options": ["bind", "ro"]},
-        {"hostPath": "/y", "containerPath": "/m/a/b/c/d"},
-        {"hostPath": "tmpfs", "containerPath": "rel", "type": "tmpfs"}
-      ],
-      "hooks": [
-        {"hookName": "prestart", "path": "/bin/h0", "args": ["h0", "x"], "timeout": 5},
-        {"hookName": "createContainer", "path": "/bin/h1", "env": ["K=V"]}
-      ],
-      "intelRdt": {"closID": "a"}
-    }},
-    {"name": "b", "containerEdits": {
-      "env": ["SHARED=b", "A=1"],
-      "deviceNodes": [{"path": "/dev/cdigen-x", "type": "c", "major": 5, "minor": 2}],
-      "mounts": [{"hostPath": "/x2", "containerPath": "/m"}],
-      "hooks": [{"hookName": "poststop", "path": "/bin/h2"}],
-      "intelRdt": {"closID": "b", "l3CacheSchema": "L3:0=f"}
-    }}
-  ]}"#;
-
-const OTHER: &str = r#"{"cdiVersion": "0.5.0", "kind": "example.com/other",
-  "containerEdits": {"env": ["SHARED=other"]},
-  "devices": [
-    {"name": "c", "containerEdits": {"env": ["SHARED=c"], "mounts": [{"hostPath": "/z", "containerPath": "/m"}]}},
-    {"name": "gone", "containerEdits": {"deviceNodes": [{"path": "/dev/cdigen-no-such-node"}]}}
-  ]}"#;
-
+/// The six requests over the recording's two specs with every conflict
+/// the libraries resolve (`RECORDED/conflict.json`, `other.json`): env set
+/// by a spec and by devices, a node replaced, nodes without numbers
+/// (filled from the host's `/dev/null` and `/dev/zero`, which every Linux
+/// host has), a `u` node, mounts replaced and sorted, hooks, GIDs,
+/// intelRdt, a missing host node, unresolvable names. cdigen gives the Go
+/// library's recorded answers, and agrees with the Rust library live.
 #[test]
-fn conflicts_resolve_as_in_the_official_library() {
-    let Some(tool) = cdi_go("conflicts_resolve_as_in_the_official_library") else {
+fn conflicts_resolve_as_in_the_cdi_libraries() {
+    let test = "conflicts_resolve_as_in_the_cdi_libraries";
+    let (Some(file), Some(tool)) = (
+        shared(test, &format!("{RECORDED}/inject.jsonl")),
+        shared(test, RUST_CDI),
+    ) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
-    write(tmp.path(), "conflict.json", CONFLICTS);
-    write(tmp.path(), "other.json", OTHER);
-    let s = |v: &[&str]| v.iter().map(|d| d.to_string()).collect::<Vec<String>>();
-    let requests = [
-        s(&["example.com/conflict=a", "example.com/conflict=b"]),
-        s(&["example.com/conflict=b", "example.com/conflict=a"]),
-        s(&[
-            "example.com/conflict=a",
-            "example.com/other=c",
-            "example.com/conflict=b",
-        ]),
-        s(&[
-            "example.com/other=c",
-            "example.com/conflict=a",
-            "example.com/conflict=a",
-        ]),
-        s(&["example.com/conflict=a", "example.com/other=gone"]),
-        s(&["example.com/conflict=a", "example.com/nope=x", "nope"]),
-    ];
-    let (n, failures) = compare(&tool, tmp.path(), &requests);
+    for spec in ["conflict.json", "other.json"] {
+        std::fs::copy(file.with_file_name(spec), tmp.path().join(spec)).unwrap();
+    }
+    let answers: Vec<Recorded> = recorded(&file)
+        .into_iter()
+        .filter(|r| r.dir.starts_with("conflicts"))
+        .collect();
+    assert_eq!(answers.len(), 6);
+    let mut failures = Vec::new();
+    for r in &answers {
+        let mine = ours(tmp.path(), &r.devices);
+        if r.outcome != mine {
+            failures.push(format!(
+                "{:?}:\n  Go library: {:?}\n  cdigen:     {mine:?}",
+                r.devices, r.outcome
+            ));
+        }
+        let rust = library(&tool, tmp.path(), &r.devices);
+        if !agrees(&rust, &mine) {
+            failures.push(format!(
+                "{:?}:\n  Rust library: {rust:?}\n  cdigen:       {mine:?}",
+                r.devices
+            ));
+        }
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
-    assert_eq!(n, 6);
     // The comparison saw what it is about (not two empty fragments).
-    let Outcome::Injected(v) = ours(tmp.path(), &requests[2]) else {
+    let Outcome::Injected(v) = ours(tmp.path(), &answers[2].devices) else {
         panic!("not injected");
     };
     assert_eq!(v["env"], serde_json::json!(["SHARED=b", "SPEC=1", "A=1"]));
     assert_eq!(v["devices"][0]["type"], "c");
     assert_eq!(v["devices"][0]["major"], 1);
+    let depths: Vec<usize> = v["mounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| go_depth(m["destination"].as_str().unwrap()))
+        .collect();
+    assert!(depths.windows(2).all(|w| w[0] <= w[1]), "{v}");
     assert_eq!(
-        ours(tmp.path(), &requests[4]),
+        ours(tmp.path(), &answers[4].devices),
         Outcome::Refused(
             "failed to inject devices: failed to stat CDI host device \"/dev/cdigen-no-such-node\": \
              no such file or directory"
                 .into()
         )
     );
+}
+
+#[test]
+fn go_depth_cleans_as_go_does() {
+    for (dest, depth) in [
+        ("/", 1),
+        ("rel", 0),
+        ("/m", 1),
+        ("/m/", 1),
+        ("//m//a/./b", 3),
+        ("/m/a/../b", 2),
+        ("/../m", 1),
+        ("a/../../b", 1),
+        ("../a/b", 2),
+    ] {
+        assert_eq!(go_depth(dest), depth, "{dest}");
+    }
 }
 
 // --- What a user sees -------------------------------------------------------

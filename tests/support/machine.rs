@@ -74,13 +74,14 @@ pub fn visible_names(dir: &Path) -> Vec<String> {
 /// cdigen looks by default.
 pub const DRIVER_ROOT: &str = "/run/nvidia/driver";
 
-/// The official CDI Go library as a command,
-/// `../shared/tools/cdi-go/cdi-go` beside the crate; None (a skip,
-/// printed) when it is not there, a failure instead when
-/// `CDIGEN_REQUIRE_SHARED` is set (CI sets it).
-pub fn cdi_go(test: &str) -> Option<PathBuf> {
+/// The Rust CDI library (the cncf-tags port, crate 1.1.1) as a command,
+/// `../shared/tools/cdi-rs/cdi-rs` beside the crate (its README lists
+/// where it differs from the Go library); None (a skip, printed) when it
+/// is not there, a failure instead when `CDIGEN_REQUIRE_SHARED` is set (CI
+/// sets it).
+pub fn cdi_rs(test: &str) -> Option<PathBuf> {
     const REQUIRE_SHARED_VAR: &str = "CDIGEN_REQUIRE_SHARED";
-    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cdi-go/cdi-go");
+    let tool = Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/tools/cdi-rs/cdi-rs");
     if tool.is_file() {
         return Some(tool);
     }
@@ -91,7 +92,7 @@ pub fn cdi_go(test: &str) -> Option<PathBuf> {
         tool.display()
     );
     eprintln!(
-        "skipped {test}: no ../shared/tools/cdi-go/cdi-go beside the crate (CI has it; \
+        "skipped {test}: no ../shared/tools/cdi-rs/cdi-rs beside the crate (CI has it; \
          {REQUIRE_SHARED_VAR}=1 makes this a failure)"
     );
     None
