@@ -598,6 +598,11 @@ impl Ownership {
         owned_by(&self.state, owner)
     }
 
+    /// Whether the state records no file at all.
+    pub fn is_empty(&self) -> bool {
+        self.state.files.is_empty()
+    }
+
     /// The files in `dir` recorded for `owner` but not in `keep`, and
     /// what [`ManagedDir::remove_stale`] would do with each: the one
     /// decision the real run, `--dry-run` and `check` share.
