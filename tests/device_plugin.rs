@@ -609,24 +609,33 @@ fn a_restart_keeps_device_info_files_until_the_kubelet_says_they_are_released() 
         plugin.wait_exit();
     };
     kill(plugin);
+    // The next process registered and serving (before a signal reaches it).
+    let registered = |n: usize| {
+        kubelet.wait_for(VF, Duration::from_secs(20), |p| {
+            p.registrations > n && p.watching
+        });
+    };
+    let regs = kubelet.plugin(VF).unwrap().registrations;
 
     // No pod resources socket at all.
     let absent = tmp.path().join("absent.sock");
     let plugin = Plugin::spawn_at(tmp.path(), &kubelet.dir, &absent, &[]);
-    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    registered(regs);
+    plugin.hup();
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(files(&devinfo), all, "{}", plugin.log());
     plugin.wait_log(&format!(
         "{}: no pod resources socket; not removing any device-info file until it answers",
         absent.display()
     ));
-    plugin.hup();
-    thread::sleep(Duration::from_millis(500));
-    assert_eq!(files(&devinfo), all, "{}", plugin.log());
+    let regs = kubelet.plugin(VF).unwrap().registrations;
     kill(plugin);
 
     // The kubelet's List failing, and listing nothing once it answers.
     kubelet.set_list_failing(true);
     kubelet.set_live(&[]);
     let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    registered(regs);
     plugin.wait_log(
         "List failed: the kubelet is not ready; not removing any device-info file until it answers",
     );
