@@ -43,6 +43,10 @@ pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/cdigen";
 pub const MAX_MANIFEST: u64 = 16 << 20;
 /// Most symlinks followed while resolving one path (the kernel's limit).
 const MAX_LINKS: usize = 40;
+/// The sysfs directories every Linux host has: a root without one of them
+/// is not a host (a wrong `--root`, or sysfs not mounted), not a host
+/// without devices ([`HostRoot::check_host`]).
+pub const HOST_DIRS: [&str; 3] = ["/sys/devices", "/sys/bus", "/sys/class"];
 
 /// A host path under `/sys`.
 pub fn sys_path(rel: &str) -> PathBuf {
@@ -114,6 +118,16 @@ pub enum Error {
         /// The limit.
         limit: u64,
     },
+    /// The root lacks directories every Linux host has ([`HOST_DIRS`]).
+    #[error("{}", not_a_host(root, missing, hint.as_deref()))]
+    NotAHost {
+        /// The root.
+        root: PathBuf,
+        /// The host paths missing (`sys/devices`, ...).
+        missing: Vec<String>,
+        /// What the user may have meant.
+        hint: Option<String>,
+    },
     /// A bad line in the devfs manifest.
     #[error("{}:{line}: {message}", path.display())]
     Manifest {
@@ -158,8 +172,8 @@ impl Error {
             E::NotUtf8 { .. } => "not UTF-8 text".into(),
             E::TooLarge { limit, .. } => format!("larger than {limit} bytes"),
             E::NotRegular { what, .. } => format!("{what}, not a regular file: not reading it"),
-            // Another file (the manifest): named in full.
-            E::Manifest { .. } => self.to_string(),
+            // Another file (the manifest), or the root: named in full.
+            E::Manifest { .. } | E::NotAHost { .. } => self.to_string(),
         }
     }
 
@@ -167,6 +181,21 @@ impl Error {
     pub fn is_not_found(&self) -> bool {
         matches!(self, Error::Io { cause, .. } if cause.kind() == io::ErrorKind::NotFound)
     }
+}
+
+/// `fixtures/example does not look like a Linux host: sys/devices and
+/// sys/bus are missing (did you mean ...?)`.
+fn not_a_host(root: &Path, missing: &[String], hint: Option<&str>) -> String {
+    let list = match missing {
+        [one] => format!("{one} is"),
+        [init @ .., last] => format!("{} and {last} are", init.join(", ")),
+        [] => "nothing is".into(),
+    };
+    let hint = hint.map(|h| format!(" ({h})")).unwrap_or_default();
+    format!(
+        "{} does not look like a Linux host: {list} missing{hint}",
+        crate::text::path(root)
+    )
 }
 
 /// What a `/dev` entry is.
@@ -314,6 +343,62 @@ impl HostRoot {
             cache.clear();
         }
         Ok(root)
+    }
+
+    /// [`HostRoot::open`] for discovery: the root must also look like a
+    /// Linux host ([`HostRoot::check_host`]).
+    ///
+    /// # Errors
+    /// As [`HostRoot::open`], and [`Error::NotAHost`].
+    pub fn open_host(base: &Path) -> Result<Self, Error> {
+        let root = Self::open(base)?;
+        root.check_host()?;
+        Ok(root)
+    }
+
+    /// Checks that the root looks like a Linux host: each of [`HOST_DIRS`]
+    /// is a directory (symlinks followed inside the root). A root without
+    /// them is a wrong `--root` or a host whose sysfs is not mounted (or
+    /// went away): discovering there would find no device, and removing
+    /// every file written for the devices that are there would follow.
+    /// Looked at afresh at every call (only symlinks are cached).
+    ///
+    /// # Errors
+    /// [`Error::NotAHost`] naming the root and each directory missing,
+    /// with a hint when `<root>/root` is a host or `<root>/sys` is empty.
+    pub fn check_host(&self) -> Result<(), Error> {
+        let missing: Vec<String> = HOST_DIRS
+            .iter()
+            .filter(|d| {
+                !self
+                    .resolve(Path::new(d))
+                    .is_ok_and(|real| fs::metadata(self.disk_path(&real)).is_ok_and(|m| m.is_dir()))
+            })
+            .map(|d| d.trim_start_matches('/').to_string())
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let inner = self.base.join("root");
+        let sys = self.base.join("sys");
+        let hint = if HOST_DIRS
+            .iter()
+            .all(|d| inner.join(d.trim_start_matches('/')).is_dir())
+        {
+            Some(format!("did you mean {}?", crate::text::path(&inner)))
+        } else if fs::read_dir(&sys).is_ok_and(|mut d| d.next().is_none()) {
+            Some(format!(
+                "{} is empty: is sysfs mounted?",
+                crate::text::path(&sys)
+            ))
+        } else {
+            None
+        };
+        Err(Error::NotAHost {
+            root: self.base.clone(),
+            missing,
+            hint,
+        })
     }
 
     /// Sets where the NVIDIA driver's files are (a host path).

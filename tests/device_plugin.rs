@@ -578,6 +578,85 @@ fn allocate_answers_cdi_names_request_env_and_keeps_device_info_to_live_allocati
     plugin.stop();
 }
 
+/// A plugin killed (`kill -9`: a rollout, an OOM kill) restarts knowing
+/// nothing in memory: while the pod resources API is absent, then failing,
+/// every device-info file of a device handed out stays, and the log says
+/// why; once the API answers, the files of devices no pod holds go, but
+/// not that of a device handed out moments before the kill (the kubelet
+/// may not list it yet).
+#[test]
+fn a_restart_keeps_device_info_files_until_the_kubelet_says_they_are_released() {
+    let (tmp, _root) = support::machine("example");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let mut plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    kubelet
+        .allocate(VF, &["0000:3b:00.2", "0000:3b:00.3"])
+        .unwrap();
+    kubelet.set_live(&[(VF, "0000:3b:00.2"), (VF, "0000:3b:00.3")]);
+    let before = kubelet.pod_resources_lists();
+    plugin.hup();
+    wait_prune(&kubelet, before);
+    // Handed out, not listed yet: then killed.
+    kubelet.allocate(VF, &["0000:3b:00.4"]).unwrap();
+    let devinfo = tmp.path().join("devinfo");
+    let file = |id: &str| format!("cdigen.io-vf-{id}-device.json");
+    let all = ["0000:3b:00.2", "0000:3b:00.3", "0000:3b:00.4"].map(file);
+    assert_eq!(files(&devinfo), all);
+    let kill = |mut plugin: Plugin| {
+        plugin.signal("KILL");
+        plugin.wait_exit();
+    };
+    kill(plugin);
+    // The next process registered and serving (before a signal reaches it).
+    let registered = |n: usize| {
+        kubelet.wait_for(VF, Duration::from_secs(20), |p| {
+            p.registrations > n && p.watching
+        });
+    };
+    let regs = kubelet.plugin(VF).unwrap().registrations;
+
+    // No pod resources socket at all.
+    let absent = tmp.path().join("absent.sock");
+    let plugin = Plugin::spawn_at(tmp.path(), &kubelet.dir, &absent, &[]);
+    registered(regs);
+    plugin.hup();
+    thread::sleep(Duration::from_millis(500));
+    assert_eq!(files(&devinfo), all, "{}", plugin.log());
+    plugin.wait_log(&format!(
+        "{}: no pod resources socket; not removing any device-info file until it answers",
+        absent.display()
+    ));
+    let regs = kubelet.plugin(VF).unwrap().registrations;
+    kill(plugin);
+
+    // The kubelet's List failing, and listing nothing once it answers.
+    kubelet.set_list_failing(true);
+    kubelet.set_live(&[]);
+    let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    registered(regs);
+    plugin.wait_log(
+        "List failed: the kubelet is not ready; not removing any device-info file until it answers",
+    );
+    let before = kubelet.pod_resources_lists();
+    plugin.hup();
+    wait_prune(&kubelet, before);
+    assert_eq!(files(&devinfo), all, "{}", plugin.log());
+    kubelet.set_list_failing(false);
+    plugin.hup();
+    eventually("the released VFs' device-info files removed", || {
+        files(&devinfo) == [file("0000:3b:00.4")]
+    });
+    let log = plugin.wait_log("the pod resources API answers again");
+    assert!(
+        log.contains(
+            "3 devices handed out before this start: held until the kubelet no longer lists them"
+        ),
+        "{log}"
+    );
+    plugin.stop();
+}
+
 // --- Kubelet restarts -----------------------------------------------------
 
 /// A kubelet restart (every socket deleted, kubelet.sock re-created): each

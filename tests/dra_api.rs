@@ -669,6 +669,88 @@ fn driver_publishes_follows_hotplug_repairs_and_cleans_up() {
     );
 }
 
+/// sysfs gone for a while under a running `cdigen dra-driver`: its passes
+/// fail and say so, the published slices stay as they were (none deleted,
+/// none rewritten), the specs too; once sysfs is back, passes publish
+/// again.
+#[test]
+fn driver_keeps_its_slices_while_sysfs_is_gone() {
+    let (tmp, root) = support::machine("example");
+    let api = FakeApi::start();
+    let kubeconfig = api.kubeconfig(tmp.path());
+    let driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
+    let all = expected(tmp.path(), 1);
+    driver.wait_published(&api, &all, "the first publication");
+    let writes = api.writes().len();
+    let specs = support::visible_names(&tmp.path().join("cdi"));
+
+    let away = tmp.path().join("sys.away");
+    fs::rename(root.join("sys"), &away).unwrap();
+    driver.signal("HUP");
+    driver.wait_log(
+        "root does not look like a Linux host: sys/devices, sys/bus and sys/class are missing: \
+         keeping the files and devices of the last pass (retrying in 1s)",
+    );
+    driver.wait_log("keeping the files and devices of the last pass (retrying in 2s)");
+    assert!(says(&api, &all), "{}", driver.log());
+    assert_eq!(api.writes().len(), writes, "no slice written or deleted");
+    assert_eq!(support::visible_names(&tmp.path().join("cdi")), specs);
+
+    // Back, without a VF: the next retry publishes without it.
+    fs::rename(&away, root.join("sys")).unwrap();
+    let replug = unplug_vf(&root, "0000:3b:00.3", "virtfn1");
+    driver.wait_published(&api, &expected(tmp.path(), 2), "the VF gone, generation 2");
+    replug();
+}
+
+/// `cdigen dra-driver` killed while writing its checkpoint or a metadata
+/// file leaves `.cdigen-*.tmp` files behind: the next start removes them
+/// (from the driver's directory, its metadata directory and the CDI
+/// directory), and only them.
+#[test]
+fn driver_start_removes_temp_files_left_by_a_killed_driver() {
+    let (tmp, _root) = support::machine("example");
+    let driver_dir = tmp.path().join("plugins").join(DRIVER);
+    let meta_dir = driver_dir.join("metadata");
+    let cdi = tmp.path().join("cdi");
+    for d in [&meta_dir, &cdi] {
+        fs::create_dir_all(d).unwrap();
+    }
+    let big = vec![b'{'; 1 << 20];
+    let leftovers = [
+        driver_dir.join(".cdigen-Xa91kq.tmp"),
+        meta_dir.join(".cdigen-7fQz2m.tmp"),
+        cdi.join(".cdigen-p0Lw3e.tmp"),
+    ];
+    let foreign = [
+        driver_dir.join(".cdigen-Xa91kq.tmp.orig"),
+        driver_dir.join("cdigen-Xa91kq.tmp"),
+        meta_dir.join(".cdigen-notes"),
+        cdi.join(".cdigen-p0Lw3e.tmp~"),
+    ];
+    for f in leftovers.iter().chain(&foreign) {
+        fs::write(f, &big).unwrap();
+    }
+    let api = FakeApi::start();
+    let kubeconfig = api.kubeconfig(tmp.path());
+    let mut driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
+    driver.wait_published(&api, &expected(tmp.path(), 1), "the first publication");
+    let sock = driver_dir.join("dra.sock");
+    let end = Instant::now() + WAIT;
+    while !sock.exists() {
+        assert!(Instant::now() < end, "no DRA socket:\n{}", driver.log());
+        thread::sleep(Duration::from_millis(10));
+    }
+    for f in &leftovers {
+        assert!(!f.exists(), "{} left:\n{}", f.display(), driver.log());
+    }
+    for f in &foreign {
+        assert!(f.exists(), "{} removed", f.display());
+    }
+    driver.signal("TERM");
+    assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
+}
+
 /// `cdigen dra-driver` without a node name, or without an API server,
 /// says so and fails (exit status 2).
 #[test]

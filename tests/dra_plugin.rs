@@ -730,6 +730,59 @@ async fn each_claim_gets_an_answer_and_failures_say_why() {
 /// Unprepare removes the claim's files and forgets it; after a restart it
 /// works from the checkpoint alone; an unknown claim is a success; a
 /// garbage checkpoint is a warning and an empty start.
+/// A driver killed while writing its checkpoint or a metadata file leaves
+/// `.cdigen-*.tmp` files (up to the checkpoint's size each): the next
+/// start removes them from the driver's and the metadata directory, and
+/// nothing else (a look-alike of another tool, the checkpoint, the
+/// prepared claims' files).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_start_removes_the_temp_files_a_killed_driver_left_and_nothing_else() {
+    let env = Env::new(FakeApi::default());
+    env.api
+        .add(claim("a", UID1, &[(DRIVER, NODE, VF, "vf")], json!([])));
+    let (running, stop) = env.start(true).await;
+    let r = prepare(&running.dra_socket, &[("a", UID1)]).await;
+    assert_eq!(r[UID1].error, "");
+    stop.send(()).unwrap();
+    running.wait().await;
+
+    let driver_dir = env.path("plugins").join(DRIVER);
+    let meta_dir = driver_dir.join("metadata");
+    let leftovers = [
+        driver_dir.join(".cdigen-Xa91kq.tmp"),
+        meta_dir.join(".cdigen-7fQz2m.tmp"),
+    ];
+    let foreign = [
+        driver_dir.join(".cdigen-Xa91kq.tmp.orig"),
+        driver_dir.join("cdigen-Xa91kq.tmp"),
+        meta_dir.join(".cdigen-7fQz2m.tmpx"),
+    ];
+    for f in leftovers.iter().chain(&foreign) {
+        fs::write(f, "{\"version\": 1, \"checks").unwrap();
+    }
+    let (running, stop) = env.start(true).await;
+    assert_eq!(running.checkpoint_warning, None);
+    for f in &leftovers {
+        assert!(!f.exists(), "{} left", f.display());
+    }
+    for f in &foreign {
+        assert!(f.exists(), "{} removed", f.display());
+    }
+    assert!(metadata_file(&env, UID1).is_file() && claim_spec(&env, UID1).is_file());
+    assert_eq!(
+        running
+            .preparer
+            .prepared()
+            .await
+            .claims
+            .keys()
+            .collect::<Vec<_>>(),
+        [UID1]
+    );
+    stop.send(()).unwrap();
+    running.wait().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unprepare_works_across_a_restart_from_the_checkpoint() {
     let env = Env::new(FakeApi::default());

@@ -439,6 +439,74 @@ fn stale_spec_is_removed_when_the_device_goes_away() {
     );
 }
 
+/// A `--root` that is not a host (one level too high, or a chroot whose
+/// sysfs is not mounted) is an error naming what is missing, with a hint;
+/// no spec or device-info file is removed. `discover` refuses it too.
+#[test]
+fn a_root_that_is_not_a_host_is_an_error_and_removes_nothing() {
+    let (tmp, root) = machine("example");
+    let generate = |root: &str| {
+        cdigen(
+            tmp.path(),
+            &["generate", "--root", root, "--output-dir", "cdi", "-vv"],
+        )
+    };
+    let (code, _, err) = generate("root");
+    assert_eq!(code, 0, "{err}");
+    let cdi = tmp.path().join("cdi");
+    let devinfo = tmp.path().join("devinfo");
+    let (specs, infos) = (names_in(&cdi), names_in(&devinfo));
+    assert!(specs.len() > 2 && infos.len() > 2, "{specs:?} {infos:?}");
+
+    // The directory above the root.
+    let (code, out, err) = generate(".");
+    assert_eq!(code, 2, "{out}");
+    assert_eq!(out, "");
+    assert!(
+        err.ends_with(
+            "cdigen: . does not look like a Linux host: sys/devices, sys/bus and sys/class are \
+             missing (did you mean ./root?)\n"
+        ),
+        "{err}"
+    );
+    // A root whose sysfs is not mounted: an empty sys/.
+    fs::rename(root.join("sys"), tmp.path().join("sys.away")).unwrap();
+    fs::create_dir(root.join("sys")).unwrap();
+    let (code, out, err) = generate("root");
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        err.ends_with(
+            "cdigen: root does not look like a Linux host: sys/devices, sys/bus and sys/class are \
+             missing (root/sys is empty: is sysfs mounted?)\n"
+        ),
+        "{err}"
+    );
+    // One of them missing: named alone.
+    fs::remove_dir(root.join("sys")).unwrap();
+    fs::rename(tmp.path().join("sys.away"), root.join("sys")).unwrap();
+    fs::rename(root.join("sys/class"), tmp.path().join("class.away")).unwrap();
+    let (code, _, err) = generate("root");
+    assert_eq!(code, 2);
+    assert!(
+        err.ends_with("cdigen: root does not look like a Linux host: sys/class is missing\n"),
+        "{err}"
+    );
+    let (code, out, err) = cdigen(tmp.path(), &["discover", "--root", "root"]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("sys/class is missing"), "{err}");
+    assert_eq!(names_in(&cdi), specs, "no spec removed");
+    assert_eq!(names_in(&devinfo), infos, "no device-info file removed");
+
+    // Back: nothing to do.
+    fs::rename(tmp.path().join("class.away"), root.join("sys/class")).unwrap();
+    let (code, out, err) = generate("root");
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        !out.is_empty() && out.lines().all(|l| l.starts_with("unchanged: ")),
+        "{out}"
+    );
+}
+
 #[test]
 fn dry_run_with_diff_writes_nothing() {
     let (tmp, _root) = machine("intel-laptop");

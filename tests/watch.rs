@@ -729,6 +729,59 @@ fn sighup_regenerates_and_sigterm_exits_0_promptly_removing_the_ready_file() {
     );
 }
 
+/// sysfs gone for a while (a remount, a chroot's before it is mounted):
+/// the passes meanwhile fail and say why, every file stays; once it is
+/// back, passes run again (and see what changed meanwhile).
+#[test]
+fn a_root_whose_sysfs_vanishes_keeps_every_file_until_it_is_back() {
+    let (tmp, root) = machine("example");
+    let mut child = spawn_watch(tmp.path(), &[], &[]);
+    let ready = tmp.path().join("ready");
+    eventually("ready file", || ready.exists());
+    let cdi = tmp.path().join("cdi");
+    let before = support::visible_names(&cdi);
+    assert!(
+        before.contains(&"amd.com-gpu.yaml".to_string()),
+        "{before:?}"
+    );
+    assert!(!support::visible_names(&tmp.path().join("devinfo")).is_empty());
+    let specs = stamps(tmp.path());
+
+    let away = tmp.path().join("sys.away");
+    fs::rename(root.join("sys"), &away).unwrap();
+    signal(&child, "HUP");
+    let said = "root does not look like a Linux host: sys/devices, sys/bus and sys/class are \
+                missing: keeping the files and devices of the last pass (retrying in 1s)";
+    eventually("the failed pass logged", || {
+        log_of(tmp.path()).contains(said)
+    });
+    // The retry a second later fails the same way.
+    eventually("the retry logged", || {
+        log_of(tmp.path())
+            .contains("keeping the files and devices of the last pass (retrying in 2s)")
+    });
+    assert_eq!(support::visible_names(&cdi), before);
+    assert_eq!(stamps(tmp.path()), specs, "no file touched");
+
+    // Back, without the AMD GPU: the next retry removes its spec.
+    for n in ["card1", "renderD128"] {
+        fs::remove_file(away.join("class/drm").join(n)).unwrap();
+    }
+    fs::rename(&away, root.join("sys")).unwrap();
+    let amd = cdi.join("amd.com-gpu.yaml");
+    eventually("the AMD spec removed by a pass once sysfs is back", || {
+        !amd.exists()
+    });
+    assert_eq!(support::visible_names(&cdi).len(), before.len() - 1);
+    signal(&child, "TERM");
+    assert_eq!(
+        wait_exit(&mut child, Duration::from_secs(5)),
+        Some(0),
+        "{}",
+        log_of(tmp.path())
+    );
+}
+
 #[test]
 fn systemd_hears_ready_reloading_and_stopping_and_sigint_exits_0() {
     let (tmp, _root) = machine("empty");

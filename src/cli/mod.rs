@@ -896,7 +896,7 @@ fn default_inputs() -> Vec<crate::cdi::dirs::Input> {
 /// `cdigen snapshot`.
 fn snapshot(args: &SnapshotArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     use anyhow::Context as _;
-    let root = crate::root::HostRoot::open(&args.root)
+    let root = crate::root::HostRoot::open_host(&args.root)
         .with_context(|| format!("cannot use {} as the root", crate::text::path(&args.root)))?
         .with_driver_root_or_detect(args.driver_root.as_deref())
         .recording();

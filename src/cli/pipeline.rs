@@ -13,7 +13,10 @@ use crate::root::HostRoot;
 use crate::text;
 
 /// Opens the root and runs discovery for `generators` (what they ask the
-/// generic backend to scan; see [`discover::discover_for`]).
+/// generic backend to scan; see [`discover::discover_for`]). The root
+/// must look like a Linux host before and after
+/// ([`HostRoot::check_host`]): no device found there is not the host's
+/// answer.
 pub(crate) fn discover(
     source: &SourceArgs,
     generators: &[Loaded],
@@ -21,6 +24,8 @@ pub(crate) fn discover(
     let root = source.host_root()?;
     let scan = generator::scan(generators.iter().map(|l| &l.generator));
     let found = discover::discover_for(&root, &source.backends, &scan)?;
+    // sysfs gone during discovery: what it found is not the host's.
+    root.check_host()?;
     for w in &found.warnings {
         tracing::warn!("{}: {}", text::path(&w.path), w.message);
     }

@@ -4,12 +4,16 @@
 //! allocation needs it any more.
 //!
 //! Files go through the same writer as `generate`'s (atomic, owned by the
-//! generator, never overwriting a file cdigen did not write).
+//! generator, never overwriting a file cdigen did not write). Under the
+//! same lock, the devices handed out are recorded ([`super::held`]) before
+//! their files are written, and a prune decides from that record (brought
+//! up to date by the caller) which files go.
 
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::held::{self, Held};
 use super::inventory::{Entry, Inventory, Resource};
 use crate::devinfo;
 use crate::write::ManagedDir;
@@ -50,21 +54,58 @@ pub fn write(dir: &Path, resource: &Resource, entries: &[&Entry]) -> Result<(), 
         return Ok(());
     }
     let mut managed = open(dir)?;
+    // On disk before the files: a restart that finds a file finds it held.
+    let mut recorded = match held::load(dir) {
+        Ok(h) => h.unwrap_or_default(),
+        Err(e) => {
+            tracing::warn!("{e}; replacing it");
+            Held::new()
+        }
+    };
+    let now = Instant::now();
+    for e in entries {
+        recorded.insert(
+            (resource.def.name.clone(), e.id.clone()),
+            held::Entry {
+                since: now,
+                listed: false,
+            },
+        );
+    }
+    held::save(dir, &recorded)?;
     for (_, result) in managed.write_batch(&files, &resource.def.generator) {
         result.map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
     }
     Ok(())
 }
 
-/// Removes the device-info files of each resource's generator that no
-/// allocation in `live` ((resource, ID)) needs. Returns what failed.
-pub fn prune(dir: &Path, inventory: &Inventory, live: &BTreeSet<(String, String)>) -> Vec<String> {
+/// Removes the device-info files of each resource's generator whose
+/// device is not held. Under the directory's lock, `decide` gets the
+/// record of held devices on disk (`None`: unreadable, after a warning)
+/// and returns the devices held now ((resource, ID)), having saved what
+/// it decided; when it fails, nothing is removed. Returns what failed.
+pub fn prune(
+    dir: &Path,
+    inventory: &Inventory,
+    decide: impl FnOnce(Option<Held>) -> Result<BTreeSet<(String, String)>, String>,
+) -> Vec<String> {
     if !dir.exists() {
         return Vec::new();
     }
     let mut managed = match open(dir) {
         Ok(m) => m,
         Err(e) => return vec![e],
+    };
+    let recorded = match held::load(dir) {
+        Ok(h) => Some(h.unwrap_or_default()),
+        Err(e) => {
+            tracing::warn!("{e}; rewriting it from the allocations known");
+            None
+        }
+    };
+    let live = match decide(recorded) {
+        Ok(live) => live,
+        Err(e) => return vec![format!("{e}; not removing any device-info file")],
     };
     let mut errors = Vec::new();
     for r in inventory.resources.values() {
@@ -79,4 +120,10 @@ pub fn prune(dir: &Path, inventory: &Inventory, live: &BTreeSet<(String, String)
         }
     }
     errors
+}
+
+/// Whether `dir` holds device-info files cdigen wrote (a missing or
+/// unreadable directory: false; an unreadable state file: true, as it may).
+pub fn has_files(dir: &Path) -> bool {
+    crate::write::Ownership::read(dir).map_or_else(|_| dir.exists(), |o| !o.is_empty())
 }

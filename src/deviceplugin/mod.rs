@@ -15,13 +15,16 @@
 //!   placement, rebuilt after every pass.
 //! - [`server`]: the `DevicePlugin` service; [`allocate`] builds Allocate's
 //!   answer; [`preferred`] GetPreferredAllocation's choice; [`devinfo`] the
-//!   device-info files of allocated network devices.
+//!   device-info files of allocated network devices, and [`held`] the
+//!   devices handed out, on disk, so that a restart never removes a file a
+//!   pod still uses.
 //! - [`kubelet`]: the kubelet as a client (registration, pod resources);
 //!   [`api`]: the generated gRPC code of `proto/*.proto`.
 
 pub mod allocate;
 pub mod api;
 pub mod devinfo;
+pub mod held;
 pub mod ids;
 pub mod inventory;
 pub mod kubelet;

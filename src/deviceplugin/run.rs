@@ -21,7 +21,7 @@ use super::api::v1beta1::device_plugin_server::DevicePluginServer;
 use super::inventory::Inventory;
 use super::passes::{AfterPass, Passes};
 use super::server::{Held, Plugin, Shared, options};
-use super::{devinfo, kubelet};
+use super::{devinfo, held, kubelet};
 use crate::watch::{self, Control, EventSource, Pipeline};
 
 /// The kubelet's device plugin directory.
@@ -375,7 +375,10 @@ pub fn update_held(
 
 /// Matches device-info files with live allocations: after every pass,
 /// and every [`PRUNE_EVERY`]. Live allocations come from the kubelet's pod
-/// resources API; without it, a device stays allocated.
+/// resources API: a file is removed only after it answered, and never
+/// while the devices handed out are unknown. Those of the last process
+/// come from its record ([`held`]); a directory with files but no
+/// readable record waits [`GRACE`] (by then every allocation is listed).
 async fn prune_loop(
     rx: tw::Receiver<Arc<Inventory>>,
     passed: Arc<Notify>,
@@ -383,34 +386,41 @@ async fn prune_loop(
     options: Options,
     mut stop: tw::Receiver<bool>,
 ) {
+    let mut unknown_until = recover(&shared, &options.devinfo_dir).await;
     let mut warned = false;
     loop {
         let inventory = rx.borrow().clone();
-        if options.pod_resources.exists() {
-            match kubelet::live_devices(&options.pod_resources).await {
-                Ok(live) => {
-                    let live: BTreeSet<(String, String)> = live.into_iter().collect();
-                    if let Ok(mut a) = shared.allocated.lock() {
-                        update_held(&mut a, &live, Instant::now());
-                    }
-                    warned = false;
+        let live = if options.pod_resources.exists() {
+            kubelet::live_devices(&options.pod_resources).await
+        } else {
+            Err(format!(
+                "{}: no pod resources socket",
+                options.pod_resources.display()
+            ))
+        };
+        match live {
+            Ok(live) => {
+                if std::mem::take(&mut warned) {
+                    tracing::info!("the pod resources API answers again");
                 }
-                Err(e) => {
-                    if !warned {
-                        tracing::warn!("{e}; keeping device-info files of allocated devices");
-                        warned = true;
+                let now = Instant::now();
+                let live: BTreeSet<(String, String)> = live.into_iter().collect();
+                if let Ok(mut a) = shared.allocated.lock() {
+                    update_held(&mut a, &live, now);
+                }
+                match unknown_until {
+                    Some(t) if now < t => {}
+                    _ => {
+                        unknown_until = None;
+                        prune_now(&shared, &options, &inventory, live, now).await;
                     }
                 }
             }
-        }
-        let keep = shared.allocated_set();
-        let dir = options.devinfo_dir.clone();
-        let inv = Arc::clone(&inventory);
-        let errors = tokio::task::spawn_blocking(move || devinfo::prune(&dir, &inv, &keep))
-            .await
-            .unwrap_or_default();
-        for e in errors {
-            tracing::error!("{e}");
+            Err(e) => {
+                if !std::mem::replace(&mut warned, true) {
+                    tracing::warn!("{e}; not removing any device-info file until it answers");
+                }
+            }
         }
         tokio::select! {
             () = tokio::time::sleep(PRUNE_EVERY) => {}
@@ -418,6 +428,134 @@ async fn prune_loop(
             _ = stop.wait_for(|s| *s) => return,
         }
     }
+}
+
+/// At start: the devices the last process handed out, from its record,
+/// are held again. Returns until when no file may be removed: [`GRACE`]
+/// from now when there are device-info files but no readable record.
+async fn recover(shared: &Shared, dir: &Path) -> Option<Instant> {
+    let d = dir.to_path_buf();
+    let (recorded, has_files) =
+        tokio::task::spawn_blocking(move || (held::load(&d), devinfo::has_files(&d)))
+            .await
+            .unwrap_or_else(|e| (Err(e.to_string()), true));
+    let wait = humantime::format_duration(GRACE);
+    match recorded {
+        Ok(Some(recorded)) => {
+            if !recorded.is_empty() {
+                tracing::info!(
+                    "{} devices handed out before this start: held until the kubelet no longer lists them",
+                    recorded.len()
+                );
+            }
+            if let Ok(mut a) = shared.allocated.lock() {
+                for (k, e) in recorded {
+                    a.entry(k).or_insert(Held {
+                        since: e.since,
+                        listed: e.listed,
+                    });
+                }
+            }
+            None
+        }
+        Ok(None) if !has_files => None,
+        Ok(None) => {
+            tracing::warn!(
+                "{}: device-info files but no record of the devices handed out: none is removed for {wait}",
+                held::path(dir).display()
+            );
+            Some(Instant::now() + GRACE)
+        }
+        Err(e) => {
+            tracing::warn!(
+                "{e}: the devices handed out are unknown: no device-info file is removed for {wait}"
+            );
+            Some(Instant::now() + GRACE)
+        }
+    }
+}
+
+/// Prunes with the kubelet's answer `live`: the record on disk brought up
+/// to date as the allocations in memory are (a device Allocate recorded
+/// and memory does not hold yet is kept), saved, then each file whose
+/// device is held by neither is removed.
+async fn prune_now(
+    shared: &Shared,
+    options: &Options,
+    inventory: &Arc<Inventory>,
+    live: BTreeSet<(String, String)>,
+    now: Instant,
+) {
+    let memory: held::Held = shared
+        .allocated
+        .lock()
+        .map(|a| {
+            a.iter()
+                .map(|(k, h)| {
+                    let e = held::Entry {
+                        since: h.since,
+                        listed: h.listed,
+                    };
+                    (k.clone(), e)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let dir = options.devinfo_dir.clone();
+    let inv = Arc::clone(inventory);
+    let done = tokio::task::spawn_blocking(move || {
+        let mut merged = memory;
+        let errors = devinfo::prune(&dir, &inv, |recorded| {
+            let before = recorded.as_ref().map(owned_listed);
+            if let Some(recorded) = recorded {
+                let mut on_disk: BTreeMap<(String, String), Held> = recorded
+                    .into_iter()
+                    .map(|(k, e)| {
+                        let h = Held {
+                            since: e.since,
+                            listed: e.listed,
+                        };
+                        (k, h)
+                    })
+                    .collect();
+                update_held(&mut on_disk, &live, now);
+                for (k, h) in on_disk {
+                    merged.entry(k).or_insert(held::Entry {
+                        since: h.since,
+                        listed: h.listed,
+                    });
+                }
+            }
+            if before.as_ref() != Some(&owned_listed(&merged)) {
+                held::save(&dir, &merged)?;
+            }
+            Ok(merged.keys().cloned().collect())
+        });
+        (errors, merged)
+    })
+    .await;
+    let Ok((errors, merged)) = done else {
+        return;
+    };
+    if let Ok(mut a) = shared.allocated.lock() {
+        for (k, e) in merged {
+            a.entry(k).or_insert(Held {
+                since: e.since,
+                listed: e.listed,
+            });
+        }
+    }
+    for e in errors {
+        tracing::error!("{e}");
+    }
+}
+
+/// Which devices are held, and whether listed.
+fn owned_listed(h: &held::Held) -> BTreeMap<(String, String), bool> {
+    held::listed(h)
+        .into_iter()
+        .map(|(k, l)| (k.clone(), l))
+        .collect()
 }
 
 #[cfg(test)]

@@ -143,16 +143,37 @@ pub fn parse(bytes: &[u8]) -> Result<Checkpoint, String> {
     })
 }
 
-/// Writes `checkpoint` into `dir` atomically, creating `dir`.
+/// Writes `checkpoint` into `dir` atomically, creating `dir`, under the
+/// directory's lock (see [`tidy`]).
 ///
 /// # Errors
 /// What could not be written, naming the file.
 pub fn save(dir: &Path, checkpoint: &Checkpoint) -> Result<(), String> {
     let file = path(dir);
     let bad = |why: String| format!("cannot write checkpoint {}: {why}", file.display());
-    std::fs::create_dir_all(dir).map_err(|e| bad(e.to_string()))?;
     let bytes = to_bytes(checkpoint).map_err(bad)?;
-    crate::write::replace(dir, FILE, &bytes).map_err(|e| bad(e.to_string()))
+    let _lock =
+        crate::write::lock_dir(dir).map_err(|e| bad(format!("{:#}", anyhow::Error::from(e))))?;
+    crate::write::replace(dir, FILE, &bytes)
+        .map_err(|e| bad(format!("{:#}", anyhow::Error::from(e))))
+}
+
+/// At start: removes the temp files a driver killed while writing its
+/// checkpoint or a metadata file left in `driver_dir` and its metadata
+/// directory, each under that directory's lock
+/// ([`crate::write::lock_and_tidy`]); nothing else is touched.
+///
+/// # Errors
+/// A directory that cannot be locked or read, or a file that cannot be
+/// removed, named.
+pub fn tidy(driver_dir: &Path) -> Result<(), String> {
+    for dir in [driver_dir.to_path_buf(), super::metadata::dir(driver_dir)] {
+        if dir != driver_dir && !dir.exists() {
+            continue;
+        }
+        crate::write::lock_and_tidy(&dir).map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
+    }
+    Ok(())
 }
 
 /// The file content [`save`] writes for `checkpoint`.

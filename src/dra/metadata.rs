@@ -23,7 +23,6 @@
 //! ```
 
 use std::collections::BTreeMap;
-use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::resource::v1::{DeviceAttribute, NetworkDeviceData};
@@ -134,7 +133,8 @@ pub fn container_path(driver: &str, claim_name: &str) -> String {
 }
 
 /// Writes `meta` for its claim into the metadata directory under
-/// `driver_dir` (created 0755), atomically; returns the file's path.
+/// `driver_dir` (created 0755), atomically, under the directory's lock;
+/// returns the file's path.
 ///
 /// # Errors
 /// What could not be written, naming the file.
@@ -143,14 +143,13 @@ pub fn write(driver_dir: &Path, meta: &DeviceMetadata) -> Result<PathBuf, String
     let name = file_name(&meta.claim.uid);
     let file = d.join(&name);
     let bad = |why: String| format!("cannot write device metadata {}: {why}", file.display());
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(crate::write::DIR_MODE)
-        .create(&d)
-        .map_err(|e| bad(e.to_string()))?;
     let mut bytes = serde_json::to_vec_pretty(meta).map_err(|e| bad(e.to_string()))?;
     bytes.push(b'\n');
-    crate::write::replace(&d, &name, &bytes).map_err(|e| bad(e.to_string()))?;
+    let chain = |e: crate::write::Error| bad(format!("{:#}", anyhow::Error::from(e)));
+    // Creates the directory (0755); its temp files are removed at start
+    // under this lock ([`super::checkpoint::tidy`]).
+    let _lock = crate::write::lock_dir(&d).map_err(chain)?;
+    crate::write::replace(&d, &name, &bytes).map_err(chain)?;
     Ok(file)
 }
 

@@ -310,6 +310,7 @@ pub async fn start(
     let dra_socket = config.dra_socket();
     let reg_socket = config.registration_socket();
     make_dir(&config.prepare.driver_dir, 0o750)?;
+    super::checkpoint::tidy(&config.prepare.driver_dir).map_err(anyhow::Error::msg)?;
     make_dir(&config.registry_dir, 0o750)?;
     let dra_listener = bind(&dra_socket)?;
     let (preparer, checkpoint_warning) = Preparer::new(config.prepare.clone(), api, devices);

@@ -35,19 +35,29 @@ pub struct Host {
 }
 
 impl Host {
-    /// Opens the root with the driver's locations and the hook path.
+    /// Opens the root with the driver's locations and the hook path; it
+    /// must look like a Linux host ([`HostRoot::check_host`]): discovering
+    /// under anything else finds no device, and every file written for
+    /// the host's devices would be removed.
     ///
     /// # Errors
-    /// When the root cannot be used.
+    /// When the root cannot be used or is not a host.
     pub fn open(&self) -> anyhow::Result<HostRoot> {
-        use anyhow::Context as _;
         let hook_path = match &self.hook_path {
             Some(p) => p.clone(),
             None => std::env::current_exe()
                 .unwrap_or_else(|_| PathBuf::from(crate::root::DEFAULT_HOOK_PATH)),
         };
-        Ok(HostRoot::open(&self.root)
-            .with_context(|| format!("cannot use {} as the root", text::path(&self.root)))?
+        let root = match HostRoot::open_host(&self.root) {
+            Ok(r) => r,
+            // Names the root already.
+            Err(e @ crate::root::Error::NotAHost { .. }) => return Err(e.into()),
+            Err(e) => {
+                return Err(anyhow::Error::new(e)
+                    .context(format!("cannot use {} as the root", text::path(&self.root))));
+            }
+        };
+        Ok(root
             .with_driver_root_or_detect(self.driver_root.as_deref())
             .with_library_search_path(&self.library_search_path)
             .with_hook_path(&hook_path)

@@ -536,7 +536,7 @@ struct Host {
 }
 
 fn discover_host(opts: &Options, all: &[Loaded]) -> Result<Host, Failure> {
-    let root = HostRoot::open(&opts.root)
+    let root = HostRoot::open_host(&opts.root)
         .map_err(|e| {
             Failure::host(&e).details(format!(
                 "cannot use {} as the root: {e}",

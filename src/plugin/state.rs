@@ -241,8 +241,7 @@ impl Store {
     /// # Errors
     /// [`Error`] naming the directory or file.
     pub fn open(dir: &Path) -> Result<Store, Error> {
-        let lock = write::lock_dir(dir)?;
-        write::remove_temp_files(dir)?;
+        let lock = write::lock_and_tidy(dir)?;
         let path = dir.join(STATE_FILE);
         // Another tool can write this file: never through a symlink,
         // never a FIFO, bounded.

@@ -190,6 +190,79 @@ fn open_root_that_is_a_file() {
 }
 
 #[test]
+fn a_root_is_a_host_only_with_sys_devices_bus_and_class() {
+    let (tmp, base) = new_root();
+    let not_a_host = |base: &Path| match HostRoot::open_host(base) {
+        Err(e @ Error::NotAHost { .. }) => {
+            assert_eq!(e.reason(), e.to_string());
+            e.to_string()
+        }
+        other => panic!("{other:?}"),
+    };
+    let b = base.display();
+    assert_eq!(
+        not_a_host(&base),
+        format!(
+            "{b} does not look like a Linux host: sys/devices, sys/bus and sys/class are missing"
+        )
+    );
+    // sysfs not mounted: an empty sys/.
+    mkdir(&base, "sys");
+    assert_eq!(
+        not_a_host(&base),
+        format!(
+            "{b} does not look like a Linux host: sys/devices, sys/bus and sys/class are missing \
+             ({b}/sys is empty: is sysfs mounted?)"
+        )
+    );
+    mkdir(&base, "sys/devices");
+    mkdir(&base, "sys/class");
+    assert_eq!(
+        not_a_host(&base),
+        format!("{b} does not look like a Linux host: sys/bus is missing")
+    );
+    // A file is not the directory.
+    put(&base, "sys/bus", b"");
+    assert!(not_a_host(&base).ends_with(": sys/bus is missing"));
+    fs::remove_file(base.join("sys/bus")).unwrap();
+    // A symlink is followed inside the root (an absolute target is the
+    // root's own).
+    mkdir(&base, "elsewhere/bus");
+    link(&base, "sys/bus", "/elsewhere/bus");
+    HostRoot::open_host(&base).unwrap();
+    // A link that leaves the root is not followed out of it.
+    fs::remove_file(base.join("sys/bus")).unwrap();
+    mkdir(tmp.path(), "outside/bus");
+    link(&base, "sys/bus", "../../outside/bus");
+    assert!(not_a_host(&base).ends_with(": sys/bus is missing"));
+    // The directory above a host: the hint names the host.
+    let t = tmp.path().display();
+    fs::remove_file(base.join("sys/bus")).unwrap();
+    mkdir(&base, "sys/bus");
+    assert_eq!(
+        not_a_host(tmp.path()),
+        format!(
+            "{t} does not look like a Linux host: sys/devices, sys/bus and sys/class are missing \
+             (did you mean {t}/root?)"
+        )
+    );
+    // Checked afresh at every call: sysfs going away after the open is
+    // seen.
+    let root = HostRoot::open_host(&base).unwrap();
+    fs::rename(base.join("sys"), tmp.path().join("sys.away")).unwrap();
+    assert!(matches!(root.check_host(), Err(Error::NotAHost { .. })));
+    fs::rename(tmp.path().join("sys.away"), base.join("sys")).unwrap();
+    root.check_host().unwrap();
+    // Opening without the check (a container's tree, a spec's root).
+    HostRoot::open(tmp.path()).unwrap();
+}
+
+#[test]
+fn the_real_root_is_a_host() {
+    HostRoot::open_host(Path::new("/")).unwrap();
+}
+
+#[test]
 fn open_rejects_a_bad_manifest_with_its_location() {
     let (_tmp, base) = new_root();
     put(

@@ -128,11 +128,12 @@ pub fn subsystems_of(loaded: &Loaded) -> Option<Vec<String>> {
 }
 
 impl Pipeline {
-    /// Loads the definitions and checks the arguments, as `generate` does.
+    /// Loads the definitions and checks the arguments, as `generate` does;
+    /// the root must look like a Linux host now ([`Host::open`]).
     ///
     /// # Errors
     /// An unknown backend or generator, invalid definitions or templates,
-    /// or no generator selected.
+    /// no generator selected, or a root that is not a host.
     pub fn new(
         source: Host,
         defs: Definitions,
@@ -143,6 +144,7 @@ impl Pipeline {
         for name in &source.backends {
             discover::backend(name)?;
         }
+        source.open()?;
         let (generators, templates) = load(&defs, &source)?;
         Ok(Pipeline {
             source,
@@ -249,7 +251,7 @@ impl Regenerate for Pipeline {
 
     fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
         let started = Instant::now();
-        let root = self.root()?;
+        let root = self.root().map_err(keeping)?;
         let backends = inputs::backends(&self.source.backends, &self.generators);
         // Taken before discovery: a MIG change after it is seen by the
         // next poll.
@@ -267,6 +269,11 @@ impl Regenerate for Pipeline {
             .collect();
         let scan = crate::generator::scan(self.generators.iter().map(|l| &l.generator));
         let found = discover::discover_again(&root, &backends, &scan, &again, &mut self.claims)?;
+        // sysfs gone during discovery: what it found is not the host's.
+        if let Err(e) = root.check_host() {
+            self.claims.clear();
+            return Err(keeping(e.into()));
+        }
         if nvidia_in_scope {
             let gpus = found.devices.iter().any(|d| d.backend == NVIDIA);
             self.mig = mig.filter(|_| gpus);
@@ -399,6 +406,13 @@ impl Pipeline {
             .filter(|l| l.generator.backend == NVIDIA)
             .map(|l| l.generator.name.as_str())
     }
+}
+
+/// A root that is not (or no longer) a host, as a pass's error: nothing is
+/// written or removed, and the servers keep the devices of the last pass
+/// (they are handed no new inventory), until the host is back.
+fn keeping(e: anyhow::Error) -> anyhow::Error {
+    anyhow::anyhow!("{e:#}: keeping the files and devices of the last pass")
 }
 
 fn changed(c: &Change) -> bool {

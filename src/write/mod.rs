@@ -170,6 +170,7 @@ impl ManagedDir {
     }
 
     fn open_locked(dir: &Path, lock: DirLock) -> Result<Self, Error> {
+        // Under the lock: no other cdigen is writing one now.
         remove_temp_files(dir)?;
         let me = ManagedDir {
             dir: dir.to_path_buf(),
@@ -597,6 +598,11 @@ impl Ownership {
         owned_by(&self.state, owner)
     }
 
+    /// Whether the state records no file at all.
+    pub fn is_empty(&self) -> bool {
+        self.state.files.is_empty()
+    }
+
     /// The files in `dir` recorded for `owner` but not in `keep`, and
     /// what [`ManagedDir::remove_stale`] would do with each: the one
     /// decision the real run, `--dry-run` and `check` share.
@@ -767,8 +773,28 @@ fn open_lock_file(dir: &Path) -> Result<(File, PathBuf), Error> {
     Ok((file, lock_path))
 }
 
+/// Takes `dir`'s lock (creating `dir`) and removes the temp files an
+/// interrupted run left there ([`remove_temp_files`]): how a process
+/// starts on a directory it writes with [`replace`] (the
+/// [`ManagedDir`]s do it whenever they open). Returns the lock.
+///
+/// # Errors
+/// As [`lock_dir`] and [`remove_temp_files`].
+pub fn lock_and_tidy(dir: &Path) -> Result<DirLock, Error> {
+    let lock = lock_dir(dir)?;
+    remove_temp_files(dir)?;
+    Ok(lock)
+}
+
+/// Whether `name` is one of the temp files [`replace`] makes
+/// (`.cdigen-<random>.tmp`).
+pub fn is_temp_name(name: &str) -> bool {
+    name.starts_with(TMP_PREFIX) && name.ends_with(TMP_SUFFIX)
+}
+
 /// Removes the temp files (`.cdigen-*.tmp`) an interrupted run left in
-/// `dir`. Call it with the directory's lock held.
+/// `dir`; nothing else, and only regular files. Call it with the
+/// directory's lock held.
 ///
 /// # Errors
 /// [`Error::Io`] when the directory cannot be read or a file removed.
@@ -777,8 +803,10 @@ pub fn remove_temp_files(dir: &Path) -> Result<(), Error> {
     for entry in entries {
         let entry = entry.map_err(io_err("cannot read directory", dir))?;
         let name = entry.file_name();
-        let name = name.to_string_lossy();
-        if name.starts_with(TMP_PREFIX) && name.ends_with(TMP_SUFFIX) {
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if is_temp_name(name) {
             let p = entry.path();
             // Only regular files are ours: another tool's directory or
             // link of that name is left alone (unlinking a link is safe,

@@ -798,6 +798,45 @@ fn open_removes_leftover_temp_files_only() {
 }
 
 #[test]
+fn lock_and_tidy_removes_only_our_leftover_temp_files_under_the_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("d");
+    // Creates the directory.
+    drop(lock_and_tidy(&dir).unwrap());
+    for name in [
+        ".cdigen-abc.tmp",
+        "checkpoint.json",
+        ".cdigen-abc.tmp~",
+        "a.tmp",
+    ] {
+        fs::write(dir.join(name), b"x").unwrap();
+    }
+    // Another tool's directory and link of that pattern are not files
+    // cdigen left: they stay.
+    fs::create_dir(dir.join(".cdigen-dir.tmp")).unwrap();
+    std::os::unix::fs::symlink("checkpoint.json", dir.join(".cdigen-link.tmp")).unwrap();
+    let lock = lock_and_tidy(&dir).unwrap();
+    assert_eq!(
+        names(&dir),
+        sorted(&[
+            ".cdigen-abc.tmp~",
+            ".cdigen-dir.tmp",
+            ".cdigen-link.tmp",
+            ".cdigen.lock",
+            "a.tmp",
+            "checkpoint.json",
+        ])
+    );
+    // The lock is held: another process's writer would wait.
+    let f = fs::File::open(dir.join(LOCK_FILE)).unwrap();
+    assert!(matches!(f.try_lock(), Err(fs::TryLockError::WouldBlock)));
+    drop(lock);
+    f.try_lock().unwrap();
+    assert!(is_temp_name(".cdigen-x1y2.tmp"));
+    assert!(!is_temp_name(".cdigen-state") && !is_temp_name(".cdigen.lock"));
+}
+
+#[test]
 fn temp_files_are_named_for_removal_and_never_loaded() {
     // What `replace` creates must match what `open` removes, and never look
     // like a spec to a runtime.

@@ -13,8 +13,8 @@
 //!   options ask for them.
 //! - Starting and restarting delete every file in the directory and
 //!   create `kubelet.sock`, as a starting kubelet does.
-//! - The pod resources API answers with the allocations a test sets, and
-//!   counts the calls.
+//! - The pod resources API answers with the allocations a test sets (or
+//!   fails, when a test says so), and counts the calls.
 //!
 //! The kubelet runs on its own thread with its own tokio runtime; tests
 //! call it synchronously.
@@ -71,6 +71,8 @@ struct State {
     live: Vec<(String, String)>,
     /// Calls of the pod resources API's List.
     pod_resources_lists: usize,
+    /// Whether List fails (the kubelet not ready).
+    list_fails: bool,
     /// The ListAndWatch streams held (ended when the kubelet restarts).
     streams: Vec<tokio::task::AbortHandle>,
 }
@@ -189,6 +191,9 @@ impl PodResourcesLister for Kubelet {
         let live = {
             let mut st = self.state.lock().unwrap();
             st.pod_resources_lists += 1;
+            if st.list_fails {
+                return Err(Status::unavailable("the kubelet is not ready"));
+            }
             st.live.clone()
         };
         let containers = live
@@ -360,6 +365,11 @@ impl FakeKubelet {
             .iter()
             .map(|(r, i)| ((*r).to_string(), (*i).to_string()))
             .collect();
+    }
+
+    /// Makes the pod resources API's List fail (`true`) or answer.
+    pub fn set_list_failing(&self, fails: bool) {
+        self.state.lock().unwrap().list_fails = fails;
     }
 
     /// Waits until `resource`'s plugin satisfies `ok`, up to `timeout`;
