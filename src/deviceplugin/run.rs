@@ -20,7 +20,7 @@ use tokio_stream::wrappers::UnixListenerStream;
 use super::api::v1beta1::device_plugin_server::DevicePluginServer;
 use super::inventory::Inventory;
 use super::passes::{AfterPass, Passes};
-use super::server::{Held, Plugin, Shared, options};
+use super::server::{Held, MAX_MESSAGE, Plugin, Shared, options};
 use super::{devinfo, kubelet};
 use crate::watch::{self, Control, EventSource, Pipeline};
 
@@ -280,7 +280,8 @@ async fn serve_resource(
             resource: resource.clone(),
             shared: Arc::clone(&shared),
             ended: end_rx.clone(),
-        });
+        })
+        .max_decoding_message_size(MAX_MESSAGE);
         let server = tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(service)

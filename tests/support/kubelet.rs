@@ -405,6 +405,17 @@ impl FakeKubelet {
             .block_on(async { DevicePluginClient::new(dial(&socket).await.unwrap()) })
     }
 
+    /// Allocate with `request` as it is, whatever its size.
+    pub fn allocate_raw(
+        &self,
+        resource: &str,
+        request: AllocateRequest,
+    ) -> Result<AllocateResponse, Status> {
+        let mut c = self.client(resource);
+        self.runtime
+            .block_on(async { c.allocate(request).await.map(Response::into_inner) })
+    }
+
     /// Allocate for one container holding `ids` of `resource`.
     pub fn allocate(&self, resource: &str, ids: &[&str]) -> Result<AllocateResponse, Status> {
         let mut c = self.client(resource);
