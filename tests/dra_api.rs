@@ -977,6 +977,100 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
     );
 }
 
+/// `cdigen dra-driver` with the API server hung while a prepare waits on
+/// it: NodeUnprepareResources, which needs no API call, answers at once
+/// and removes the claim's files; the prepare completes once the API
+/// answers.
+#[test]
+fn unprepare_answers_while_the_api_server_hangs() {
+    use cdigen::dra::api::v1;
+
+    const UID2: &str = "0b9f2a44-1c3d-4e5f-8a7b-6c5d4e3f2a1b";
+    let Prepared {
+        tmp,
+        api,
+        mut driver,
+        rt,
+        dra_socket,
+        ..
+    } = prepare_e2e();
+    api.put_claim(json!({
+        "metadata": {"namespace": "ns", "name": "net2", "uid": UID2},
+        "spec": {},
+        "status": {"allocation": {"devices": {
+            "results": [{"driver": DRIVER, "pool": NODE, "device": "sriov-0000-3b-00-2", "request": "vf"}],
+        }}},
+    }));
+    let claim = |name: &str, uid: &str| v1::Claim {
+        namespace: "ns".into(),
+        uid: uid.into(),
+        name: name.into(),
+    };
+    api.hang_claims(true);
+    let waiting = thread::spawn({
+        let (sock, claim) = (dra_socket.clone(), claim("net2", UID2));
+        move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let mut dra = v1::dra_plugin_client::DraPluginClient::new(
+                    cdigen::deviceplugin::kubelet::connect(&sock).await.unwrap(),
+                );
+                dra.node_prepare_resources(v1::NodePrepareResourcesRequest {
+                    claims: vec![claim],
+                })
+                .await
+                .unwrap()
+                .into_inner()
+            })
+        }
+    });
+    let end = Instant::now() + WAIT;
+    while api.hanging() == 0 {
+        assert!(Instant::now() < end, "no request hangs:\n{}", driver.log());
+        thread::sleep(Duration::from_millis(10));
+    }
+    let started = Instant::now();
+    let unprepared = rt.block_on(async {
+        let mut dra = v1::dra_plugin_client::DraPluginClient::new(
+            cdigen::deviceplugin::kubelet::connect(&dra_socket)
+                .await
+                .unwrap(),
+        );
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            dra.node_unprepare_resources(v1::NodeUnprepareResourcesRequest {
+                claims: vec![claim("net", E2E_UID)],
+            }),
+        )
+        .await
+    });
+    let took = started.elapsed();
+    let unprepared = unprepared
+        .unwrap_or_else(|_| panic!("unprepare waited on the hung API server:\n{}", driver.log()))
+        .unwrap()
+        .into_inner();
+    assert_eq!(unprepared.claims[E2E_UID].error, "");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        !tmp.path()
+            .join(format!("cdi/k8s.dra.cdigen.io-claim_{E2E_UID}.json"))
+            .exists()
+    );
+    assert!(
+        !waiting.is_finished(),
+        "the prepare waits on the API server"
+    );
+
+    api.hang_claims(false);
+    let answer = waiting.join().unwrap();
+    assert_eq!(answer.claims[UID2].error, "", "{}", driver.log());
+    driver.signal("TERM");
+    assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
+}
+
 /// What a pod gets: the devices of a claim the driver prepared, injected
 /// by the official CDI library, in a container runc really starts over the
 /// example machine's `/dev` (`run-in-container.sh`): the VF's RDMA nodes,

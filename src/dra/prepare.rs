@@ -36,8 +36,11 @@
 //! Unpreparing removes the per-claim spec and metadata file and forgets
 //! the claim; one never prepared (or already unprepared) is a success.
 //!
-//! Calls are serialised (one prepare or unprepare at a time), as the
-//! kubelet plugin helper of Kubernetes does.
+//! What calls change on the node (the claims' files and the checkpoint)
+//! is changed one call at a time, as the kubelet plugin helper of
+//! Kubernetes does; the API server is asked outside that lock, so that
+//! unpreparing, which needs no API call, never waits on it (a prepare
+//! waiting on a hung API server holds up only itself).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -585,10 +588,9 @@ impl Preparer {
 
     /// Prepares `claims`: each one's answer, by UID, in order.
     pub async fn prepare(&self, claims: &[ClaimRef]) -> Vec<(String, Answer<Vec<PreparedDevice>>)> {
-        let mut state = self.state.lock().await;
         let mut out = Vec::new();
         for c in claims {
-            let answer = self.prepare_one(&mut state, c).await.map_err(|e| {
+            let answer = self.prepare_one(c).await.map_err(|e| {
                 let e = format!("claim {}/{} ({}): {e}", c.namespace, c.name, c.uid);
                 tracing::warn!("NodePrepareResources: {e}");
                 e
@@ -598,15 +600,13 @@ impl Preparer {
         out
     }
 
-    async fn prepare_one(
-        &self,
-        state: &mut Checkpoint,
-        want: &ClaimRef,
-    ) -> Result<Vec<PreparedDevice>, String> {
+    /// Prepares one claim. The state is locked only to look the claim up
+    /// and to write its files and the checkpoint, never across an API call.
+    async fn prepare_one(&self, want: &ClaimRef) -> Result<Vec<PreparedDevice>, String> {
         if !checkpoint::is_safe_uid(&want.uid) {
             return Err("the UID is not a UID".into());
         }
-        if let Some(p) = state.claims.get(&want.uid) {
+        if let Some(p) = self.state.lock().await.claims.get(&want.uid) {
             return Ok(p.devices.clone());
         }
         let claim = self
@@ -614,21 +614,38 @@ impl Preparer {
             .get_claim(&want.namespace, &want.name)
             .await
             .map_err(|e| format!("cannot read it from the API server: {e}"))?;
-        let devices = Arc::clone(&self.devices.borrow());
-        let planned = plan(&self.opts, &claim, want, &devices)?;
-        let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
-        let written = tokio::task::spawn_blocking(move || write_files(&opts, &w, &p))
-            .await
-            .map_err(|e| format!("writer: {e}"))??;
-        if !written.status.is_empty() {
+        let (devices, status) = {
+            let mut state = self.state.lock().await;
+            // Prepared meanwhile (the kubelet retried): that answer.
+            if let Some(p) = state.claims.get(&want.uid) {
+                return Ok(p.devices.clone());
+            }
+            let devices = Arc::clone(&self.devices.borrow());
+            let planned = plan(&self.opts, &claim, want, &devices)?;
+            let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
+            let written = tokio::task::spawn_blocking(move || write_files(&opts, &w, &p))
+                .await
+                .map_err(|e| format!("writer: {e}"))??;
+            state.claims.insert(
+                want.uid.clone(),
+                PreparedClaim {
+                    namespace: want.namespace.clone(),
+                    name: want.name.clone(),
+                    devices: written.devices.clone(),
+                    spec: written.spec,
+                    metadata: written.metadata,
+                },
+            );
+            if let Err(e) = self.save(&state).await {
+                state.claims.remove(&want.uid);
+                return Err(e);
+            }
+            (written.devices, written.status)
+        };
+        if !status.is_empty() {
             let set = self
                 .api
-                .set_device_status(
-                    &want.namespace,
-                    &want.name,
-                    &self.opts.driver,
-                    written.status,
-                )
+                .set_device_status(&want.namespace, &want.name, &self.opts.driver, status)
                 .await;
             if let Err(e) = set {
                 tracing::warn!(
@@ -638,33 +655,18 @@ impl Preparer {
                 );
             }
         }
-        state.claims.insert(
-            want.uid.clone(),
-            PreparedClaim {
-                namespace: want.namespace.clone(),
-                name: want.name.clone(),
-                devices: written.devices.clone(),
-                spec: written.spec,
-                metadata: written.metadata,
-            },
-        );
-        if let Err(e) = self.save(state).await {
-            state.claims.remove(&want.uid);
-            return Err(e);
-        }
         tracing::info!(
             "prepared claim {}/{} ({}): {}",
             want.namespace,
             want.name,
             want.uid,
-            written
-                .devices
+            devices
                 .iter()
                 .map(|d| d.device.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        Ok(written.devices)
+        Ok(devices)
     }
 
     async fn save(&self, state: &Checkpoint) -> Result<(), String> {
