@@ -677,6 +677,52 @@ fn allocate_is_bounded_as_a_whole_and_a_duplicate_device_counts_once() {
     plugin.stop();
 }
 
+/// A second device plugin on the same plugin directory refuses to start,
+/// naming the lock file and the first one's PID, instead of fighting it
+/// over the sockets (each re-registering as the other replaced its
+/// socket); the first serves on, registered once.
+#[test]
+fn a_second_plugin_on_the_directory_refuses_to_start() {
+    let (tmp, _root) = support::machine("example");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let first = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    let registrations = kubelet.plugin(VF).unwrap().registrations;
+    let socket = kubelet.dir.join("cdigen-cdigen.io_vf.sock");
+    let identity = |p: &Path| {
+        use std::os::unix::fs::MetadataExt as _;
+        fs::symlink_metadata(p).map(|m| (m.dev(), m.ino())).ok()
+    };
+    let before = identity(&socket);
+    assert!(before.is_some());
+
+    let (tmp2, _root2) = support::machine("example");
+    let mut second = Plugin::spawn(tmp2.path(), &kubelet, &[]);
+    let code = second.wait_exit();
+    let log = second.log();
+    let lock = kubelet.dir.join(".cdigen-device-plugin.lock");
+    assert_ne!(code, Some(0), "{log}");
+    assert!(
+        log.contains(&format!(
+            "{} is held by PID {}: another instance serves this directory",
+            lock.display(),
+            first.pid()
+        )),
+        "{log}"
+    );
+    // The first: its socket untouched, not registered again, serving.
+    thread::sleep(Duration::from_millis(1000));
+    assert_eq!(identity(&socket), before);
+    assert_eq!(kubelet.plugin(VF).unwrap().registrations, registrations);
+    assert!(kubelet.allocate(VF, &["0000:3b:00.2"]).is_ok());
+    assert!(
+        !first.log().contains("registering again"),
+        "{}",
+        first.log()
+    );
+    first.stop();
+}
+
 #[test]
 fn a_kubelet_restart_is_followed_by_registration_and_the_full_list() {
     let (tmp, _root) = support::machine("example");

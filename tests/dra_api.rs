@@ -669,6 +669,61 @@ fn driver_publishes_follows_hotplug_repairs_and_cleans_up() {
     );
 }
 
+/// A second `cdigen dra-driver` of the same name on the node's plugin
+/// directory refuses to start, naming the lock file and the first one's
+/// PID, before it publishes anything: the first keeps its sockets and its
+/// slices (the second would otherwise delete them on its way out).
+#[test]
+fn a_second_driver_on_the_directory_refuses_to_start() {
+    let (tmp, _root) = support::machine("example");
+    let api = FakeApi::start();
+    let kubeconfig = api.kubeconfig(tmp.path());
+    let first = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
+    first.wait_published(&api, &expected(tmp.path(), 1), "the first publication");
+    let dra_socket = tmp.path().join("plugins/dra.cdigen.io/dra.sock");
+    let reg_socket = tmp.path().join("registry/dra.cdigen.io-reg.sock");
+    let end = Instant::now() + WAIT;
+    while !reg_socket.exists() {
+        assert!(
+            Instant::now() < end,
+            "no registration socket:\n{}",
+            first.log()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    let identity = |p: &Path| {
+        use std::os::unix::fs::MetadataExt as _;
+        fs::symlink_metadata(p).map(|m| (m.dev(), m.ino())).ok()
+    };
+    let sockets = (identity(&dra_socket), identity(&reg_socket));
+    let writes = api.writes().len();
+
+    // The second: its own working directory (and log), the same plugin
+    // and registry directories.
+    let (tmp2, _root2) = support::machine("example");
+    for d in ["plugins", "registry"] {
+        std::os::unix::fs::symlink(tmp.path().join(d), tmp2.path().join(d)).unwrap();
+    }
+    let mut second = Driver::spawn(tmp2.path(), Some(&kubeconfig), &["--node", NODE]);
+    let code = second.wait_exit();
+    let log = second.log();
+    assert_ne!(code, Some(0), "{log}");
+    let lock = tmp2
+        .path()
+        .join("plugins/dra.cdigen.io/.cdigen-dra-driver.lock");
+    assert!(
+        log.contains(&format!(
+            "{} is held by PID {}: another instance serves this directory",
+            lock.display(),
+            first.pid()
+        )),
+        "{log}"
+    );
+    assert_eq!((identity(&dra_socket), identity(&reg_socket)), sockets);
+    assert_eq!(api.writes().len(), writes, "the second wrote nothing");
+    first.wait_published(&api, &expected(tmp.path(), 1), "the first's slices, kept");
+}
+
 /// `cdigen dra-driver` without a node name, or without an API server,
 /// says so and fails (exit status 2).
 #[test]

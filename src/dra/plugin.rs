@@ -42,6 +42,25 @@ use super::prepare::{self, AttributesFn, ClaimRef, Preparer};
 /// The DRA socket's name in the driver's directory.
 pub const DRA_SOCKET: &str = "dra.sock";
 
+/// The lock a running driver holds in its directory
+/// (`<plugin dir>/<driver>`), with its PID
+/// ([`crate::write::lock_instance`]): a second driver of the same name
+/// fails at start.
+pub const LOCK_FILE: &str = ".cdigen-dra-driver.lock";
+
+/// Creates the driver's directory when missing and takes its
+/// [`LOCK_FILE`].
+///
+/// # Errors
+/// Another driver holds it (its PID named), or the directory or the lock
+/// cannot be made.
+pub fn lock_driver_dir(dir: &Path) -> anyhow::Result<crate::write::DirLock> {
+    make_dir(dir, 0o750)?;
+    crate::write::lock_instance(dir, LOCK_FILE)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("cannot serve in {}", dir.display()))
+}
+
 /// How the plugin runs.
 #[derive(Debug, Clone)]
 pub struct Config {

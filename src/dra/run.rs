@@ -121,6 +121,10 @@ pub fn run(
 ) -> anyhow::Result<()> {
     slices::check_driver_name(&options.driver).map_err(anyhow::Error::msg)?;
     slices::check_node_name(&options.node).map_err(anyhow::Error::msg)?;
+    // Before anything is published: a second driver of this name on the
+    // node must not take over the sockets, nor delete the slices of the
+    // first on its way out. Held until the driver has stopped.
+    let _instance = plugin::lock_driver_dir(&options.plugin_dir.join(&options.driver))?;
     let (devices_tx, devices_rx) = tw::channel(Arc::new(Vec::new()));
     let (slices_tx, slices_rx) = tw::channel(None);
     let fatal = Arc::new(Mutex::new(None));
