@@ -767,6 +767,27 @@ fn a_kubelet_restart_is_followed_by_registration_and_the_full_list() {
     plugin.stop();
 }
 
+/// A kubelet restart seen only in its socket, re-created (on ext4 with
+/// the inode number of the old one, which the restart freed): the plugin
+/// registers again.
+#[test]
+fn a_restart_that_reuses_the_kubelet_sockets_inode_is_seen() {
+    let (tmp, _root) = support::machine("example");
+    let mut kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    // The plugin polls every 200 ms: wait until it has seen the socket.
+    thread::sleep(Duration::from_millis(400));
+    let (restarted, reused) = kubelet.restart_socket_only();
+    eprintln!("the new kubelet.sock reused the old one's inode: {reused}");
+    let p = kubelet.wait_for(VF, REGISTER_WITHIN, |p| {
+        p.registrations == 2 && p.watching && p.lists.last().is_some_and(|(t, _)| *t >= restarted)
+    });
+    assert_eq!(ids(&p.lists.last().unwrap().1), healthy(&VFS));
+    plugin.wait_log("was re-created (kubelet restart): registering again");
+    plugin.stop();
+}
+
 // --- Hotplug and health ---------------------------------------------------
 
 /// Hides a VF from sysfs (its PCI bus entry and the PF's `virtfn` link),

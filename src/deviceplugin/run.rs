@@ -5,7 +5,7 @@
 //! allocations.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,6 +22,7 @@ use super::inventory::Inventory;
 use super::passes::{AfterPass, Passes};
 use super::server::{Held, MAX_MESSAGE, Plugin, Shared, options};
 use super::{devinfo, kubelet};
+use crate::fsio::FileId;
 use crate::watch::{self, Control, EventSource, Pipeline};
 
 /// The kubelet's device plugin directory.
@@ -232,11 +233,9 @@ async fn serve(
     let _ = pruner.await;
 }
 
-/// The identity of a file: (device, inode), `None` when absent.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
+/// The identity of the file at `path` ([`FileId`]), `None` when absent.
+fn identity(path: &Path) -> Option<FileId> {
+    FileId::at(path)
 }
 
 /// Removes our socket at `path`, only when it is a socket.

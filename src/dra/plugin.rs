@@ -19,7 +19,7 @@
 //! (those still ours).
 
 use std::future::Future;
-use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,6 +38,7 @@ use super::api::pluginregistration::{
 use super::api::{self, v1, v1beta1};
 use super::names::DraDevice;
 use super::prepare::{self, AttributesFn, ClaimRef, Preparer};
+use crate::fsio::FileId;
 
 /// The DRA socket's name in the driver's directory.
 pub const DRA_SOCKET: &str = "dra.sock";
@@ -270,11 +271,9 @@ impl Running {
     }
 }
 
-/// The identity of a file: (device, inode), `None` when absent.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
+/// The identity of the file at `path` ([`FileId`]), `None` when absent.
+fn identity(path: &Path) -> Option<FileId> {
+    FileId::at(path)
 }
 
 /// Removes an old socket at `path`; anything else there is an error.
@@ -418,7 +417,7 @@ pub async fn start(
 
 /// Removes the socket at `path` when it is still the one created
 /// (`id`), and a socket.
-fn remove_if(path: &Path, id: Option<(u64, u64)>) {
+fn remove_if(path: &Path, id: Option<FileId>) {
     if id.is_some()
         && identity(path) == id
         && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
