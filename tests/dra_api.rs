@@ -783,11 +783,18 @@ struct Prepared {
 }
 
 fn prepare_e2e() -> Prepared {
+    prepare_e2e_with(|_, _| {})
+}
+
+/// [`prepare_e2e`] with the machine changed first by `change` (given the
+/// tempdir and the root).
+fn prepare_e2e_with(change: impl FnOnce(&Path, &Path)) -> Prepared {
     use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
     use cdigen::dra::api::pluginregistration::{InfoRequest, RegistrationStatus};
     use cdigen::dra::api::v1;
 
     let (tmp, root) = support::machine("example");
+    change(tmp.path(), &root);
     let api = FakeApi::start();
     let kubeconfig = api.kubeconfig(tmp.path());
     let driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
@@ -1030,6 +1037,40 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
         "{}",
         driver.log()
     );
+}
+
+/// A root whose interface directory is an absolute symlink: the address
+/// NodePrepareResources publishes in the claim's status is read inside
+/// the root (an absolute target taken from the root, as everywhere), never
+/// from the file the link names on the host running cdigen.
+#[test]
+fn the_published_address_is_read_inside_the_root() {
+    const MARKER: &str = "de:ad:be:ef:13:37";
+    const INSIDE: &str = "02:00:00:00:00:01";
+    let mut outside = PathBuf::new();
+    let Prepared { api, driver, .. } = prepare_e2e_with(|tmp, root| {
+        // On the host: a directory the link names, with the marker.
+        outside = tmp.join("outside/ens1f0v1");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("address"), format!("{MARKER}\n")).unwrap();
+        // In the root, at that path: another address.
+        let inside = root.join(outside.strip_prefix("/").unwrap());
+        fs::create_dir_all(&inside).unwrap();
+        fs::write(inside.join("address"), format!("{INSIDE}\n")).unwrap();
+        let link = root.join("sys/class/net/ens1f0v1");
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+    });
+    assert!(outside.is_absolute());
+    let claim = api.claim("ns", "net").unwrap();
+    let text = claim.to_string();
+    assert!(
+        !text.contains(MARKER),
+        "the host's file was published: {text}"
+    );
+    let net = &claim["status"]["devices"][0]["networkData"];
+    assert_eq!(net["interfaceName"], json!("ens1f0v1"), "{}", driver.log());
+    assert_eq!(net["hardwareAddress"], json!(INSIDE), "{}", driver.log());
 }
 
 /// `cdigen dra-driver` with the API server hung while a prepare waits on

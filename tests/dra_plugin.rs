@@ -171,9 +171,15 @@ impl Env {
     }
 
     fn config(&self, metadata: bool) -> Config {
-        let mut c = Config::new(DRIVER, NODE, &self.path("plugins"), &self.path("registry"));
+        let root = cdigen::root::HostRoot::open(&self.path("root")).unwrap();
+        let mut c = Config::new(
+            DRIVER,
+            NODE,
+            &self.path("plugins"),
+            &self.path("registry"),
+            Arc::new(root),
+        );
         c.prepare.cdi_dir = self.path("cdi");
-        c.prepare.root = self.path("root");
         c.prepare.metadata = metadata;
         c
     }

@@ -39,6 +39,7 @@ use super::api::{self, v1, v1beta1};
 use super::names::DraDevice;
 use super::prepare::{self, AttributesFn, ClaimRef, Preparer};
 use crate::fsio::FileId;
+use crate::root::HostRoot;
 
 /// The DRA socket's name in the driver's directory.
 pub const DRA_SOCKET: &str = "dra.sock";
@@ -77,9 +78,15 @@ pub struct Config {
 impl Config {
     /// The plugin of `driver` on `node` with these directories, writing
     /// per-claim specs into [`crate::cdi::DYNAMIC_DIR`], reading the host
-    /// at `/`, with device metadata on, carrying each device's attributes
-    /// as its slice publishes them ([`super::slices::attributes`]).
-    pub fn new(driver: &str, node: &str, plugin_dir: &Path, registry_dir: &Path) -> Self {
+    /// through `root`, with device metadata on, carrying each device's
+    /// attributes as its slice publishes them ([`super::slices::attributes`]).
+    pub fn new(
+        driver: &str,
+        node: &str,
+        plugin_dir: &Path,
+        registry_dir: &Path,
+        root: Arc<HostRoot>,
+    ) -> Self {
         let attributes: AttributesFn = Arc::new(super::slices::attributes);
         Config {
             plugin_dir: plugin_dir.to_path_buf(),
@@ -89,7 +96,7 @@ impl Config {
                 node: node.to_string(),
                 driver_dir: plugin_dir.join(driver),
                 cdi_dir: PathBuf::from(crate::cdi::DYNAMIC_DIR),
-                root: PathBuf::from("/"),
+                root,
                 metadata: true,
                 attributes,
             },
@@ -459,7 +466,8 @@ mod tests {
 
     #[test]
     fn paths() {
-        let c = Config::new("dra.cdigen.io", "n", Path::new("/p"), Path::new("/r"));
+        let root = Arc::new(HostRoot::open(Path::new("/")).unwrap());
+        let c = Config::new("dra.cdigen.io", "n", Path::new("/p"), Path::new("/r"), root);
         assert_eq!(c.dra_socket(), Path::new("/p/dra.cdigen.io/dra.sock"));
         assert_eq!(
             c.registration_socket(),

@@ -61,7 +61,7 @@ use super::checkpoint::{self, Checkpoint, PreparedClaim, PreparedDevice};
 use super::metadata::{self, ClaimMeta, DeviceMeta, DeviceMetadata};
 use super::names::DraDevice;
 use crate::cdi::spec::{ContainerEdits, Device as CdiDevice, Mount, Spec};
-use crate::fsio::{self, Links};
+use crate::root::{HostRoot, sys_path};
 use crate::write::ManagedDir;
 
 /// The `apiVersion` of [`DeviceConfig`].
@@ -106,8 +106,8 @@ pub struct Options {
     /// Where per-claim CDI specs are written (`/var/run/cdi`).
     pub cdi_dir: PathBuf,
     /// The host as `--root` gives it: interface addresses are read from
-    /// its `/sys/class/net`.
-    pub root: PathBuf,
+    /// its `/sys/class/net`, confined to it.
+    pub root: Arc<HostRoot>,
     /// Whether each prepared claim gets a device metadata file mounted
     /// into its containers.
     pub metadata: bool,
@@ -329,8 +329,9 @@ fn owner(driver: &str) -> String {
 }
 
 /// The network interface of a device, with its MAC address read from the
-/// host's `/sys/class/net` now (absent when it cannot be read).
-fn network_data(root: &Path, d: &DraDevice) -> Option<NetworkDeviceData> {
+/// host's `/sys/class/net` now, through `root` (absent when it cannot be
+/// read, or its links leave the root).
+fn network_data(root: &HostRoot, d: &DraDevice) -> Option<NetworkDeviceData> {
     let dev = &d.entry.device;
     let ifname = dev
         .net
@@ -340,9 +341,11 @@ fn network_data(root: &Path, d: &DraDevice) -> Option<NetworkDeviceData> {
     if ifname.is_empty() || ifname.contains('/') || ifname.starts_with('.') {
         return None;
     }
-    let file = root.join("sys/class/net").join(&ifname).join("address");
-    let mac = fsio::read_to_string(&file, MAX_ADDRESS, Links::Refuse)
+    let file = sys_path(&format!("class/net/{ifname}/address"));
+    let mac = root
+        .read_limited(&file, MAX_ADDRESS)
         .ok()
+        .and_then(|b| String::from_utf8(b).ok())
         .map(|s| s.trim().to_string())
         .filter(|s| {
             !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b':')
@@ -391,8 +394,10 @@ struct Written {
 fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<Written, String> {
     let mut status = Vec::new();
     let mut nets: Vec<Option<NetworkDeviceData>> = Vec::new();
+    // The host now, none of an earlier claim's lookups.
+    let root = opts.root.fresh();
     for p in planned {
-        let net = network_data(&opts.root, &p.device);
+        let net = network_data(&root, &p.device);
         if let Some(n) = &net {
             status.push(device_status(opts, &p.device, n.clone()));
         }
