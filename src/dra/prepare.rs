@@ -512,7 +512,7 @@ fn write_spec(opts: &Options, uid: &str, spec: &mut Spec) -> Result<(), String> 
 /// not a regular file, is left alone). Blocking.
 fn remove_spec(opts: &Options, uid: &str) -> Result<(), String> {
     let name = claim_spec_file(&opts.driver, uid);
-    if std::fs::symlink_metadata(opts.cdi_dir.join(&name)).is_err() {
+    if crate::fsio::FileId::at(&opts.cdi_dir.join(&name)).is_none() {
         return Ok(());
     }
     let mut dir = open_cdi_dir(&opts.cdi_dir)?;
