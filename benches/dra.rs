@@ -112,9 +112,9 @@ async fn measure(metadata: bool) -> (Duration, Duration, Duration, Duration) {
         NODE,
         &tmp.path().join("plugins"),
         &tmp.path().join("registry"),
+        Arc::new(cdigen::root::HostRoot::open(&tmp.path().join("root")).unwrap()),
     );
     config.prepare.cdi_dir = tmp.path().join("cdi");
-    config.prepare.root = tmp.path().join("root");
     config.prepare.metadata = metadata;
     let dra_socket = config.dra_socket();
     let reg_socket = config.registration_socket();

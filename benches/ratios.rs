@@ -304,11 +304,13 @@ fn record(root: &Path, list: &Path) -> (BTreeMap<String, usize>, usize, usize) {
     if manifest.exists() {
         put(b'f', &manifest);
     }
+    // Host paths (absolute) under the root on disk.
+    let disk = |p: &Path| root.join(p.strip_prefix("/").unwrap_or(p));
     for p in record.files.keys() {
-        put(b'f', &host.disk_path(p));
+        put(b'f', &disk(p));
     }
     for p in record.links.keys() {
-        put(b'l', &host.disk_path(p));
+        put(b'l', &disk(p));
     }
     fs::write(list, out).unwrap();
     let mut backends = BTreeMap::new();

@@ -28,6 +28,46 @@ use std::path::{Path, PathBuf};
 
 use rustix::fs::OFlags;
 
+/// Which file is at a path, told apart from any file there before it:
+/// device, inode, and birth time to the nanosecond (the change time where
+/// the filesystem keeps no birth time). An inode number alone is not
+/// enough: ext4 gives the number of a file just deleted to the next one
+/// created, so a socket re-created by a restarting server often has its
+/// predecessor's; its birth time is new.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId {
+    dev: u64,
+    ino: u64,
+    born: (i64, i64),
+}
+
+impl FileId {
+    /// The identity of the file `meta` describes.
+    pub fn of(meta: &Metadata) -> FileId {
+        let born = meta
+            .created()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or((meta.ctime(), meta.ctime_nsec()), |d| {
+                (
+                    i64::try_from(d.as_secs()).unwrap_or(i64::MAX),
+                    i64::from(d.subsec_nanos()),
+                )
+            });
+        FileId {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            born,
+        }
+    }
+
+    /// The identity of what is at `path` (a symlink itself, not followed);
+    /// `None` when nothing is.
+    pub fn at(path: &Path) -> Option<FileId> {
+        std::fs::symlink_metadata(path).ok().map(|m| FileId::of(&m))
+    }
+}
+
 /// What to do when the path itself is a symbolic link.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Links {

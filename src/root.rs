@@ -250,7 +250,7 @@ pub struct Record {
     pub dev: BTreeMap<PathBuf, Option<DevEntry>>,
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum DevFs {
     Real,
     Manifest(BTreeMap<PathBuf, DevEntry>),
@@ -517,13 +517,50 @@ impl HostRoot {
         }
     }
 
+    /// The same root as it is now, for a later look at the host: its
+    /// settings and devfs, none of this one's lookups (which are kept for
+    /// one discovery run) nor its recording.
+    pub fn fresh(&self) -> HostRoot {
+        HostRoot {
+            base: self.base.clone(),
+            devfs: self.devfs.clone(),
+            record: None,
+            driver_root: self.driver_root.clone(),
+            library_search_path: self.library_search_path.clone(),
+            hook_path: self.hook_path.clone(),
+            nvml: self.nvml,
+            links: Mutex::new(std::collections::HashMap::new()),
+            dirs: Mutex::new(std::collections::HashMap::new()),
+        }
+    }
+
+    /// Whether this is the running host's own `/` (no `--root`).
+    pub fn is_host(&self) -> bool {
+        self.base == Path::new("/")
+    }
+
+    /// Where a host directory is on disk, its symlinks followed inside the
+    /// root (the host path itself when it cannot be resolved), for a
+    /// reader of files that are not the host tree's: the CDI spec
+    /// directories runtimes read, which the spec loader reads by their
+    /// rules. The host tree itself is read only through this type's
+    /// methods: the root directory is never handed out to build paths on.
+    pub fn resolved_disk_path(&self, host: &Path) -> PathBuf {
+        if self.is_host() {
+            return host.to_path_buf();
+        }
+        let real = self.resolve(host).unwrap_or_else(|_| host.to_path_buf());
+        self.disk_path(&real)
+    }
+
     /// The root directory on disk.
-    pub fn base(&self) -> &Path {
+    #[cfg(test)]
+    fn base(&self) -> &Path {
         &self.base
     }
 
     /// Where a host path is on disk (no symlink resolution).
-    pub fn disk_path(&self, host: &Path) -> PathBuf {
+    fn disk_path(&self, host: &Path) -> PathBuf {
         let mut p = self.base.clone();
         for c in host.components() {
             if let Component::Normal(n) = c {

@@ -662,6 +662,145 @@ fn a_restart_keeps_device_info_files_until_the_kubelet_says_they_are_released() 
 /// A kubelet restart (every socket deleted, kubelet.sock re-created): each
 /// plugin serves a new socket and registers again within seconds, and its
 /// new ListAndWatch starts with the full list. Twice.
+/// Allocate over the gRPC interface, with a request as large as a client
+/// may make it: bounded as a whole (the message, the container requests,
+/// the IDs of all together), each refusal naming its bound and figure, the
+/// plugin serving on; a device named twice is handed out once.
+#[test]
+fn allocate_is_bounded_as_a_whole_and_a_duplicate_device_counts_once() {
+    use cdigen::deviceplugin::api::v1beta1::{AllocateRequest, ContainerAllocateRequest};
+    use cdigen::deviceplugin::server::{MAX_CALL_IDS, MAX_CONTAINER_REQUESTS};
+
+    let (tmp, _root) = support::machine("example");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    let containers = |n: usize, per: &[&str]| AllocateRequest {
+        container_requests: (0..n)
+            .map(|_| ContainerAllocateRequest {
+                devices_ids: per.iter().map(|s| (*s).to_string()).collect(),
+            })
+            .collect(),
+    };
+
+    // 250,000 container requests of one valid ID: 4 MiB, refused before
+    // it is decoded.
+    let huge = containers(250_000, &["0000:3b:00.2"]);
+    let e = kubelet.allocate_raw(VF, huge).unwrap_err();
+    assert_eq!(e.code(), Code::OutOfRange, "{e:?}");
+    assert!(e.message().contains("message length too large"), "{e:?}");
+
+    // Within the message size: too many container requests.
+    let many = MAX_CONTAINER_REQUESTS + 1;
+    let e = kubelet
+        .allocate_raw(VF, containers(many, &["0000:3b:00.2"]))
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert_eq!(
+        e.message(),
+        format!("{many} container requests in one call; at most {MAX_CONTAINER_REQUESTS}")
+    );
+
+    // Each container request within its 4096, all together too many.
+    let ids17: Vec<&str> = std::iter::repeat_n("0000:3b:00.2", 17).collect();
+    let total = 17 * 250;
+    assert!(total > MAX_CALL_IDS);
+    let e = kubelet
+        .allocate_raw(VF, containers(250, &ids17))
+        .unwrap_err();
+    assert_eq!(e.code(), Code::InvalidArgument, "{e:?}");
+    assert_eq!(
+        e.message(),
+        format!(
+            "{total} device IDs in one call (all container requests together); at most {MAX_CALL_IDS}"
+        )
+    );
+    let log = plugin.log();
+    assert!(
+        log.contains("Allocate refused: 4250 device IDs in one call"),
+        "{log}"
+    );
+    assert_eq!(files(&tmp.path().join("devinfo")), Vec::<String>::new());
+
+    // A device named twice in a container request and again in another:
+    // each container gets it once, and it is held and written once.
+    let r = kubelet
+        .allocate_raw(
+            VF,
+            AllocateRequest {
+                container_requests: vec![
+                    ContainerAllocateRequest {
+                        devices_ids: vec!["0000:3b:00.2".into(), "0000:3b:00.2".into()],
+                    },
+                    ContainerAllocateRequest {
+                        devices_ids: vec!["0000:3b:00.2".into()],
+                    },
+                ],
+            },
+        )
+        .unwrap();
+    for c in &r.container_responses {
+        let names: Vec<&str> = c.cdi_devices.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["cdigen.io/vf=0000:3b:00.2"]);
+        assert_eq!(c.envs["PCIDEVICE_CDIGEN_IO_VF"], "0000:3b:00.2");
+    }
+    assert_eq!(r.container_responses.len(), 2);
+    let log = plugin.log();
+    assert!(
+        log.contains("cdigen.io/vf: allocated 0000:3b:00.2\n"),
+        "{log}"
+    );
+    // Still serving after the refusals.
+    assert!(kubelet.allocate(VF, &["0000:3b:00.3"]).is_ok());
+    plugin.stop();
+}
+
+/// A second device plugin on the same plugin directory refuses to start,
+/// naming the lock file and the first one's PID, instead of fighting it
+/// over the sockets (each re-registering as the other replaced its
+/// socket); the first serves on, registered once.
+#[test]
+fn a_second_plugin_on_the_directory_refuses_to_start() {
+    let (tmp, _root) = support::machine("example");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let first = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    let registrations = kubelet.plugin(VF).unwrap().registrations;
+    let socket = kubelet.dir.join("cdigen-cdigen.io_vf.sock");
+    let identity = |p: &Path| {
+        use std::os::unix::fs::MetadataExt as _;
+        fs::symlink_metadata(p).map(|m| (m.dev(), m.ino())).ok()
+    };
+    let before = identity(&socket);
+    assert!(before.is_some());
+
+    let (tmp2, _root2) = support::machine("example");
+    let mut second = Plugin::spawn(tmp2.path(), &kubelet, &[]);
+    let code = second.wait_exit();
+    let log = second.log();
+    let lock = kubelet.dir.join(".cdigen-device-plugin.lock");
+    assert_ne!(code, Some(0), "{log}");
+    assert!(
+        log.contains(&format!(
+            "{} is held by PID {}: another instance serves this directory",
+            lock.display(),
+            first.pid()
+        )),
+        "{log}"
+    );
+    // The first: its socket untouched, not registered again, serving.
+    thread::sleep(Duration::from_millis(1000));
+    assert_eq!(identity(&socket), before);
+    assert_eq!(kubelet.plugin(VF).unwrap().registrations, registrations);
+    assert!(kubelet.allocate(VF, &["0000:3b:00.2"]).is_ok());
+    assert!(
+        !first.log().contains("registering again"),
+        "{}",
+        first.log()
+    );
+    first.stop();
+}
+
 #[test]
 fn a_kubelet_restart_is_followed_by_registration_and_the_full_list() {
     let (tmp, _root) = support::machine("example");
@@ -703,6 +842,27 @@ fn a_kubelet_restart_is_followed_by_registration_and_the_full_list() {
     }
     assert!(kubelet.refused().is_empty(), "{:?}", kubelet.refused());
     plugin.wait_log("registering again");
+    plugin.stop();
+}
+
+/// A kubelet restart seen only in its socket, re-created (on ext4 with
+/// the inode number of the old one, which the restart freed): the plugin
+/// registers again.
+#[test]
+fn a_restart_that_reuses_the_kubelet_sockets_inode_is_seen() {
+    let (tmp, _root) = support::machine("example");
+    let mut kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
+    // The plugin polls every 200 ms: wait until it has seen the socket.
+    thread::sleep(Duration::from_millis(400));
+    let (restarted, reused) = kubelet.restart_socket_only();
+    eprintln!("the new kubelet.sock reused the old one's inode: {reused}");
+    let p = kubelet.wait_for(VF, REGISTER_WITHIN, |p| {
+        p.registrations == 2 && p.watching && p.lists.last().is_some_and(|(t, _)| *t >= restarted)
+    });
+    assert_eq!(ids(&p.lists.last().unwrap().1), healthy(&VFS));
+    plugin.wait_log("was re-created (kubelet restart): registering again");
     plugin.stop();
 }
 

@@ -751,6 +751,61 @@ fn driver_start_removes_temp_files_left_by_a_killed_driver() {
     assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
 }
 
+/// A second `cdigen dra-driver` of the same name on the node's plugin
+/// directory refuses to start, naming the lock file and the first one's
+/// PID, before it publishes anything: the first keeps its sockets and its
+/// slices (the second would otherwise delete them on its way out).
+#[test]
+fn a_second_driver_on_the_directory_refuses_to_start() {
+    let (tmp, _root) = support::machine("example");
+    let api = FakeApi::start();
+    let kubeconfig = api.kubeconfig(tmp.path());
+    let first = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
+    first.wait_published(&api, &expected(tmp.path(), 1), "the first publication");
+    let dra_socket = tmp.path().join("plugins/dra.cdigen.io/dra.sock");
+    let reg_socket = tmp.path().join("registry/dra.cdigen.io-reg.sock");
+    let end = Instant::now() + WAIT;
+    while !reg_socket.exists() {
+        assert!(
+            Instant::now() < end,
+            "no registration socket:\n{}",
+            first.log()
+        );
+        thread::sleep(Duration::from_millis(10));
+    }
+    let identity = |p: &Path| {
+        use std::os::unix::fs::MetadataExt as _;
+        fs::symlink_metadata(p).map(|m| (m.dev(), m.ino())).ok()
+    };
+    let sockets = (identity(&dra_socket), identity(&reg_socket));
+    let writes = api.writes().len();
+
+    // The second: its own working directory (and log), the same plugin
+    // and registry directories.
+    let (tmp2, _root2) = support::machine("example");
+    for d in ["plugins", "registry"] {
+        std::os::unix::fs::symlink(tmp.path().join(d), tmp2.path().join(d)).unwrap();
+    }
+    let mut second = Driver::spawn(tmp2.path(), Some(&kubeconfig), &["--node", NODE]);
+    let code = second.wait_exit();
+    let log = second.log();
+    assert_ne!(code, Some(0), "{log}");
+    let lock = tmp2
+        .path()
+        .join("plugins/dra.cdigen.io/.cdigen-dra-driver.lock");
+    assert!(
+        log.contains(&format!(
+            "{} is held by PID {}: another instance serves this directory",
+            lock.display(),
+            first.pid()
+        )),
+        "{log}"
+    );
+    assert_eq!((identity(&dra_socket), identity(&reg_socket)), sockets);
+    assert_eq!(api.writes().len(), writes, "the second wrote nothing");
+    first.wait_published(&api, &expected(tmp.path(), 1), "the first's slices, kept");
+}
+
 /// `cdigen dra-driver` without a node name, or without an API server,
 /// says so and fails (exit status 2).
 #[test]
@@ -810,11 +865,18 @@ struct Prepared {
 }
 
 fn prepare_e2e() -> Prepared {
+    prepare_e2e_with(|_, _| {})
+}
+
+/// [`prepare_e2e`] with the machine changed first by `change` (given the
+/// tempdir and the root).
+fn prepare_e2e_with(change: impl FnOnce(&Path, &Path)) -> Prepared {
     use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
     use cdigen::dra::api::pluginregistration::{InfoRequest, RegistrationStatus};
     use cdigen::dra::api::v1;
 
     let (tmp, root) = support::machine("example");
+    change(tmp.path(), &root);
     let api = FakeApi::start();
     let kubeconfig = api.kubeconfig(tmp.path());
     let driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
@@ -1057,6 +1119,134 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
         "{}",
         driver.log()
     );
+}
+
+/// A root whose interface directory is an absolute symlink: the address
+/// NodePrepareResources publishes in the claim's status is read inside
+/// the root (an absolute target taken from the root, as everywhere), never
+/// from the file the link names on the host running cdigen.
+#[test]
+fn the_published_address_is_read_inside_the_root() {
+    const MARKER: &str = "de:ad:be:ef:13:37";
+    const INSIDE: &str = "02:00:00:00:00:01";
+    let mut outside = PathBuf::new();
+    let Prepared { api, driver, .. } = prepare_e2e_with(|tmp, root| {
+        // On the host: a directory the link names, with the marker.
+        outside = tmp.join("outside/ens1f0v1");
+        fs::create_dir_all(&outside).unwrap();
+        fs::write(outside.join("address"), format!("{MARKER}\n")).unwrap();
+        // In the root, at that path: another address.
+        let inside = root.join(outside.strip_prefix("/").unwrap());
+        fs::create_dir_all(&inside).unwrap();
+        fs::write(inside.join("address"), format!("{INSIDE}\n")).unwrap();
+        let link = root.join("sys/class/net/ens1f0v1");
+        fs::remove_file(&link).unwrap();
+        std::os::unix::fs::symlink(&outside, &link).unwrap();
+    });
+    assert!(outside.is_absolute());
+    let claim = api.claim("ns", "net").unwrap();
+    let text = claim.to_string();
+    assert!(
+        !text.contains(MARKER),
+        "the host's file was published: {text}"
+    );
+    let net = &claim["status"]["devices"][0]["networkData"];
+    assert_eq!(net["interfaceName"], json!("ens1f0v1"), "{}", driver.log());
+    assert_eq!(net["hardwareAddress"], json!(INSIDE), "{}", driver.log());
+}
+
+/// `cdigen dra-driver` with the API server hung while a prepare waits on
+/// it: NodeUnprepareResources, which needs no API call, answers at once
+/// and removes the claim's files; the prepare completes once the API
+/// answers.
+#[test]
+fn unprepare_answers_while_the_api_server_hangs() {
+    use cdigen::dra::api::v1;
+
+    const UID2: &str = "0b9f2a44-1c3d-4e5f-8a7b-6c5d4e3f2a1b";
+    let Prepared {
+        tmp,
+        api,
+        mut driver,
+        rt,
+        dra_socket,
+        ..
+    } = prepare_e2e();
+    api.put_claim(json!({
+        "metadata": {"namespace": "ns", "name": "net2", "uid": UID2},
+        "spec": {},
+        "status": {"allocation": {"devices": {
+            "results": [{"driver": DRIVER, "pool": NODE, "device": "sriov-0000-3b-00-2", "request": "vf"}],
+        }}},
+    }));
+    let claim = |name: &str, uid: &str| v1::Claim {
+        namespace: "ns".into(),
+        uid: uid.into(),
+        name: name.into(),
+    };
+    api.hang_claims(true);
+    let waiting = thread::spawn({
+        let (sock, claim) = (dra_socket.clone(), claim("net2", UID2));
+        move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(async {
+                let mut dra = v1::dra_plugin_client::DraPluginClient::new(
+                    cdigen::deviceplugin::kubelet::connect(&sock).await.unwrap(),
+                );
+                dra.node_prepare_resources(v1::NodePrepareResourcesRequest {
+                    claims: vec![claim],
+                })
+                .await
+                .unwrap()
+                .into_inner()
+            })
+        }
+    });
+    let end = Instant::now() + WAIT;
+    while api.hanging() == 0 {
+        assert!(Instant::now() < end, "no request hangs:\n{}", driver.log());
+        thread::sleep(Duration::from_millis(10));
+    }
+    let started = Instant::now();
+    let unprepared = rt.block_on(async {
+        let mut dra = v1::dra_plugin_client::DraPluginClient::new(
+            cdigen::deviceplugin::kubelet::connect(&dra_socket)
+                .await
+                .unwrap(),
+        );
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            dra.node_unprepare_resources(v1::NodeUnprepareResourcesRequest {
+                claims: vec![claim("net", E2E_UID)],
+            }),
+        )
+        .await
+    });
+    let took = started.elapsed();
+    let unprepared = unprepared
+        .unwrap_or_else(|_| panic!("unprepare waited on the hung API server:\n{}", driver.log()))
+        .unwrap()
+        .into_inner();
+    assert_eq!(unprepared.claims[E2E_UID].error, "");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+    assert!(
+        !tmp.path()
+            .join(format!("cdi/k8s.dra.cdigen.io-claim_{E2E_UID}.json"))
+            .exists()
+    );
+    assert!(
+        !waiting.is_finished(),
+        "the prepare waits on the API server"
+    );
+
+    api.hang_claims(false);
+    let answer = waiting.join().unwrap();
+    assert_eq!(answer.claims[UID2].error, "", "{}", driver.log());
+    driver.signal("TERM");
+    assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
 }
 
 /// What a pod gets: the devices of a claim the driver prepared, injected

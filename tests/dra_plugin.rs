@@ -57,6 +57,9 @@ struct FakeApi {
     gets: Mutex<usize>,
     statuses: Mutex<Vec<StatusWrite>>,
     refuse_status: bool,
+    /// Held for writing: every call hangs until it is let go (a hung API
+    /// server).
+    gate: tokio::sync::RwLock<()>,
 }
 
 impl FakeApi {
@@ -80,6 +83,7 @@ impl ClaimApi for FakeApi {
             .get(&(namespace.to_string(), name.to_string()))
             .cloned();
         Box::pin(async move {
+            let _open = self.gate.read().await;
             found.ok_or_else(|| {
                 ApiError(format!(
                     "resourceclaims.resource.k8s.io \"{name}\" not found"
@@ -101,6 +105,7 @@ impl ClaimApi for FakeApi {
             .push((namespace.into(), name.into(), driver.into(), devices));
         let refuse = self.refuse_status;
         Box::pin(async move {
+            let _open = self.gate.read().await;
             if refuse {
                 Err(ApiError("forbidden".into()))
             } else {
@@ -166,9 +171,15 @@ impl Env {
     }
 
     fn config(&self, metadata: bool) -> Config {
-        let mut c = Config::new(DRIVER, NODE, &self.path("plugins"), &self.path("registry"));
+        let root = cdigen::root::HostRoot::open(&self.path("root")).unwrap();
+        let mut c = Config::new(
+            DRIVER,
+            NODE,
+            &self.path("plugins"),
+            &self.path("registry"),
+            Arc::new(root),
+        );
         c.prepare.cdi_dir = self.path("cdi");
-        c.prepare.root = self.path("root");
         c.prepare.metadata = metadata;
         c
     }
@@ -855,6 +866,64 @@ async fn unprepare_works_across_a_restart_from_the_checkpoint() {
         "{w}"
     );
     assert!(running.preparer.prepared().await.claims.is_empty());
+    stop.send(()).unwrap();
+    running.wait().await;
+}
+
+/// Unpreparing needs no API call, so a hung API server never holds it up,
+/// even while a prepare waits on it; that prepare completes once the API
+/// answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unprepare_never_waits_on_a_hung_api_server() {
+    let env = Env::new(FakeApi::default());
+    env.api
+        .add(claim("a", UID1, &[(DRIVER, NODE, GPU, "gpu")], json!([])));
+    env.api
+        .add(claim("b", UID2, &[(DRIVER, NODE, VF, "vf")], json!([])));
+    let (running, stop) = env.start(true).await;
+    let sock = running.dra_socket.clone();
+    let r = prepare(&sock, &[("a", UID1)]).await;
+    assert_eq!(r[UID1].error, "");
+
+    // The API server hangs; a prepare of b waits on it.
+    let hung = env.api.gate.write().await;
+    let gets = env.api.gets();
+    let waiting = tokio::spawn({
+        let sock = sock.clone();
+        async move { prepare(&sock, &[("b", UID2)]).await }
+    });
+    while env.api.gets() == gets {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let started = std::time::Instant::now();
+    let e = tokio::time::timeout(Duration::from_secs(2), unprepare(&sock, &[("a", UID1)]))
+        .await
+        .expect("unprepare waited on the hung API server");
+    assert_eq!(e, BTreeMap::from([(UID1.into(), String::new())]));
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(!claim_spec(&env, UID1).exists() && !metadata_file(&env, UID1).exists());
+    assert!(
+        !waiting.is_finished(),
+        "the prepare waits on the API server"
+    );
+
+    // The API answers: b is prepared.
+    drop(hung);
+    let r = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(r[UID2].error, "");
+    assert_eq!(
+        running
+            .preparer
+            .prepared()
+            .await
+            .claims
+            .keys()
+            .collect::<Vec<_>>(),
+        [UID2]
+    );
     stop.send(()).unwrap();
     running.wait().await;
 }

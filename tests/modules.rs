@@ -664,3 +664,181 @@ fn super_in_an_inline_module_is_the_file_module() {
     ]);
     assert_eq!(cycles(t.path()), Vec::<String>::new());
 }
+
+// --- Reading the host tree ----------------------------------------------
+
+/// The modules that open or examine files by path themselves (outside
+/// `#[cfg(test)]` items), each with what it reads: none of it is the host
+/// tree under `--root`, which only [`root`] reads (through [`fsio`]), and
+/// which every other module reads through a `HostRoot`. A module that
+/// reads files by path and is not here fails
+/// [`only_the_listed_modules_read_files_by_path`]: read the host through
+/// `HostRoot`, or, for a file of another kind, add the module here saying
+/// what it reads.
+const READERS: &[(&str, &str)] = &[
+    ("root", "the host tree under --root: the one reader of it"),
+    (
+        "fsio",
+        "the checked open and read every reader goes through",
+    ),
+    ("snapshot", "the snapshot directory it writes"),
+    (
+        "write",
+        "cdigen's output directories, their state and lock files",
+    ),
+    (
+        "cdi",
+        "CDI spec files and directories, as runtimes read them",
+    ),
+    ("cdi::dirs", "CDI spec directories, as runtimes read them"),
+    ("generator", "generator definitions"),
+    ("render", "templates"),
+    (
+        "generate::coexist",
+        "spec directories: other producers' specs",
+    ),
+    ("watch::ready", "the ready file it writes"),
+    ("plugin::state", "cdigen's plugin state file"),
+    (
+        "hook",
+        "the container's bundle and root filesystem (OCI hooks)",
+    ),
+    (
+        "hook::ldconfig",
+        "the container's root filesystem (OCI hooks)",
+    ),
+    (
+        "hook::inroot",
+        "the container's root filesystem, resolved inside it",
+    ),
+    ("deviceplugin::run", "its own sockets and the kubelet's"),
+    ("dra::plugin", "its own sockets"),
+    ("dra::checkpoint", "its own checkpoint"),
+    ("dra::metadata", "its own metadata files"),
+];
+
+/// The lines of `text` (a module's source) that open or examine a file by
+/// path: `fs::read*`, `fs::open*`, `fs::stat*`, `fs::lstat*` (std's and
+/// rustix's), `fs::metadata`, `fs::symlink_metadata`, `fs::canonicalize`,
+/// `File::open`, `fsio::read*`, `fsio::open*`, and the
+/// `read_dir`, `read_link`, `symlink_metadata`, `canonicalize` methods of
+/// a path; outside `#[cfg(test)]` items.
+fn file_reads(text: &str) -> Vec<(usize, String)> {
+    let toks = lex(text);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < toks.len() {
+        if is_cfg_test(&toks, i) {
+            let mut j = i + 7;
+            while toks.get(j).map(|t| &t.0) == Some(&Tok::Hash) {
+                j = skip_group(&toks, j + 1, &Tok::OpenBracket, &Tok::CloseBracket);
+            }
+            while j < toks.len() && !matches!(toks[j].0, Tok::Semi | Tok::Open) {
+                j += 1;
+            }
+            if toks.get(j).map(|t| &t.0) == Some(&Tok::Open) {
+                j = skip_group(&toks, j, &Tok::Open, &Tok::Close);
+            } else {
+                j += 1;
+            }
+            i = j;
+            continue;
+        }
+        let line = toks[i].1;
+        let word = ident(toks.get(i)).unwrap_or_default();
+        let next = if toks.get(i + 1).map(|t| &t.0) == Some(&Tok::PathSep) {
+            ident(toks.get(i + 2))
+        } else {
+            None
+        };
+        let hit = match (word, next) {
+            ("fs", Some(f)) => {
+                ["read", "open", "stat", "lstat"]
+                    .iter()
+                    .any(|p| f.starts_with(p))
+                    || matches!(f, "metadata" | "symlink_metadata" | "canonicalize")
+            }
+            ("File", Some("open")) => true,
+            ("fsio", Some(f)) => f.starts_with("read") || f.starts_with("open"),
+            // A method: `.read_dir()` (`.` is `Other`; `fn canonicalize`
+            // is not a call).
+            (w, _) => {
+                i > 0
+                    && toks[i - 1].0 == Tok::Other
+                    && matches!(
+                        w,
+                        "read_dir" | "read_link" | "symlink_metadata" | "canonicalize"
+                    )
+            }
+        };
+        if hit {
+            let what = match next {
+                Some(n) => format!("{word}::{n}"),
+                None => word.to_string(),
+            };
+            out.push((line, what));
+        }
+        i += 1;
+    }
+    out
+}
+
+#[test]
+fn only_the_listed_modules_read_files_by_path() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files.sort();
+    let listed: BTreeSet<&str> = READERS.iter().map(|(m, _)| *m).collect();
+    let mut found = BTreeSet::new();
+    let mut stray = Vec::new();
+    for f in &files {
+        let rel = f.strip_prefix(&src).unwrap();
+        let Some(module) = module_of(rel) else {
+            continue;
+        };
+        let name = module.join("::");
+        let text = fs::read_to_string(f).unwrap();
+        for (line, what) in file_reads(&text) {
+            found.insert(name.clone());
+            if !listed.contains(name.as_str()) {
+                stray.push(format!("src/{}:{line}: {what}", rel.display()));
+            }
+        }
+    }
+    assert!(
+        stray.is_empty(),
+        "these read files by path outside the modules allowed to; read the host tree through HostRoot \
+         (src/root.rs), or list the module in READERS with what it reads:\n{}",
+        stray.join("\n")
+    );
+    let unused: Vec<&&str> = listed.iter().filter(|m| !found.contains(**m)).collect();
+    assert!(
+        unused.is_empty(),
+        "listed in READERS but reading no file by path: {unused:?}"
+    );
+}
+
+#[test]
+fn file_reads_are_found_in_code_not_in_tests_or_words() {
+    let text = r#"
+use std::fs;
+fn a(root: &Path) -> String {
+    // fs::read_to_string(x) in a comment
+    let s = "fs::read(x)";
+    fsio::read_to_string(&root.join("sys/class/net"), 1, Links::Refuse)
+}
+fn b(p: &Path) { let _ = std::fs::symlink_metadata(p); let _ = p.read_link(); File::open(p); }
+#[cfg(test)]
+mod tests { fn t() { std::fs::read("x"); } }
+"#;
+    assert_eq!(
+        file_reads(text),
+        [
+            (6, "fsio::read_to_string".to_string()),
+            (8, "fs::symlink_metadata".to_string()),
+            (8, "read_link".to_string()),
+            (8, "File::open".to_string()),
+        ]
+    );
+}

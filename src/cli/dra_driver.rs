@@ -102,7 +102,7 @@ from the downward API's spec.nodeName); the slices are published for it"
         plugin_dir: absolute(&args.plugin_dir)?,
         registry_dir: absolute(&args.registry_dir)?,
         output_dir: w.output_dir.clone(),
-        root: w.source.root.clone(),
+        root: Arc::new(w.source.host_root()?),
     };
     crate::dra::run::run(
         &config,

@@ -58,6 +58,7 @@ pub enum Rejected {
 /// [`Rejected`] naming the ID.
 pub fn entries<'a>(resource: &'a Resource, ids: &[String]) -> Result<Vec<&'a Entry>, Rejected> {
     let mut out: Vec<&Entry> = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for id in ids {
         let Some(e) = resource.devices.get(id) else {
             return Err(Rejected::Unknown {
@@ -72,7 +73,7 @@ pub fn entries<'a>(resource: &'a Resource, ids: &[String]) -> Result<Vec<&'a Ent
                 why: why.clone(),
             });
         }
-        if !out.iter().any(|x| x.id == e.id) {
+        if seen.insert(e.id.as_str()) {
             out.push(e);
         }
     }
@@ -634,6 +635,26 @@ mod response_tests {
             msg.len() < 200,
             "a hostile ID is bounded in the message: {msg}"
         );
+    }
+
+    #[test]
+    fn a_device_named_twice_is_handed_out_once() {
+        let r = resource(
+            "cdigen.io/vf",
+            vec![
+                entry(vf("0000:3b:00.2", 2), None),
+                entry(vf("0000:3b:00.3", 3), None),
+            ],
+        );
+        let ids: Vec<String> = ["0000:3b:00.3", "0000:3b:00.2", "0000:3b:00.3"]
+            .iter()
+            .cycle()
+            .take(3000)
+            .map(|s| (*s).to_string())
+            .collect();
+        let es = entries(&r, &ids).unwrap();
+        let got: Vec<&str> = es.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(got, ["0000:3b:00.3", "0000:3b:00.2"]);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! allocations.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -20,8 +20,9 @@ use tokio_stream::wrappers::UnixListenerStream;
 use super::api::v1beta1::device_plugin_server::DevicePluginServer;
 use super::inventory::Inventory;
 use super::passes::{AfterPass, Passes};
-use super::server::{Held, Plugin, Shared, options};
+use super::server::{Held, MAX_MESSAGE, Plugin, Shared, options};
 use super::{devinfo, held, kubelet};
+use crate::fsio::FileId;
 use crate::watch::{self, Control, EventSource, Pipeline};
 
 /// The kubelet's device plugin directory.
@@ -32,6 +33,12 @@ pub const POD_RESOURCES: &str = "/var/lib/kubelet/pod-resources/kubelet.sock";
 
 /// The kubelet's socket, in the plugin directory.
 pub const KUBELET_SOCKET: &str = "kubelet.sock";
+
+/// The lock a running device plugin holds in the plugin directory, with
+/// its PID ([`crate::write::lock_instance`]): a second one on the
+/// directory fails at start instead of fighting over the sockets. The
+/// kubelet removes only sockets from the directory.
+pub const LOCK_FILE: &str = ".cdigen-device-plugin.lock";
 
 /// How often the sockets are looked at for a kubelet restart.
 pub const POLL: Duration = Duration::from_millis(200);
@@ -95,13 +102,30 @@ impl AfterPass for Publisher {
     }
 }
 
+/// Creates the plugin directory when missing (mode 0750, as the kubelet
+/// does) and takes its [`LOCK_FILE`].
+///
+/// # Errors
+/// Another device plugin holds it (its PID named), or the directory or
+/// the lock cannot be made.
+pub fn lock_plugin_dir(dir: &Path) -> anyhow::Result<crate::write::DirLock> {
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o750)
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    crate::write::lock_instance(dir, LOCK_FILE)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("cannot serve in {}", dir.display()))
+}
+
 /// Runs the device plugin until SIGTERM (or `control.stop()`), with the
 /// watch's events from the source `open_source` opens (on the watch
 /// thread).
 ///
 /// # Errors
-/// Invalid resources or colliding IDs at start, or a watch that cannot
-/// run.
+/// Another device plugin on the plugin directory, invalid resources or
+/// colliding IDs at start, or a watch that cannot run.
 pub fn run(
     config: &watch::Config,
     open_source: impl FnOnce() -> anyhow::Result<Box<dyn EventSource>> + Send + 'static,
@@ -109,6 +133,8 @@ pub fn run(
     control: Arc<Control>,
     options: &Options,
 ) -> anyhow::Result<()> {
+    // Held until the plugin has stopped and its sockets are gone.
+    let _instance = lock_plugin_dir(&options.plugin_dir)?;
     let (tx, rx) = tw::channel(Arc::new(Inventory::default()));
     let shared = Arc::new(Shared {
         inventory: rx.clone(),
@@ -207,11 +233,9 @@ async fn serve(
     let _ = pruner.await;
 }
 
-/// The identity of a file: (device, inode), `None` when absent.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
+/// The identity of the file at `path` ([`FileId`]), `None` when absent.
+fn identity(path: &Path) -> Option<FileId> {
+    FileId::at(path)
 }
 
 /// Removes our socket at `path`, only when it is a socket.
@@ -280,7 +304,8 @@ async fn serve_resource(
             resource: resource.clone(),
             shared: Arc::clone(&shared),
             ended: end_rx.clone(),
-        });
+        })
+        .max_decoding_message_size(MAX_MESSAGE);
         let server = tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(service)

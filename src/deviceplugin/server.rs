@@ -29,9 +29,22 @@ pub const HEALTHY: &str = "Healthy";
 /// `Unhealthy`, as the kubelet spells it.
 pub const UNHEALTHY: &str = "Unhealthy";
 
-/// Most device IDs one request may name (the kubelet asks for what a pod
-/// requests: far fewer).
+/// Most device IDs one container request may name (the kubelet asks for
+/// what a container requests: far fewer).
 pub const MAX_REQUEST_IDS: usize = 4096;
+
+/// Most device IDs one call may name, all its container requests together
+/// (Allocate, GetPreferredAllocation): what one call costs is bounded, not
+/// only each container's part of it.
+pub const MAX_CALL_IDS: usize = 4096;
+
+/// Most container requests one call may carry (the kubelet sends one per
+/// container, and allocates one container at a time).
+pub const MAX_CONTAINER_REQUESTS: usize = 256;
+
+/// Largest request message the plugin's gRPC server decodes (the first
+/// bound, before anything is read: [`MAX_CALL_IDS`] IDs of 250 bytes fit).
+pub const MAX_MESSAGE: usize = 1 << 20;
 
 /// A device handed out and not known to be released.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -144,6 +157,35 @@ fn check_size(ids: &[String]) -> Result<(), Status> {
     Ok(())
 }
 
+/// Checks a whole call before any of it is served: at most
+/// [`MAX_CONTAINER_REQUESTS`] container requests, each within
+/// [`MAX_REQUEST_IDS`], and at most [`MAX_CALL_IDS`] IDs in all (`ids`:
+/// each container request's lists of IDs).
+///
+/// # Errors
+/// InvalidArgument naming the bound and the figure.
+pub fn check_call<'a, I>(containers: usize, ids: I) -> Result<(), Status>
+where
+    I: IntoIterator<Item = &'a [String]>,
+{
+    if containers > MAX_CONTAINER_REQUESTS {
+        return Err(Status::invalid_argument(format!(
+            "{containers} container requests in one call; at most {MAX_CONTAINER_REQUESTS}"
+        )));
+    }
+    let mut total = 0usize;
+    for list in ids {
+        check_size(list)?;
+        total = total.saturating_add(list.len());
+    }
+    if total > MAX_CALL_IDS {
+        return Err(Status::invalid_argument(format!(
+            "{total} device IDs in one call (all container requests together); at most {MAX_CALL_IDS}"
+        )));
+    }
+    Ok(())
+}
+
 type ListStream = Pin<Box<dyn Stream<Item = Result<ListAndWatchResponse, Status>> + Send>>;
 
 #[tonic::async_trait]
@@ -206,10 +248,18 @@ impl DevicePlugin for Plugin {
             .iter()
             .map(|(id, e)| (id.clone(), e.placement.clone()))
             .collect();
+        let request = request.into_inner();
+        check_call(
+            request.container_requests.len(),
+            request.container_requests.iter().flat_map(|c| {
+                [
+                    c.available_device_i_ds.as_slice(),
+                    c.must_include_device_i_ds.as_slice(),
+                ]
+            }),
+        )?;
         let mut out = PreferredAllocationResponse::default();
-        for c in request.into_inner().container_requests {
-            check_size(&c.available_device_i_ds)?;
-            check_size(&c.must_include_device_i_ds)?;
+        for c in request.container_requests {
             let size = usize::try_from(c.allocation_size).unwrap_or(0);
             out.container_responses
                 .push(ContainerPreferredAllocationResponse {
@@ -230,11 +280,21 @@ impl DevicePlugin for Plugin {
     ) -> Result<Response<AllocateResponse>, Status> {
         let inventory = self.inventory();
         let resource = self.resource(&inventory)?;
+        let request = request.into_inner();
+        check_call(
+            request.container_requests.len(),
+            request
+                .container_requests
+                .iter()
+                .map(|c| c.devices_ids.as_slice()),
+        )
+        .inspect_err(|e| tracing::warn!("Allocate refused: {}", e.message()))?;
         let mut out = AllocateResponse::default();
-        let mut held = Vec::new();
+        // Each device once, however many container requests name it.
+        let mut held: Vec<String> = Vec::new();
         let mut files = Vec::new();
-        for c in request.into_inner().container_requests {
-            check_size(&c.devices_ids)?;
+        let mut seen = BTreeSet::new();
+        for c in request.container_requests {
             let entries = allocate::entries(resource, &c.devices_ids).map_err(|e| {
                 tracing::warn!("Allocate refused: {e}");
                 Status::invalid_argument(e.to_string())
@@ -246,8 +306,12 @@ impl DevicePlugin for Plugin {
                     resource.spec_file.display()
                 )));
             }
-            held.extend(entries.iter().map(|e| e.id.clone()));
-            files.extend(entries.iter().map(|e| (*e).clone()));
+            for e in &entries {
+                if seen.insert(e.id.as_str()) {
+                    held.push(e.id.clone());
+                    files.push((*e).clone());
+                }
+            }
             out.container_responses.push(allocate::response(
                 resource,
                 &entries,
@@ -298,5 +362,48 @@ impl DevicePlugin for Plugin {
             Status::failed_precondition(e.to_string())
         })?;
         Ok(Response::new(PreStartContainerResponse {}))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(n: usize) -> Vec<String> {
+        (0..n).map(|i| format!("id{i}")).collect()
+    }
+
+    #[test]
+    fn a_call_is_bounded_as_a_whole() {
+        let one = ids(10);
+        assert!(check_call(1, [one.as_slice()]).is_ok());
+        let e = check_call(MAX_CONTAINER_REQUESTS + 1, [one.as_slice()]).unwrap_err();
+        assert_eq!(e.code(), tonic::Code::InvalidArgument);
+        assert_eq!(
+            e.message(),
+            format!(
+                "{} container requests in one call; at most {MAX_CONTAINER_REQUESTS}",
+                MAX_CONTAINER_REQUESTS + 1
+            )
+        );
+        let big = ids(MAX_REQUEST_IDS + 1);
+        let e = check_call(1, [big.as_slice()]).unwrap_err();
+        assert_eq!(
+            e.message(),
+            format!(
+                "{} device IDs in one request; at most {MAX_REQUEST_IDS}",
+                MAX_REQUEST_IDS + 1
+            )
+        );
+        // Each list within its bound, all of them together over the call's.
+        let half = ids(MAX_CALL_IDS / 2 + 1);
+        let e = check_call(2, [half.as_slice(), half.as_slice()]).unwrap_err();
+        assert_eq!(
+            e.message(),
+            format!(
+                "{} device IDs in one call (all container requests together); at most {MAX_CALL_IDS}",
+                2 * (MAX_CALL_IDS / 2 + 1)
+            )
+        );
     }
 }

@@ -19,7 +19,7 @@
 //! (those still ours).
 
 use std::future::Future;
-use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _, MetadataExt as _};
+use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -38,9 +38,30 @@ use super::api::pluginregistration::{
 use super::api::{self, v1, v1beta1};
 use super::names::DraDevice;
 use super::prepare::{self, AttributesFn, ClaimRef, Preparer};
+use crate::fsio::FileId;
+use crate::root::HostRoot;
 
 /// The DRA socket's name in the driver's directory.
 pub const DRA_SOCKET: &str = "dra.sock";
+
+/// The lock a running driver holds in its directory
+/// (`<plugin dir>/<driver>`), with its PID
+/// ([`crate::write::lock_instance`]): a second driver of the same name
+/// fails at start.
+pub const LOCK_FILE: &str = ".cdigen-dra-driver.lock";
+
+/// Creates the driver's directory when missing and takes its
+/// [`LOCK_FILE`].
+///
+/// # Errors
+/// Another driver holds it (its PID named), or the directory or the lock
+/// cannot be made.
+pub fn lock_driver_dir(dir: &Path) -> anyhow::Result<crate::write::DirLock> {
+    make_dir(dir, 0o750)?;
+    crate::write::lock_instance(dir, LOCK_FILE)
+        .map_err(anyhow::Error::from)
+        .with_context(|| format!("cannot serve in {}", dir.display()))
+}
 
 /// How the plugin runs.
 #[derive(Debug, Clone)]
@@ -57,9 +78,15 @@ pub struct Config {
 impl Config {
     /// The plugin of `driver` on `node` with these directories, writing
     /// per-claim specs into [`crate::cdi::DYNAMIC_DIR`], reading the host
-    /// at `/`, with device metadata on, carrying each device's attributes
-    /// as its slice publishes them ([`super::slices::attributes`]).
-    pub fn new(driver: &str, node: &str, plugin_dir: &Path, registry_dir: &Path) -> Self {
+    /// through `root`, with device metadata on, carrying each device's
+    /// attributes as its slice publishes them ([`super::slices::attributes`]).
+    pub fn new(
+        driver: &str,
+        node: &str,
+        plugin_dir: &Path,
+        registry_dir: &Path,
+        root: Arc<HostRoot>,
+    ) -> Self {
         let attributes: AttributesFn = Arc::new(super::slices::attributes);
         Config {
             plugin_dir: plugin_dir.to_path_buf(),
@@ -69,7 +96,7 @@ impl Config {
                 node: node.to_string(),
                 driver_dir: plugin_dir.join(driver),
                 cdi_dir: PathBuf::from(crate::cdi::DYNAMIC_DIR),
-                root: PathBuf::from("/"),
+                root,
                 metadata: true,
                 attributes,
             },
@@ -251,11 +278,9 @@ impl Running {
     }
 }
 
-/// The identity of a file: (device, inode), `None` when absent.
-fn identity(path: &Path) -> Option<(u64, u64)> {
-    std::fs::symlink_metadata(path)
-        .ok()
-        .map(|m| (m.dev(), m.ino()))
+/// The identity of the file at `path` ([`FileId`]), `None` when absent.
+fn identity(path: &Path) -> Option<FileId> {
+    FileId::at(path)
 }
 
 /// Removes an old socket at `path`; anything else there is an error.
@@ -400,7 +425,7 @@ pub async fn start(
 
 /// Removes the socket at `path` when it is still the one created
 /// (`id`), and a socket.
-fn remove_if(path: &Path, id: Option<(u64, u64)>) {
+fn remove_if(path: &Path, id: Option<FileId>) {
     if id.is_some()
         && identity(path) == id
         && std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
@@ -442,7 +467,8 @@ mod tests {
 
     #[test]
     fn paths() {
-        let c = Config::new("dra.cdigen.io", "n", Path::new("/p"), Path::new("/r"));
+        let root = Arc::new(HostRoot::open(Path::new("/")).unwrap());
+        let c = Config::new("dra.cdigen.io", "n", Path::new("/p"), Path::new("/r"), root);
         assert_eq!(c.dra_socket(), Path::new("/p/dra.cdigen.io/dra.sock"));
         assert_eq!(
             c.registration_socket(),

@@ -36,8 +36,11 @@
 //! Unpreparing removes the per-claim spec and metadata file and forgets
 //! the claim; one never prepared (or already unprepared) is a success.
 //!
-//! Calls are serialised (one prepare or unprepare at a time), as the
-//! kubelet plugin helper of Kubernetes does.
+//! What calls change on the node (the claims' files and the checkpoint)
+//! is changed one call at a time, as the kubelet plugin helper of
+//! Kubernetes does; the API server is asked outside that lock, so that
+//! unpreparing, which needs no API call, never waits on it (a prepare
+//! waiting on a hung API server holds up only itself).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -58,7 +61,7 @@ use super::checkpoint::{self, Checkpoint, PreparedClaim, PreparedDevice};
 use super::metadata::{self, ClaimMeta, DeviceMeta, DeviceMetadata};
 use super::names::DraDevice;
 use crate::cdi::spec::{ContainerEdits, Device as CdiDevice, Mount, Spec};
-use crate::fsio::{self, Links};
+use crate::root::{HostRoot, sys_path};
 use crate::write::ManagedDir;
 
 /// The `apiVersion` of [`DeviceConfig`].
@@ -103,8 +106,8 @@ pub struct Options {
     /// Where per-claim CDI specs are written (`/var/run/cdi`).
     pub cdi_dir: PathBuf,
     /// The host as `--root` gives it: interface addresses are read from
-    /// its `/sys/class/net`.
-    pub root: PathBuf,
+    /// its `/sys/class/net`, confined to it.
+    pub root: Arc<HostRoot>,
     /// Whether each prepared claim gets a device metadata file mounted
     /// into its containers.
     pub metadata: bool,
@@ -326,8 +329,9 @@ fn owner(driver: &str) -> String {
 }
 
 /// The network interface of a device, with its MAC address read from the
-/// host's `/sys/class/net` now (absent when it cannot be read).
-fn network_data(root: &Path, d: &DraDevice) -> Option<NetworkDeviceData> {
+/// host's `/sys/class/net` now, through `root` (absent when it cannot be
+/// read, or its links leave the root).
+fn network_data(root: &HostRoot, d: &DraDevice) -> Option<NetworkDeviceData> {
     let dev = &d.entry.device;
     let ifname = dev
         .net
@@ -337,9 +341,11 @@ fn network_data(root: &Path, d: &DraDevice) -> Option<NetworkDeviceData> {
     if ifname.is_empty() || ifname.contains('/') || ifname.starts_with('.') {
         return None;
     }
-    let file = root.join("sys/class/net").join(&ifname).join("address");
-    let mac = fsio::read_to_string(&file, MAX_ADDRESS, Links::Refuse)
+    let file = sys_path(&format!("class/net/{ifname}/address"));
+    let mac = root
+        .read_limited(&file, MAX_ADDRESS)
         .ok()
+        .and_then(|b| String::from_utf8(b).ok())
         .map(|s| s.trim().to_string())
         .filter(|s| {
             !s.is_empty() && s.len() <= 128 && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b':')
@@ -388,8 +394,10 @@ struct Written {
 fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<Written, String> {
     let mut status = Vec::new();
     let mut nets: Vec<Option<NetworkDeviceData>> = Vec::new();
+    // The host now, none of an earlier claim's lookups.
+    let root = opts.root.fresh();
     for p in planned {
-        let net = network_data(&opts.root, &p.device);
+        let net = network_data(&root, &p.device);
         if let Some(n) = &net {
             status.push(device_status(opts, &p.device, n.clone()));
         }
@@ -504,7 +512,7 @@ fn write_spec(opts: &Options, uid: &str, spec: &mut Spec) -> Result<(), String> 
 /// not a regular file, is left alone). Blocking.
 fn remove_spec(opts: &Options, uid: &str) -> Result<(), String> {
     let name = claim_spec_file(&opts.driver, uid);
-    if std::fs::symlink_metadata(opts.cdi_dir.join(&name)).is_err() {
+    if crate::fsio::FileId::at(&opts.cdi_dir.join(&name)).is_none() {
         return Ok(());
     }
     let mut dir = open_cdi_dir(&opts.cdi_dir)?;
@@ -585,10 +593,9 @@ impl Preparer {
 
     /// Prepares `claims`: each one's answer, by UID, in order.
     pub async fn prepare(&self, claims: &[ClaimRef]) -> Vec<(String, Answer<Vec<PreparedDevice>>)> {
-        let mut state = self.state.lock().await;
         let mut out = Vec::new();
         for c in claims {
-            let answer = self.prepare_one(&mut state, c).await.map_err(|e| {
+            let answer = self.prepare_one(c).await.map_err(|e| {
                 let e = format!("claim {}/{} ({}): {e}", c.namespace, c.name, c.uid);
                 tracing::warn!("NodePrepareResources: {e}");
                 e
@@ -598,15 +605,13 @@ impl Preparer {
         out
     }
 
-    async fn prepare_one(
-        &self,
-        state: &mut Checkpoint,
-        want: &ClaimRef,
-    ) -> Result<Vec<PreparedDevice>, String> {
+    /// Prepares one claim. The state is locked only to look the claim up
+    /// and to write its files and the checkpoint, never across an API call.
+    async fn prepare_one(&self, want: &ClaimRef) -> Result<Vec<PreparedDevice>, String> {
         if !checkpoint::is_safe_uid(&want.uid) {
             return Err("the UID is not a UID".into());
         }
-        if let Some(p) = state.claims.get(&want.uid) {
+        if let Some(p) = self.state.lock().await.claims.get(&want.uid) {
             return Ok(p.devices.clone());
         }
         let claim = self
@@ -614,21 +619,38 @@ impl Preparer {
             .get_claim(&want.namespace, &want.name)
             .await
             .map_err(|e| format!("cannot read it from the API server: {e}"))?;
-        let devices = Arc::clone(&self.devices.borrow());
-        let planned = plan(&self.opts, &claim, want, &devices)?;
-        let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
-        let written = tokio::task::spawn_blocking(move || write_files(&opts, &w, &p))
-            .await
-            .map_err(|e| format!("writer: {e}"))??;
-        if !written.status.is_empty() {
+        let (devices, status) = {
+            let mut state = self.state.lock().await;
+            // Prepared meanwhile (the kubelet retried): that answer.
+            if let Some(p) = state.claims.get(&want.uid) {
+                return Ok(p.devices.clone());
+            }
+            let devices = Arc::clone(&self.devices.borrow());
+            let planned = plan(&self.opts, &claim, want, &devices)?;
+            let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
+            let written = tokio::task::spawn_blocking(move || write_files(&opts, &w, &p))
+                .await
+                .map_err(|e| format!("writer: {e}"))??;
+            state.claims.insert(
+                want.uid.clone(),
+                PreparedClaim {
+                    namespace: want.namespace.clone(),
+                    name: want.name.clone(),
+                    devices: written.devices.clone(),
+                    spec: written.spec,
+                    metadata: written.metadata,
+                },
+            );
+            if let Err(e) = self.save(&state).await {
+                state.claims.remove(&want.uid);
+                return Err(e);
+            }
+            (written.devices, written.status)
+        };
+        if !status.is_empty() {
             let set = self
                 .api
-                .set_device_status(
-                    &want.namespace,
-                    &want.name,
-                    &self.opts.driver,
-                    written.status,
-                )
+                .set_device_status(&want.namespace, &want.name, &self.opts.driver, status)
                 .await;
             if let Err(e) = set {
                 tracing::warn!(
@@ -638,33 +660,18 @@ impl Preparer {
                 );
             }
         }
-        state.claims.insert(
-            want.uid.clone(),
-            PreparedClaim {
-                namespace: want.namespace.clone(),
-                name: want.name.clone(),
-                devices: written.devices.clone(),
-                spec: written.spec,
-                metadata: written.metadata,
-            },
-        );
-        if let Err(e) = self.save(state).await {
-            state.claims.remove(&want.uid);
-            return Err(e);
-        }
         tracing::info!(
             "prepared claim {}/{} ({}): {}",
             want.namespace,
             want.name,
             want.uid,
-            written
-                .devices
+            devices
                 .iter()
                 .map(|d| d.device.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        Ok(written.devices)
+        Ok(devices)
     }
 
     async fn save(&self, state: &Checkpoint) -> Result<(), String> {

@@ -18,6 +18,7 @@ use super::publish::{Desired, Publisher};
 use super::{ClaimApi, checkpoint, kubeapi, plugin, slices};
 use crate::deviceplugin::inventory::Inventory;
 use crate::deviceplugin::passes::{AfterPass, Passes};
+use crate::root::HostRoot;
 use crate::watch::{self, Control, EventSource, Pipeline};
 
 /// How the driver runs.
@@ -35,7 +36,7 @@ pub struct Options {
     pub output_dir: PathBuf,
     /// The host (`--root`): prepared network devices' addresses are read
     /// from its `/sys/class/net`.
-    pub root: PathBuf,
+    pub root: Arc<HostRoot>,
 }
 
 /// What the driver does after each pass: the devices and the slices of
@@ -121,6 +122,10 @@ pub fn run(
 ) -> anyhow::Result<()> {
     slices::check_driver_name(&options.driver).map_err(anyhow::Error::msg)?;
     slices::check_node_name(&options.node).map_err(anyhow::Error::msg)?;
+    // Before anything is published: a second driver of this name on the
+    // node must not take over the sockets, nor delete the slices of the
+    // first on its way out. Held until the driver has stopped.
+    let _instance = plugin::lock_driver_dir(&options.plugin_dir.join(&options.driver))?;
     let (devices_tx, devices_rx) = tw::channel(Arc::new(Vec::new()));
     let (slices_tx, slices_rx) = tw::channel(None);
     let fatal = Arc::new(Mutex::new(None));
@@ -183,9 +188,9 @@ async fn serve(
         &options.node,
         &options.plugin_dir,
         &options.registry_dir,
+        Arc::clone(&options.root),
     );
     config.prepare.cdi_dir = options.output_dir.clone();
-    config.prepare.root = options.root.clone();
     let mut plugin_stop = stop_rx;
     let plugin = plugin::start(config, claims, devices.clone(), async move {
         let _ = plugin_stop.wait_for(|stop| *stop).await;

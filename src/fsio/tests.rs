@@ -199,3 +199,31 @@ fn a_file_examined_by_the_caller_is_read_only_if_it_is_still_that_file() {
         )
     );
 }
+
+#[test]
+fn a_file_recreated_at_a_path_is_another_even_with_the_same_inode() {
+    let tmp = tempfile::tempdir().unwrap();
+    let path = tmp.path().join("s.sock");
+    let first = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    let id = FileId::at(&path).unwrap();
+    assert_eq!(FileId::at(&path), Some(id), "stable while it is there");
+    let ino = std::fs::metadata(&path).unwrap().ino();
+    drop(first);
+    std::fs::remove_file(&path).unwrap();
+    assert_eq!(FileId::at(&path), None);
+    // Re-created until it gets the old inode number (ext4 hands out the
+    // one just freed; tmpfs never does), each time later than a clock
+    // tick, as a restart is: never the same file.
+    let mut reused = false;
+    for _ in 0..20 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        let _again = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        assert_ne!(FileId::at(&path).unwrap(), id);
+        reused = std::fs::metadata(&path).unwrap().ino() == ino;
+        std::fs::remove_file(&path).unwrap();
+        if reused {
+            break;
+        }
+    }
+    eprintln!("the inode number was reused: {reused}");
+}

@@ -105,14 +105,7 @@ pub fn runtime_dirs(root: &HostRoot, explicit: &[PathBuf]) -> Vec<PathBuf> {
     }
     crate::cdi::DEFAULT_SPEC_DIRS
         .iter()
-        .map(|d| {
-            let host = Path::new(d);
-            if root.base() == Path::new("/") {
-                return host.to_path_buf();
-            }
-            let real = root.resolve(host).unwrap_or_else(|_| host.to_path_buf());
-            root.disk_path(&real)
-        })
+        .map(|d| root.resolved_disk_path(Path::new(d)))
         .collect()
 }
 

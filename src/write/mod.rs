@@ -91,6 +91,18 @@ pub enum Error {
         /// The name.
         name: String,
     },
+    /// Another process holds a server's lock ([`lock_instance`]).
+    #[error(
+        "{} is held by {holder}: another instance serves this directory (stop it, or give each instance its own directory)",
+        path.display()
+    )]
+    Held {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it: `PID <n>`, or `another process` when its PID is
+        /// not known.
+        holder: String,
+    },
     /// The state file exists but cannot be understood.
     #[error("{}: corrupt state file (remove it to start over; cdigen then owns no file in this directory): {reason}", path.display())]
     BadState {
@@ -761,6 +773,43 @@ pub fn lock_dir_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<DirLock, Er
         }
         std::thread::sleep(LOCK_RETRY);
     }
+}
+
+/// Takes the lock `dir/name` (a file `dir` must hold) for the life of one
+/// server in the directory it serves in, at once or not at all, and
+/// writes this process's PID into it: a second server on the directory
+/// fails at start instead of fighting the first over its sockets. The
+/// kernel releases it when the process dies, even by `kill -9`.
+///
+/// # Errors
+/// [`Error::Held`] naming the lock file and the holder's PID (read from
+/// the file) when another process holds it; [`Error::Io`] or
+/// [`Error::Read`] when it cannot be opened or locked.
+pub fn lock_instance(dir: &Path, name: &str) -> Result<DirLock, Error> {
+    use std::io::{Read as _, Seek as _};
+    let path = dir.join(name);
+    let mut file = crate::fsio::open_owned(&path, true)?;
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            let mut text = String::new();
+            let pid = (&file)
+                .take(32)
+                .read_to_string(&mut text)
+                .ok()
+                .and_then(|_| text.trim().parse::<u32>().ok());
+            return Err(Error::Held {
+                path,
+                holder: pid.map_or_else(|| "another process".into(), |p| format!("PID {p}")),
+            });
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &path)(e)),
+    }
+    file.set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()))
+        .map_err(io_err("cannot write", &path))?;
+    Ok(DirLock { _file: file })
 }
 
 /// Creates `dir` if needed and opens its lock file: (file, its path).

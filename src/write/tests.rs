@@ -1061,6 +1061,43 @@ fn lock_is_released_on_drop() {
     assert!(matches!(lock.try_lock(), Err(fs::TryLockError::WouldBlock)));
 }
 
+#[test]
+fn an_instance_lock_is_taken_at_once_or_refused_naming_its_holder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let held = lock_instance(dir, ".x.lock").unwrap();
+    let path = dir.join(".x.lock");
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        format!("{}\n", std::process::id())
+    );
+    // A second holder (another open file: flock locks conflict within a
+    // process too) is refused at once, naming the file and the PID.
+    let e = lock_instance(dir, ".x.lock").unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "{} is held by PID {}: another instance serves this directory (stop it, or give each instance its own directory)",
+            path.display(),
+            std::process::id()
+        )
+    );
+    // The PID unknown (a file of garbage): said so.
+    fs::write(&path, "garbage").unwrap();
+    let e = lock_instance(dir, ".x.lock").unwrap_err().to_string();
+    assert!(e.contains("is held by another process: "), "{e}");
+    // Released with the holder; the next one writes its PID over the old.
+    drop(held);
+    let _again = lock_instance(dir, ".x.lock").unwrap();
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        format!("{}\n", std::process::id())
+    );
+    // Never through a symlink.
+    std::os::unix::fs::symlink(&path, dir.join(".y.lock")).unwrap();
+    assert!(lock_instance(dir, ".y.lock").is_err());
+}
+
 // ---------------------------------------------------------------- properties
 
 proptest! {

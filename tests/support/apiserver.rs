@@ -8,7 +8,8 @@
 //! a chunked response, from a resourceVersion, until `timeoutSeconds`).
 //!
 //! Every request and every write is recorded; the next requests can be
-//! made to fail; a wipe deletes a node's slices as the kubelet does.
+//! made to fail, or those for claims to hang; a wipe deletes a node's
+//! slices as the kubelet does.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
@@ -73,6 +74,10 @@ struct State {
     interfere: Option<Value>,
     /// Bumped to end every open watch.
     watch_epoch: u64,
+    /// While set, requests for ResourceClaims hang (a hung API server).
+    hang_claims: bool,
+    /// Requests hanging now.
+    hanging: usize,
 }
 
 /// The fake API server; it runs until the test process ends.
@@ -209,6 +214,18 @@ current-context: fake\n",
         self.lock().fail = Some((n, status));
     }
 
+    /// While `hang` is set, every request for a ResourceClaim hangs,
+    /// unanswered, until it is cleared.
+    pub fn hang_claims(&self, hang: bool) {
+        self.lock().hang_claims = hang;
+        self.state.1.notify_all();
+    }
+
+    /// How many requests hang now.
+    pub fn hanging(&self) -> usize {
+        self.lock().hanging
+    }
+
     /// Ends every open watch (as an API server does at its timeout).
     pub fn end_watches(&self) {
         self.lock().watch_epoch += 1;
@@ -325,6 +342,13 @@ current-context: fake\n",
         body: &[u8],
     ) -> (u16, Value) {
         let mut s = self.lock();
+        if s.hang_claims && path.contains("/resourceclaims") {
+            s.hanging += 1;
+            while s.hang_claims {
+                s = self.state.1.wait(s).unwrap_or_else(|e| e.into_inner());
+            }
+            s.hanging -= 1;
+        }
         if let Some(code) = self.record(&mut s, method, path, query) {
             return (code, status(code, "InternalError", "injected failure"));
         }

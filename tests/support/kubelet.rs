@@ -303,6 +303,32 @@ impl FakeKubelet {
         Instant::now()
     }
 
+    /// Restarts re-creating only `kubelet.sock`, the plugins' sockets left
+    /// in place (so that a plugin sees the restart only in the kubelet's
+    /// socket). Returns when it did, and whether the new socket has the old
+    /// one's inode number (ext4 hands a freed inode to the next file).
+    pub fn restart_socket_only(&mut self) -> (Instant, bool) {
+        use std::os::unix::fs::MetadataExt as _;
+        let sock = self.dir.join("kubelet.sock");
+        let old = std::fs::metadata(&sock).unwrap().ino();
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+        {
+            let mut st = self.state.lock().unwrap();
+            for t in st.streams.drain(..) {
+                t.abort();
+            }
+            for p in st.plugins.values_mut() {
+                p.watching = false;
+            }
+        }
+        self.serve();
+        let new = std::fs::metadata(&sock).unwrap().ino();
+        (Instant::now(), old == new)
+    }
+
     /// What the kubelet knows of `resource`'s plugin.
     pub fn plugin(&self, resource: &str) -> Option<PluginState> {
         self.state.lock().unwrap().plugins.get(resource).cloned()
@@ -413,6 +439,17 @@ impl FakeKubelet {
         let socket = self.dir.join(p.endpoint);
         self.runtime
             .block_on(async { DevicePluginClient::new(dial(&socket).await.unwrap()) })
+    }
+
+    /// Allocate with `request` as it is, whatever its size.
+    pub fn allocate_raw(
+        &self,
+        resource: &str,
+        request: AllocateRequest,
+    ) -> Result<AllocateResponse, Status> {
+        let mut c = self.client(resource);
+        self.runtime
+            .block_on(async { c.allocate(request).await.map(Response::into_inner) })
     }
 
     /// Allocate for one container holding `ids` of `resource`.

@@ -193,6 +193,11 @@ impl Daemon {
         }
     }
 
+    /// Its process ID.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Sends it `SIG<sig>`.
     pub fn signal(&self, sig: &str) {
         let ok = StdCommand::new("kill")

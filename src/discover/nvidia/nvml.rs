@@ -243,7 +243,7 @@ impl Library {
         if !root.nvml_allowed() {
             return Err("NVML not asked (--no-nvml)".into());
         }
-        if root.base() == Path::new("/") && root.driver_root() == Path::new("/") {
+        if root.is_host() && root.driver_root() == Path::new("/") {
             return Ok(Library::default());
         }
         let Some(host) = library_file(files) else {
