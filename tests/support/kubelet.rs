@@ -525,9 +525,20 @@ impl FakeKubelet {
 }
 
 /// Removes every file in `dir`, as a starting kubelet does.
+/// What the kubelet's device manager does to its directory at start
+/// (`CleanupPluginDirectory`, pkg/kubelet/cm/devicemanager/manager.go, on
+/// Linux): every entry whose `stat` (symlinks followed) is a socket is
+/// removed, but its checkpoint file; directories and other files stay.
 fn clean(dir: &Path) {
+    use std::os::unix::fs::FileTypeExt as _;
     for e in std::fs::read_dir(dir).unwrap() {
-        let _ = std::fs::remove_file(e.unwrap().path());
+        let path = e.unwrap().path();
+        if path.file_name() == Some(std::ffi::OsStr::new("kubelet_internal_checkpoint")) {
+            continue;
+        }
+        if std::fs::metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+            let _ = std::fs::remove_file(&path);
+        }
     }
 }
 
