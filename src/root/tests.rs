@@ -2115,3 +2115,27 @@ fn a_file_in_a_temp_dir_is_not_trusted_and_symlinks_are_followed_inside_the_root
         "{err}"
     );
 }
+
+#[test]
+fn a_fresh_root_sees_the_host_now_and_keeps_its_settings() {
+    let tmp = TempDir::new().unwrap();
+    let base = tmp.path();
+    put(base, "sys/x/address", b"1\n");
+    put(base, "sys/y/address", b"2\n");
+    link(base, "sys/class/net/eth0", "../../x");
+    let root = HostRoot::open(base)
+        .unwrap()
+        .with_driver_root(Path::new("/run/d"));
+    let p = Path::new("/sys/class/net/eth0/address");
+    assert_eq!(root.read_attr(p).unwrap(), "1");
+    fs::remove_file(base.join("sys/class/net/eth0")).unwrap();
+    symlink("../../y", base.join("sys/class/net/eth0")).unwrap();
+    let fresh = root.fresh();
+    assert_eq!(fresh.read_attr(p).unwrap(), "2");
+    assert_eq!(fresh.driver_root(), Path::new("/run/d"));
+    // An absolute link is taken from the root, in a fresh root too.
+    fs::remove_file(base.join("sys/class/net/eth0")).unwrap();
+    symlink("/sys/x", base.join("sys/class/net/eth0")).unwrap();
+    assert_eq!(root.fresh().read_attr(p).unwrap(), "1");
+    assert!(!root.is_host());
+}
