@@ -589,7 +589,7 @@ fn allocate_answers_cdi_names_request_env_and_keeps_device_info_to_live_allocati
 fn a_restart_keeps_device_info_files_until_the_kubelet_says_they_are_released() {
     let (tmp, _root) = support::machine("example");
     let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
-    let mut plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
+    let plugin = Plugin::spawn(tmp.path(), &kubelet, &[]);
     assert_eq!(ids(&kubelet.devices(VF)), healthy(&VFS));
     kubelet
         .allocate(VF, &["0000:3b:00.2", "0000:3b:00.3"])
