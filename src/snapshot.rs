@@ -108,6 +108,12 @@ pub fn write(record: &Record, out: &Path) -> Result<Summary, Error> {
         }
         summary.links += 1;
     }
+    // A replay must look like a host (`HostRoot::check_host`), even one
+    // where discovery listed none of these.
+    for host in crate::root::HOST_DIRS {
+        let p = under(out, Path::new(host));
+        fs::create_dir_all(&p).map_err(io(&p))?;
+    }
     let present: std::collections::BTreeMap<PathBuf, crate::root::DevEntry> = record
         .dev
         .iter()
