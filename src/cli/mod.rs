@@ -28,7 +28,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use completions::{Shell, script as completion_script};
-pub use hook::{CreateSymlinksArgs, EnableCudaCompatArgs, HookArgs, HookStep, UpdateLdcacheArgs};
+pub use hook::{
+    CreateSymlinksArgs, EnableCudaCompatArgs, HookArgs, HookStep, UpdateLdcacheArgs, hook_program,
+};
 pub use output::OutputFormat;
 
 /// Exit code: success.
