@@ -288,7 +288,7 @@ fn hostile_images_load_nothing_into_the_hooks_and_the_driver_still_loads() {
     // business, not the hooks').
     let inside = "env -u LD_PRELOAD -u LD_AUDIT dlprobe libcuda.so.1 libnvidia-ml.so.1 libcuda.so";
     let mut failures = Vec::new();
-    let mut run = |name: &str, hook: &Path, env: bool, image: &str| -> (bool, Vec<String>) {
+    let run = |name: &str, hook: &Path, env: bool, image: &str| -> (bool, Vec<String>) {
         let dir = work.path().join(format!("{name}-{image}"));
         let specs = dir.join("cdi");
         fs::create_dir_all(&specs).unwrap();
