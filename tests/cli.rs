@@ -23,8 +23,9 @@ fn cdigen(dir: &Path) -> Command {
     cmd.current_dir(dir)
         .env_remove("RUST_LOG")
         .env_remove("CDIGEN_ROOT")
-        // Hooks name cdigen where the package installs it (as the goldens do).
-        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen");
+        // Hooks name cdigen-hook where the package installs it (as the
+        // goldens do).
+        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen-hook");
     cmd
 }
 

@@ -297,7 +297,11 @@ fn load_one(out: &mut Scan, path: PathBuf, input: usize) -> Option<Loaded> {
         if problems.is_empty() {
             for h in super::hook_check::inspect(&spec) {
                 report.findings.push(Finding {
-                    severity: h.severity,
+                    severity: if h.missing {
+                        Severity::Warning
+                    } else {
+                        Severity::Error
+                    },
                     location: h.location,
                     message: h.message,
                 });

@@ -14,7 +14,6 @@
 //! filesystem (where the runtime runs). A program that does not exist is a
 //! warning: the runtime fails the container's start, and nothing runs.
 
-use super::dirs::Severity;
 use super::spec::{ContainerEdits, Hook, Spec};
 
 /// The hooks runc runs with the container's environment when they have no
@@ -24,8 +23,9 @@ pub const CONTAINER_ENV_HOOKS: [&str; 3] = ["createContainer", "createRuntime", 
 /// One hook at fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookFinding {
-    /// An error, or a warning for a program that does not exist.
-    pub severity: Severity,
+    /// The program does not exist: a warning (runtimes fail the start),
+    /// where everything else is an error.
+    pub missing: bool,
     /// Where in the spec: `containerEdits.hooks[0]`, `device "gpu0":
     /// containerEdits.hooks[1]`.
     pub location: String,
@@ -52,9 +52,9 @@ pub fn inspect(spec: &Spec) -> Vec<HookFinding> {
 fn edits(out: &mut Vec<HookFinding>, device: Option<&str>, at: &str, e: &ContainerEdits) {
     for (i, h) in e.hooks.iter().enumerate() {
         let location = format!("{at}.hooks[{i}]");
-        for (severity, why) in hook(h) {
+        for (missing, why) in hook(h) {
             out.push(HookFinding {
-                severity,
+                missing,
                 location: location.clone(),
                 device: device.map(str::to_string),
                 path: h.path.clone(),
@@ -68,12 +68,12 @@ fn edits(out: &mut Vec<HookFinding>, device: Option<&str>, at: &str, e: &Contain
     }
 }
 
-/// What is wrong with one hook.
-fn hook(h: &Hook) -> Vec<(Severity, String)> {
+/// What is wrong with one hook: (the program is missing, why).
+fn hook(h: &Hook) -> Vec<(bool, String)> {
     let mut out = Vec::new();
     if CONTAINER_ENV_HOOKS.contains(&h.hook_name.as_str()) && h.env.is_empty() {
         out.push((
-            Severity::Error,
+            false,
             "no env: runtimes run it with the container's environment, so an image's LD_PRELOAD \
              or LD_AUDIT loads the image's code into it, as root on the host (give it an env, \
              such as [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])"
@@ -83,14 +83,14 @@ fn hook(h: &Hook) -> Vec<(Severity, String)> {
     match crate::trust::program(std::path::Path::new(&h.path)) {
         Ok(_) => {}
         Err(e) if e.is_missing() => out.push((
-            Severity::Warning,
+            true,
             format!(
                 "{}: runtimes fail to start a container given it",
                 e.reason_for(std::path::Path::new(&h.path))
             ),
         )),
         Err(e) => out.push((
-            Severity::Error,
+            false,
             format!(
                 "{}: whoever can change it runs code as root on the host",
                 e.reason_for(std::path::Path::new(&h.path))
@@ -153,7 +153,7 @@ mod tests {
         let got: Vec<(String, Option<String>)> = inspect(&s)
             .into_iter()
             .map(|f| {
-                assert_eq!(f.severity, Severity::Error);
+                assert!(!f.missing);
                 assert!(f.message.contains(": no env: runtimes run it with the container's environment, so an image's LD_PRELOAD or LD_AUDIT loads the image's code into it, as root on the host"), "{}", f.message);
                 (f.location, f.device)
             })
@@ -195,22 +195,22 @@ mod tests {
             ],
             vec![],
         );
-        let got: Vec<(Severity, String)> = inspect(&s)
+        let got: Vec<(bool, String)> = inspect(&s)
             .into_iter()
-            .map(|f| (f.severity, f.message))
+            .map(|f| (f.missing, f.message))
             .collect();
         assert_eq!(
             got,
             [
                 (
-                    Severity::Error,
+                    false,
                     format!(
                         "\"poststop\" hook \"{}\": is writable by others: whoever can change it runs code as root on the host",
                         p.display()
                     )
                 ),
                 (
-                    Severity::Warning,
+                    true,
                     format!(
                         "\"createContainer\" hook \"{}\": No such file or directory (os error 2): runtimes fail to start a container given it",
                         missing.display()

@@ -540,7 +540,7 @@ fn unsafe_hooks(
             Some(d) if d == device_name => device_origin,
             Some(_) => continue,
         };
-        let kind = if h.severity == Severity::Warning {
+        let kind = if h.missing {
             FindingKind::MissingHostPath
         } else {
             FindingKind::UnsafeHook

@@ -308,7 +308,7 @@ impl Checker<'_> {
         for f in &view.files {
             let Some(spec) = &f.spec else { continue };
             for h in cdi::hook_check::inspect(spec) {
-                let kind = if h.severity == Severity::Warning {
+                let kind = if h.missing {
                     Kind::MissingHook
                 } else {
                     Kind::UnsafeHook
