@@ -72,8 +72,8 @@ rw=$(sed -n 's/^ReadWritePaths=//p' "$units/cdigen-generate.service")
 [ -n "$rw" ] || fail "cdigen-generate.service has no ReadWritePaths="
 grep -q '^CapabilityBoundingSet=$' "$units/cdigen-generate.service" || fail "expected an empty CapabilityBoundingSet="
 # In a private mount namespace: a fresh /run with the unit's writable
-# directories, everything else read-only. The hooks name cdigen where the
-# unit runs it from (the package's /usr/bin/cdigen), as the goldens do.
+# directories, everything else read-only. The hooks name cdigen-hook where
+# the package installs it (/usr/bin/cdigen-hook), as the goldens do.
 # shellcheck disable=SC2016
 unshare -m bash -euc '
     bin=$1; rw=$2; out=$3
@@ -86,7 +86,7 @@ unshare -m bash -euc '
     setpriv --bounding-set=-all --inh-caps=-all --no-new-privs -- \
         "$bin" generate -q --root fixtures/example/root \
         --generators /nonexistent --output-dir /var/run/cdi \
-        --hook-path /usr/bin/cdigen >/dev/null
+        --hook-path /usr/bin/cdigen-hook >/dev/null
     # Nothing else is writable.
     if touch /var/lib/cdigen-sandbox-probe 2>/dev/null; then echo "/var/lib is writable" >&2; exit 1; fi
     cp -r /run/cdi "$out/cdi"

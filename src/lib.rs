@@ -37,6 +37,8 @@
 //! - [`deviceplugin`]: `cdigen device-plugin`, the kubelet's device plugin
 //!   API over the watch's plans; [`dra`]: `cdigen dra-driver`, the same
 //!   devices as DRA ResourceSlices and the kubelet's DRA plugin service.
+//! - [`trust`]: whether a host program may be run as root (hook paths,
+//!   `--ldconfig`).
 //! - [`text`]: escaping of host-derived text for terminals and logs.
 //! - [`cli`]: the command-line interface; `src/main.rs` is a thin shell
 //!   over it.
@@ -68,5 +70,6 @@ pub mod root;
 pub mod snapshot;
 pub mod sysfs;
 pub mod text;
+pub mod trust;
 pub mod watch;
 pub mod write;

@@ -36,9 +36,10 @@ pub const MAX_READ: u64 = 1 << 20;
 pub const OPERATOR_DRIVER_ROOT: &str = "/run/nvidia/driver";
 /// Largest file [`HostRoot::open_file`] keeps in a recording.
 const MAX_RECORDED_OPEN: u64 = 1 << 20;
-/// Where container runtimes find cdigen on the host unless told
-/// otherwise: where the package installs it.
-pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/cdigen";
+/// Where container runtimes find the hook program (the static
+/// `cdigen-hook`) on the host unless told otherwise: where the package
+/// installs it.
+pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/cdigen-hook";
 /// Largest devfs manifest read.
 pub const MAX_MANIFEST: u64 = 16 << 20;
 /// Most symlinks followed while resolving one path (the kernel's limit).

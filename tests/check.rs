@@ -13,6 +13,7 @@
 mod support;
 
 use std::fs;
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::Path;
 use std::time::SystemTime;
 
@@ -127,9 +128,19 @@ fn drop_node(root: &Path, node: &str) {
 #[test]
 fn current_right_after_generate_and_check_touches_nothing() {
     let (tmp, _root) = machine("example");
+    // The NVIDIA spec's hooks name a program every test machine has, so
+    // that no missing-hook warning depends on the machine.
     let (code, out, err) = cdigen(
         tmp.path(),
-        &["generate", "--root", "root", "--output-dir", "cdi"],
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--output-dir",
+            "cdi",
+            "--hook-path",
+            "/bin/sh",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("devinfo/"), "device-info files written: {out}");
@@ -137,7 +148,7 @@ fn current_right_after_generate_and_check_touches_nothing() {
         tree(&tmp.path().join("cdi")),
         tree(&tmp.path().join("devinfo")),
     );
-    let (code, out) = check(tmp.path(), &[]);
+    let (code, out) = check(tmp.path(), &["--hook-path", "/bin/sh"]);
     assert_eq!(
         out,
         "current: 6 spec files and 6 device-info files checked, 0 problems, 0 warnings\n"
@@ -513,6 +524,40 @@ fn another_tools_spec_in_another_spec_dir_is_competing() {
     )
     .unwrap();
     assert_eq!(check(tmp.path(), &dirs), (0, CURRENT_LAPTOP.to_string()));
+}
+
+/// Any producer's spec in the spec directories: a hook without env, or
+/// whose program others can change, is an error; a missing program a
+/// warning.
+#[test]
+fn unsafe_hooks_in_any_spec_are_errors() {
+    let (tmp, _root) = machine("intel-laptop");
+    generate(tmp.path());
+    fs::create_dir(tmp.path().join("other")).unwrap();
+    let open = tmp.path().join("open");
+    fs::create_dir(&open).unwrap();
+    fs::write(open.join("hook"), "#!/bin/sh\n").unwrap();
+    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
+    let spec = format!(
+        r#"{{"cdiVersion": "0.5.0", "kind": "vendor.example/thing",
+  "containerEdits": {{"hooks": [
+    {{"hookName": "createContainer", "path": "/bin/sh", "args": ["sh", "-c", "true"]}},
+    {{"hookName": "poststop", "path": "/nonexistent/hook", "env": ["A=1"]}}]}},
+  "devices": [{{"name": "a", "containerEdits": {{"env": ["X=1"], "hooks": [
+    {{"hookName": "startContainer", "path": "{}", "env": ["A=1"]}}]}}}}]}}"#,
+        open.join("hook").display()
+    );
+    fs::write(tmp.path().join("other/thing.json"), spec).unwrap();
+    let (code, out) = check(tmp.path(), &["--spec-dir", "other"]);
+    let out = out.replace(&tmp.path().display().to_string(), "T");
+    assert_eq!(
+        out,
+        "unsafe-hook: other/thing.json: containerEdits.hooks[0]: \"createContainer\" hook \"/bin/sh\": no env: runtimes run it with the container's environment, so an image's LD_PRELOAD or LD_AUDIT loads the image's code into it, as root on the host (give it an env, such as [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])\n\
+         missing-hook (warning): other/thing.json: containerEdits.hooks[1]: \"poststop\" hook \"/nonexistent/hook\": /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it\n\
+         unsafe-hook: other/thing.json: vendor.example/thing=a: device \"a\": containerEdits.hooks[0]: \"startContainer\" hook \"T/open/hook\": T/open is writable by others: whoever can change it runs code as root on the host\n\
+         not current: 2 spec files and 0 device-info files checked, 2 problems, 1 warning\n"
+    );
+    assert_eq!(code, 1, "an unsafe hook turns a monitor red");
 }
 
 #[test]

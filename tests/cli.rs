@@ -23,8 +23,9 @@ fn cdigen(dir: &Path) -> Command {
     cmd.current_dir(dir)
         .env_remove("RUST_LOG")
         .env_remove("CDIGEN_ROOT")
-        // Hooks name cdigen where the package installs it (as the goldens do).
-        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen");
+        // Hooks name cdigen-hook where the package installs it (as the
+        // goldens do).
+        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen-hook");
     cmd
 }
 
@@ -149,6 +150,51 @@ fn validate_warns_about_devices_setting_one_variable_to_different_values() {
     );
     assert_eq!(err, "");
     assert_eq!(code, 0, "a warning: the spec is valid");
+}
+
+/// Any producer's spec: a createContainer hook without env (runc gives it
+/// the container's environment: an image's LD_PRELOAD) is an error; so is
+/// a program others can write; a missing program is a warning.
+#[test]
+fn validate_reports_hooks_that_run_a_containers_code_as_root() {
+    let dir = TempDir::new().unwrap();
+    let open = dir.path().join("open");
+    std::fs::create_dir(&open).unwrap();
+    std::fs::write(open.join("hook"), "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(
+        &open,
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o777),
+    )
+    .unwrap();
+    write(
+        dir.path(),
+        "hooks.json",
+        &format!(
+            r#"{{"cdiVersion": "0.5.0", "kind": "example.com/gpu",
+  "containerEdits": {{"hooks": [
+    {{"hookName": "createContainer", "path": "/bin/sh", "args": ["sh", "-c", "true"]}},
+    {{"hookName": "createContainer", "path": "/nonexistent/hook", "env": ["A=1"]}}]}},
+  "devices": [{{"name": "a", "containerEdits": {{"hooks": [
+    {{"hookName": "poststop", "path": "{}/hook"}}]}}}}]}}"#,
+            open.display()
+        ),
+    );
+    let (code, out, err) = run(dir.path(), &["validate", "hooks.json"]);
+    let out = out.replace(&dir.path().display().to_string(), "T");
+    assert_eq!(
+        out,
+        "hooks.json: error: containerEdits.hooks[0]: \"createContainer\" hook \"/bin/sh\": no env: \
+         runtimes run it with the container's environment, so an image's LD_PRELOAD or LD_AUDIT \
+         loads the image's code into it, as root on the host (give it an env, such as \
+         [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])\n\
+         hooks.json: error: device \"a\": containerEdits.hooks[0]: \"poststop\" hook \"T/open/hook\": \
+         T/open is writable by others: whoever can change it runs code as root on the host\n\
+         hooks.json: warning: containerEdits.hooks[1]: \"createContainer\" hook \"/nonexistent/hook\": \
+         /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it\n\
+         1 file checked: 2 errors, 1 warning\n"
+    );
+    assert_eq!(err, "");
+    assert_eq!(code, 1);
 }
 
 #[test]

@@ -1,7 +1,7 @@
 //! Every device of every fixture machine, in a real container, in both
 //! image layouts (Debian's `/usr/lib/x86_64-linux-gnu`, and RHEL's
 //! `/usr/lib64`): specs are generated for the machine with the hooks
-//! pointing at this build's `cdigen`, checked to be the goldens but for
+//! pointing at this build's `cdigen-hook`, checked to be the goldens but for
 //! that path, injected by the Rust CDI library, and runc starts the
 //! container (`../shared/tools/cdi-check/run-in-container.sh`, over a fake
 //! host tree made from the fixture's `dev.manifest` and driver tree). The
@@ -178,10 +178,10 @@ fn host_overlay(machine: &Path, into: &Path) {
 }
 
 /// Generates `machine`'s specs into `out` with hooks that run this
-/// build's cdigen, and checks they are the goldens but for that path.
+/// build's cdigen-hook, and checks they are the goldens but for that path.
 fn specs(machine: &Path, work: &Path, out: &Path) {
-    let bin = env!("CARGO_BIN_EXE_cdigen");
-    let run = Command::new(bin)
+    let bin = env!("CARGO_BIN_EXE_cdigen-hook");
+    let run = Command::new(env!("CARGO_BIN_EXE_cdigen"))
         .args(["generate", "--root"])
         .arg(machine.join("root"))
         .args(["--hook-path", bin])
@@ -209,7 +209,7 @@ fn specs(machine: &Path, work: &Path, out: &Path) {
         let ours = fs::read_to_string(out.join(golden.file_name().unwrap())).unwrap();
         let want = fs::read_to_string(&golden)
             .unwrap()
-            .replace("'/usr/bin/cdigen'", &format!("'{bin}'"));
+            .replace("'/usr/bin/cdigen-hook'", &format!("'{bin}'"));
         assert!(
             ours == want,
             "{}: generated differs from the golden but for the hook path",

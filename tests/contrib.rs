@@ -60,7 +60,7 @@ fn hook(args: &[&str]) -> (TempDir, i32, String, String) {
         .env("CDIGEN_HOOK_OUTPUT_DIR", tmp.path().join("cdi"))
         .env("CDIGEN_DEVINFO_DIR", tmp.path().join("devinfo"))
         .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
-        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen")
+        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen-hook")
         .env_remove("CDIGEN_TEMPLATES")
         .env_remove("RUST_LOG")
         .output()
@@ -440,12 +440,12 @@ fn the_daemonsets_container_runs_and_writes_the_hosts_specs_without_a_configmap(
     let expected = repo("fixtures/example/expected/cdi");
     assert_eq!(visible_names(&cdi), visible_names(&expected), "{log}");
     for name in visible_names(&cdi) {
-        // The goldens' hooks run /usr/bin/cdigen; the DaemonSet's, the copy
-        // its init container puts on the host.
+        // The goldens' hooks run /usr/bin/cdigen-hook; the DaemonSet's, the
+        // copy its init container puts on the host.
         assert_eq!(
             fs::read_to_string(cdi.join(&name))
                 .unwrap()
-                .replace("'/opt/cdigen/bin/cdigen'", "'/usr/bin/cdigen'"),
+                .replace("'/opt/cdigen/bin/cdigen-hook'", "'/usr/bin/cdigen-hook'"),
             fs::read_to_string(expected.join(&name)).unwrap(),
             "{name}"
         );

@@ -10,6 +10,7 @@
 )]
 
 use std::os::unix::fs::{PermissionsExt as _, symlink};
+use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 
 use assert_cmd::Command;
@@ -138,7 +139,14 @@ fn bad_input_fails_with_one_line_naming_it() {
         (
             vec!["update-ldcache", "--folder", "/usr/lib64", "--ldconfig", "/nonexistent/ldconfig"],
             b.state(),
-            "cdigen hook update-ldcache: --ldconfig /nonexistent/ldconfig: No such file or directory (os error 2)".to_string(),
+            "cdigen hook update-ldcache: --ldconfig /nonexistent/ldconfig: /nonexistent: No such file or directory (os error 2)".to_string(),
+        ),
+        // The hook's working directory is the container's root: a
+        // relative program would be the image's, run as root.
+        (
+            vec!["update-ldcache", "--folder", "/usr/lib64", "--ldconfig", "sbin/ldconfig"],
+            b.state(),
+            "cdigen hook update-ldcache: --ldconfig sbin/ldconfig: not an absolute path (it would be looked up from the hook's working directory, the container's root filesystem)".to_string(),
         ),
         (
             vec!["update-ldcache", "--folder", "/usr/../lib"],
@@ -245,10 +253,121 @@ fn update_ldcache_runs_the_given_ldconfig() {
 }
 
 #[test]
+fn update_ldcache_refuses_an_ldconfig_others_could_write() {
+    let b = Bundle::new();
+    let tools = tempfile::tempdir().unwrap();
+    let fake = tools.path().join("ldconfig");
+    std::fs::write(&fake, "#!/bin/sh\ntouch \"$0.ran\"\n").unwrap();
+    for (mode, who) in [(0o775, "its group"), (0o757, "others")] {
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(mode)).unwrap();
+        let (code, out, err) = b.hook(&[
+            "update-ldcache",
+            "--folder",
+            "/usr/lib64",
+            "--ldconfig",
+            fake.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            (code, out.as_str(), err),
+            (
+                1,
+                "",
+                format!(
+                    "cdigen hook update-ldcache: --ldconfig {}: is writable by {who}\n",
+                    fake.display()
+                )
+            )
+        );
+    }
+    assert!(!tools.path().join("ldconfig.ran").exists());
+    if rustix::process::geteuid().is_root() {
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::os::unix::fs::chown(&fake, Some(1000), None).unwrap();
+        let (code, _, err) = b.hook(&[
+            "update-ldcache",
+            "--folder",
+            "/usr/lib64",
+            "--ldconfig",
+            fake.to_str().unwrap(),
+        ]);
+        assert_eq!(
+            (code, err),
+            (
+                1,
+                format!(
+                    "cdigen hook update-ldcache: --ldconfig {}: is owned by uid 1000, not root\n",
+                    fake.display()
+                )
+            )
+        );
+        assert!(!tools.path().join("ldconfig.ran").exists());
+    }
+}
+
+#[test]
 fn usage_errors_exit_2() {
     let (code, out, err) = run(&["update-ldcache"], "");
     assert_eq!((code, out.as_str()), (2, ""));
     assert!(err.contains("--folder <DIR>"), "{err}");
     let (code, _, _) = run(&["no-such-step"], "");
     assert_eq!(code, 2);
+}
+
+/// `cdigen-hook` runs the same steps, from the command line specs write
+/// (`cdigen hook STEP`, argv[0] whatever it is) or without the word `hook`.
+#[test]
+fn the_hook_program_takes_the_specs_command_line() {
+    for with_hook in [true, false] {
+        let b = Bundle::new();
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_cdigen-hook"));
+        if with_hook {
+            cmd.arg0("cdigen").arg("hook");
+        }
+        let out = assert_cmd::Command::from_std(cmd)
+            .env_remove("RUST_LOG")
+            .args([
+                "create-symlinks",
+                "--link",
+                "libcuda.so.1::/usr/lib64/libcuda.so",
+            ])
+            .write_stdin(b.state())
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .unwrap();
+        assert_eq!(
+            (out.status.code(), out.stderr.as_slice()),
+            (Some(0), b"".as_slice()),
+            "{with_hook}"
+        );
+        assert_eq!(
+            std::fs::read_link(b.root().join("usr/lib64/libcuda.so")).unwrap(),
+            Path::new("libcuda.so.1")
+        );
+    }
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cdigen-hook"))
+        .args(["hook", "no-such-step"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_cdigen-hook"))
+        .args([
+            "update-ldcache",
+            "--folder",
+            "/usr/lib64",
+            "--ldconfig",
+            "ldconfig",
+        ])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).as_ref()
+        ),
+        (
+            Some(1),
+            "cdigen hook update-ldcache: --ldconfig ldconfig: not an absolute path (it would be looked up from the hook's working directory, the container's root filesystem)\n"
+        )
+    );
 }

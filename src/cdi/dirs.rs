@@ -23,7 +23,8 @@ use super::{load_file, validate};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
-    /// The file (or a device in it) will not work.
+    /// The file (or a device in it) will not work, or a hook of it lets a
+    /// container run code as root on the host.
     Error,
     /// Works, but probably not as intended.
     Warning,
@@ -291,6 +292,20 @@ fn load_one(out: &mut Scan, path: PathBuf, input: usize) -> Option<Loaded> {
                     q(&c.second_value)
                 ),
             });
+        }
+        // The hooks of a spec runtimes load: run as root on the host.
+        if problems.is_empty() {
+            for h in super::hook_check::inspect(&spec) {
+                report.findings.push(Finding {
+                    severity: if h.missing {
+                        Severity::Warning
+                    } else {
+                        Severity::Error
+                    },
+                    location: h.location,
+                    message: h.message,
+                });
+            }
         }
         if problems.is_empty()
             && let Ok(kind) = Kind::parse(&spec.kind)

@@ -278,6 +278,10 @@ pub enum FindingKind {
     /// A device node's host path is not the node the spec describes (not
     /// a device node, or another type or numbers).
     HostNodeMismatch,
+    /// A hook the container gets would let it run code as root on the
+    /// host: no `env`, or a program others could change
+    /// ([`super::hook_check`]). A warning: runtimes run it anyway.
+    UnsafeHook,
 }
 
 impl FindingKind {
@@ -294,6 +298,7 @@ impl FindingKind {
             FindingKind::ShadowedIntelRdt => "shadowed-intel-rdt",
             FindingKind::MissingHostPath => "missing-host-path",
             FindingKind::HostNodeMismatch => "host-node-mismatch",
+            FindingKind::UnsafeHook => "unsafe-hook",
         }
     }
 }
@@ -502,12 +507,60 @@ pub fn inject(scan: &Scan, inputs: &[Input], devices: &[String], host: &dyn Host
     }
     let applied = apply(&edits, host);
     findings.extend(applied.findings);
+    for ((spec_origin, device_origin), (file, _)) in origins.iter().zip(&picked) {
+        unsafe_hooks(scan, *file, spec_origin, device_origin, &mut findings);
+    }
     Injection {
         devices: devices.to_vec(),
         injected: applied.oci.is_some(),
         oci: applied.oci,
         error: applied.error,
         findings,
+    }
+}
+
+/// A warning for each hook the device `device_origin` gets from the spec
+/// file `file` that [`super::hook_check`] finds at fault: its own, and the
+/// spec's (once, with the first device of that spec).
+fn unsafe_hooks(
+    scan: &Scan,
+    file: usize,
+    spec_origin: &Origin,
+    device_origin: &Origin,
+    findings: &mut Vec<Finding>,
+) {
+    let Some(report) = scan.files.get(file) else {
+        return;
+    };
+    let Some(spec) = &report.spec else { return };
+    let device_name = device_origin.device.split_once('=').map_or("", |(_, n)| n);
+    for h in super::hook_check::inspect(spec) {
+        let origin = match &h.device {
+            None => spec_origin,
+            Some(d) if d == device_name => device_origin,
+            Some(_) => continue,
+        };
+        let kind = if h.missing {
+            FindingKind::MissingHostPath
+        } else {
+            FindingKind::UnsafeHook
+        };
+        let finding = Finding {
+            kind,
+            severity: Severity::Warning,
+            subject: h.path,
+            sources: vec![Source::of(origin)],
+            files: vec![report.path.clone()],
+            message: format!("{}: {}", h.location, h.message),
+        };
+        // The spec's own hooks come with every device of it, and a device
+        // may be asked for twice: once each.
+        let seen = findings.iter().any(|f| {
+            f.kind == finding.kind && f.message == finding.message && f.files == finding.files
+        });
+        if !seen {
+            findings.push(finding);
+        }
     }
 }
 

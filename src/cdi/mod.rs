@@ -13,6 +13,7 @@
 
 pub mod codec;
 pub mod dirs;
+pub mod hook_check;
 pub mod inject;
 pub mod name;
 pub mod spec;

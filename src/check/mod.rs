@@ -16,7 +16,10 @@
 //! spec directories (`competing`, naming the tool and how to stop it:
 //! [`crate::generate::coexist`]), overridden by a later spec directory
 //! (`shadowed`), or overriding an earlier one (`shadows`, a warning: ours
-//! is the one used).
+//! is the one used). And, in any producer's spec runtimes load from those
+//! directories, a hook that would let a container run code as root on the
+//! host (`unsafe-hook`; `missing-hook`, a warning, when its program is not
+//! there): [`crate::cdi::hook_check`].
 //!
 //! [`generate::plan_all`]: crate::generate::plan_all
 
@@ -48,8 +51,8 @@ pub struct Dirs {
 }
 
 /// What a finding is about. Every kind is an error (the files are not
-/// current) except `shadows`, `unowned` and `not-loaded`, which are
-/// warnings.
+/// current, or a hook is unsafe) except `shadows`, `unowned`, `not-loaded`
+/// and `missing-hook`, which are warnings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
@@ -89,6 +92,15 @@ pub enum Kind {
     Unreadable,
     /// A generator that cannot produce its spec now.
     Failed,
+    /// A hook in a spec runtimes load, whoever wrote it, that lets a
+    /// container run code as root on the host: no `env`, or a program
+    /// others could change ([`crate::cdi::hook_check`]). An error, so that
+    /// a monitor turns red: any image given those devices can take the
+    /// host.
+    UnsafeHook,
+    /// Warning: a hook's program does not exist (runtimes fail to start a
+    /// container given those devices).
+    MissingHook,
 }
 
 impl Kind {
@@ -107,13 +119,17 @@ impl Kind {
             Kind::NotLoaded => "not-loaded",
             Kind::Unreadable => "unreadable",
             Kind::Failed => "failed",
+            Kind::UnsafeHook => "unsafe-hook",
+            Kind::MissingHook => "missing-hook",
         }
     }
 
     /// Whether the kind makes the files not current.
     pub fn severity(self) -> Severity {
         match self {
-            Kind::Shadows | Kind::Unowned | Kind::NotLoaded => Severity::Warning,
+            Kind::Shadows | Kind::Unowned | Kind::NotLoaded | Kind::MissingHook => {
+                Severity::Warning
+            }
             _ => Severity::Error,
         }
     }
@@ -227,6 +243,7 @@ pub fn run(root: &HostRoot, plans: &Plans, dirs: &Dirs) -> Report {
             c.devinfo(&dirs.devinfo_dir, own, p);
         }
     }
+    c.hooks(dirs);
     let current = !c.findings.iter().any(|f| f.severity == Severity::Error);
     Report {
         current,
@@ -268,6 +285,45 @@ impl Checker<'_> {
             other,
             reason,
         });
+    }
+
+    /// The hooks of every spec runtimes load from the output and spec
+    /// directories, any producer's: `unsafe-hook` and `missing-hook`.
+    fn hooks(&mut self, dirs: &Dirs) {
+        let mut inputs: Vec<Input> = dirs
+            .spec_dirs
+            .iter()
+            .map(|d| Input {
+                path: d.clone(),
+                explicit: false,
+            })
+            .collect();
+        if !dirs.spec_dirs.iter().any(|d| same_dir(d, &dirs.output_dir)) {
+            inputs.push(Input {
+                path: dirs.output_dir.clone(),
+                explicit: false,
+            });
+        }
+        let view = scan(&inputs);
+        for f in &view.files {
+            let Some(spec) = &f.spec else { continue };
+            for h in cdi::hook_check::inspect(spec) {
+                let kind = if h.missing {
+                    Kind::MissingHook
+                } else {
+                    Kind::UnsafeHook
+                };
+                let device = h.device.map(|d| format!("{}={d}", spec.kind));
+                self.push(
+                    kind,
+                    f.path.clone(),
+                    None,
+                    device,
+                    None,
+                    format!("{}: {}", h.location, h.message),
+                );
+            }
+        }
     }
 
     /// The ownership state of `dir`, or `None` (and a finding) when it

@@ -92,6 +92,43 @@ pub struct UpdateLdcacheArgs {
     pub ldconfig: Option<PathBuf>,
 }
 
+/// The `cdigen-hook` program: `cdigen hook` on its own.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "cdigen-hook",
+    version,
+    about = "The OCI createContainer hooks of cdigen's NVIDIA specs (cdigen hook), as a static \
+program: the container runtime runs them, not you."
+)]
+struct HookProgram {
+    #[command(subcommand)]
+    step: HookStep,
+}
+
+/// `cdigen-hook [hook] STEP ARGS...`: parses `args` (`argv`, `argv[0]`
+/// included; the word `hook` after it is skipped, as specs write `cdigen
+/// hook STEP`), runs the step with stdin and stderr, and returns the exit
+/// code (2 for a usage error, printed by clap).
+pub fn hook_program(args: impl IntoIterator<Item = OsString>) -> u8 {
+    let mut args: Vec<OsString> = args.into_iter().collect();
+    if args.get(1).is_some_and(|a| a == "hook") {
+        args.remove(1);
+    }
+    let parsed = match <HookProgram as clap::Parser>::try_parse_from(args) {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = e.print();
+            return if e.use_stderr() {
+                super::EXIT_ERROR
+            } else {
+                super::EXIT_OK
+            };
+        }
+    };
+    let args = HookArgs { step: parsed.step };
+    run(&args, &mut std::io::stdin().lock(), &mut std::io::stderr())
+}
+
 /// Runs a step with the state from `input`, reporting on `err`; returns
 /// the exit code.
 pub(crate) fn run(args: &HookArgs, input: &mut dyn Read, err: &mut dyn Write) -> u8 {

@@ -28,7 +28,9 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 pub use completions::{Shell, script as completion_script};
-pub use hook::{CreateSymlinksArgs, EnableCudaCompatArgs, HookArgs, HookStep, UpdateLdcacheArgs};
+pub use hook::{
+    CreateSymlinksArgs, EnableCudaCompatArgs, HookArgs, HookStep, UpdateLdcacheArgs, hook_program,
+};
 pub use output::OutputFormat;
 
 /// Exit code: success.
@@ -112,12 +114,16 @@ pub enum Command {
     /// nvidia-cdi-refresh, intel-cdi-specs-generator or amd-ctk, and how to stop it), shadowed
     /// (a later --spec-dir defines the device: runtimes use that definition, not ours), unreadable
     /// (a file, directory or state file that cannot be read or parsed), failed (a generator that
-    /// cannot produce its spec).
+    /// cannot produce its spec), unsafe-hook (a hook of any spec in these directories, whoever
+    /// wrote it, that lets a container run code as root on the host: a createContainer,
+    /// createRuntime or startContainer hook without env, or a program not owned by root or
+    /// writable by others).
     ///
     /// Warnings: shadows (ours overrides the device in an earlier --spec-dir: runtimes use ours),
     /// unowned (current, but not recorded as cdigen's: generate will refuse to update it when it
     /// changes), not-loaded (--output-dir is not one of the --spec-dir directories; shadowing is
-    /// then not checked).
+    /// then not checked), missing-hook (a hook's program does not exist: runtimes fail to start
+    /// a container given the device).
     ///
     /// With -o json: one document {"current": bool, "checked": {"specs": N, "deviceInfo": N},
     /// "findings": [{"kind", "severity" (error|warning), "file", "generator"?, "device"?,
@@ -474,9 +480,10 @@ pub struct SourceArgs {
         value_delimiter = ':'
     )]
     pub library_search_path: Vec<PathBuf>,
-    /// Where container runtimes find cdigen on the host, for the `cdigen hook` steps NVIDIA
-    /// specs ask them to run [default: this cdigen's own path]. In a container (a
-    /// DaemonSet), the path of a cdigen installed on the host.
+    /// Where container runtimes find the hook program on the host, for the `cdigen hook` steps
+    /// NVIDIA specs ask them to run: the static cdigen-hook (no LD_PRELOAD of a container reaches
+    /// it), or cdigen [default: cdigen-hook beside this cdigen, else this cdigen's own path]. In a
+    /// container (a DaemonSet), the path of a cdigen-hook installed on the host.
     #[arg(long, value_name = "PATH", env = "CDIGEN_HOOK_PATH")]
     pub hook_path: Option<PathBuf>,
     /// Never load NVIDIA's NVML library (loading a library runs its code): procfs and sysfs alone

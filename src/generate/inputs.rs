@@ -27,8 +27,8 @@ pub struct Host {
     pub driver_root: Option<PathBuf>,
     /// More directories to look for the driver's libraries in.
     pub library_search_path: Vec<PathBuf>,
-    /// Where container runtimes find cdigen on the host; `None`: this
-    /// cdigen's own path.
+    /// Where container runtimes find the hook program on the host; `None`:
+    /// [`default_hook_path`].
     pub hook_path: Option<PathBuf>,
     /// Never load NVML.
     pub no_nvml: bool,
@@ -45,8 +45,7 @@ impl Host {
     pub fn open(&self) -> anyhow::Result<HostRoot> {
         let hook_path = match &self.hook_path {
             Some(p) => p.clone(),
-            None => std::env::current_exe()
-                .unwrap_or_else(|_| PathBuf::from(crate::root::DEFAULT_HOOK_PATH)),
+            None => default_hook_path(std::env::current_exe().ok()),
         };
         let root = match HostRoot::open_host(&self.root) {
             Ok(r) => r,
@@ -62,6 +61,20 @@ impl Host {
             .with_library_search_path(&self.library_search_path)
             .with_hook_path(&hook_path)
             .with_nvml(!self.no_nvml))
+    }
+}
+
+/// Where the hooks of the specs point when `--hook-path` is not given: the
+/// `cdigen-hook` program beside this cdigen (the static one the package
+/// installs, which no `LD_PRELOAD` of a container reaches), else this
+/// cdigen itself (`cdigen hook`), else [`crate::root::DEFAULT_HOOK_PATH`].
+pub fn default_hook_path(exe: Option<PathBuf>) -> PathBuf {
+    match exe {
+        Some(exe) => {
+            let hook = exe.with_file_name("cdigen-hook");
+            if hook.is_file() { hook } else { exe }
+        }
+        None => PathBuf::from(crate::root::DEFAULT_HOOK_PATH),
     }
 }
 
@@ -179,6 +192,18 @@ pub fn definitions(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    #[allow(clippy::unwrap_used)]
+    fn the_hooks_default_to_cdigen_hook_beside_cdigen() {
+        let t = tempfile::tempdir().unwrap();
+        let exe = t.path().join("cdigen");
+        std::fs::write(&exe, "").unwrap();
+        assert_eq!(default_hook_path(Some(exe.clone())), exe);
+        std::fs::write(t.path().join("cdigen-hook"), "").unwrap();
+        assert_eq!(default_hook_path(Some(exe)), t.path().join("cdigen-hook"));
+        assert_eq!(default_hook_path(None), Path::new("/usr/bin/cdigen-hook"));
+    }
 
     #[test]
     fn backends_asked_for_by_flag_or_by_generator() {

@@ -127,27 +127,16 @@ pub fn parse_folders(args: &[String]) -> Result<Vec<Folder>, Error> {
     Ok(out)
 }
 
-/// The ldconfig to run: `explicit` when given (it must be a file), else
+/// The ldconfig to run: `explicit` when given (it must be a trusted
+/// program: [`crate::hook::host_program`]), else
 /// the first of [`DEFAULT_LDCONFIG`] that is one.
 ///
 /// # Errors
-/// [`Error::BadArg`] for an `explicit` path that is not a file;
+/// [`Error::BadArg`] for an `explicit` path that is not trusted;
 /// [`Error::NoLdconfig`].
 pub fn find_ldconfig(explicit: Option<&Path>) -> Result<PathBuf, Error> {
     match explicit {
-        Some(path) => match std::fs::metadata(path) {
-            Ok(meta) if meta.is_file() => Ok(path.to_path_buf()),
-            Ok(meta) => Err(Error::BadArg {
-                flag: "--ldconfig",
-                value: path.into(),
-                why: format!("{}, not a program", crate::fsio::describe(meta.file_type())),
-            }),
-            Err(e) => Err(Error::BadArg {
-                flag: "--ldconfig",
-                value: path.into(),
-                why: e.to_string(),
-            }),
-        },
+        Some(path) => crate::hook::host_program("--ldconfig", path),
         None => find_ldconfig_in(&DEFAULT_LDCONFIG.map(Path::new)),
     }
 }

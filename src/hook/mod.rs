@@ -227,6 +227,23 @@ pub fn open_root(state: &State) -> Result<InRoot, Error> {
     Ok(opened)
 }
 
+/// A host program named by a path option of a step (`--ldconfig`): it must
+/// be absolute (a hook's working directory is the container's root, so a
+/// relative path would run the image's program as root) and trusted as
+/// [`crate::trust::program`] says: a regular file that no one but root
+/// could have put there.
+///
+/// # Errors
+/// [`Error::BadArg`] naming `flag` and why.
+pub fn host_program(flag: &'static str, path: &Path) -> Result<PathBuf, Error> {
+    crate::trust::program(path).map_err(|why| Error::BadArg {
+        flag,
+        value: path.into(),
+        why: why.reason_for(path),
+    })?;
+    Ok(path.to_path_buf())
+}
+
 #[cfg(test)]
 mod tests;
 

@@ -41,6 +41,14 @@ fn mount(host: &str, container: &str) -> MountSpec {
     }
 }
 
+/// The environment of every hook cdigen writes. Without an `env`, runc
+/// runs a hook with the container's own environment (the image's `ENV`,
+/// the pod's `env`): an image's `LD_PRELOAD` or `LD_AUDIT` would then load
+/// the image's code into the hook, as root on the host. It is not empty on
+/// purpose: the CDI library drops an empty list (`omitempty`) when it
+/// writes the OCI spec, which is the same as none.
+pub const HOOK_ENV: [&str; 1] = ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"];
+
 fn hook(path: &str, step: &str, args: Vec<String>) -> Hook {
     let mut argv = vec!["cdigen".to_string(), "hook".to_string(), step.to_string()];
     argv.extend(args);
@@ -48,7 +56,8 @@ fn hook(path: &str, step: &str, args: Vec<String>) -> Hook {
         hook_name: "createContainer".into(),
         path: path.to_string(),
         args: argv,
-        ..Default::default()
+        env: HOOK_ENV.iter().map(|s| s.to_string()).collect(),
+        timeout: None,
     }
 }
 
@@ -253,6 +262,13 @@ mod tests {
             e.hooks
                 .iter()
                 .all(|h| h.path == "/usr/bin/cdigen" && h.hook_name == "createContainer")
+        );
+        // Never the container's environment (an image's LD_PRELOAD), and
+        // never empty (the CDI library drops an empty list).
+        assert!(
+            e.hooks
+                .iter()
+                .all(|h| h.env == ["PATH=/usr/sbin:/usr/bin:/sbin:/bin"])
         );
     }
 

@@ -39,8 +39,8 @@ pub fn bless() -> bool {
 /// Runs cdigen with none of the host's configuration: no user
 /// definitions or templates, no NVML (never the stub libnvidia-ml of a
 /// fixture's driver root), no device-info directory, root, driver root,
-/// node or DRA driver from the environment; hooks name cdigen where the
-/// package installs it. (exit status, stdout, stderr).
+/// node or DRA driver from the environment; hooks name cdigen-hook where
+/// the package installs it. (exit status, stdout, stderr).
 pub fn cdigen(args: &[&str]) -> (i32, String, String) {
     let out = Command::cargo_bin("cdigen")
         .unwrap()
@@ -53,7 +53,7 @@ pub fn cdigen(args: &[&str]) -> (i32, String, String) {
             "CDIGEN_DEVINFO_DIR",
             "/nonexistent-cdigen-devinfo-dir-set-per-test",
         )
-        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen")
+        .env("CDIGEN_HOOK_PATH", "/usr/bin/cdigen-hook")
         .env_remove("CDIGEN_DRIVER_ROOT")
         .env_remove("CDIGEN_LIBRARY_SEARCH_PATH")
         .env_remove("NODE_NAME")

@@ -701,7 +701,7 @@ impl Dirs {
 }
 
 const GPU: &str = r#"{"cdiVersion": "0.5.0", "kind": "x.com/gpu",
-  "containerEdits": {"env": ["SPEC=gpu"], "hooks": [{"hookName": "createContainer", "path": "/spec-hook"}]},
+  "containerEdits": {"env": ["SPEC=gpu"], "hooks": [{"hookName": "createContainer", "path": "/bin/sh", "env": ["PATH=/bin"]}]},
   "devices": [
     {"name": "0", "containerEdits": {"env": ["DEV=0"]}},
     {"name": "1", "containerEdits": {"env": ["DEV=1"]}}
@@ -787,6 +787,54 @@ fn a_device_conflicting_in_an_earlier_directory_is_dropped_even_when_a_later_one
         dirs.show(&r.findings[0].message),
         "defined in 2 files of T/d0 (T/d0/a.json, T/d0/b.json): runtimes drop every definition \
          of a conflicting device (the definition in another directory included)"
+    );
+}
+
+#[test]
+fn unsafe_hooks_the_container_gets_are_warnings_once_each() {
+    // The spec's hook has no env; device 1's program is missing; device
+    // 0's is fine.
+    let spec = r#"{"cdiVersion": "0.5.0", "kind": "x.com/gpu",
+      "containerEdits": {"hooks": [{"hookName": "createContainer", "path": "/bin/sh"}]},
+      "devices": [
+        {"name": "0", "containerEdits": {"hooks": [{"hookName": "startContainer", "path": "/bin/sh", "env": ["A=1"]}]}},
+        {"name": "1", "containerEdits": {"hooks": [{"hookName": "createRuntime", "path": "/nonexistent/hook", "env": ["A=1"]}]}}
+      ]}"#;
+    let dirs = Dirs::new(&[&[("gpu.json", spec)]]);
+    let r = dirs.inject(&["x.com/gpu=0", "x.com/gpu=1"]);
+    assert!(r.injected, "runtimes inject them anyway");
+    let got: Vec<(&str, Severity, String, String)> = r
+        .findings
+        .iter()
+        .map(|f| {
+            (
+                f.kind.name(),
+                f.severity,
+                f.sources
+                    .iter()
+                    .map(|s| s.origin.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+                dirs.show(&format!("{}: {}", f.files[0].display(), f.message)),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "unsafe-hook",
+                Severity::Warning,
+                Source::of(&Origin { device: "x.com/gpu=0".into(), spec_level: true }).origin.to_string(),
+                "T/d0/gpu.json: containerEdits.hooks[0]: \"createContainer\" hook \"/bin/sh\": no env: runtimes run it with the container's environment, so an image's LD_PRELOAD or LD_AUDIT loads the image's code into it, as root on the host (give it an env, such as [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])".to_string()
+            ),
+            (
+                "missing-host-path",
+                Severity::Warning,
+                "x.com/gpu=1".to_string(),
+                "T/d0/gpu.json: device \"1\": containerEdits.hooks[0]: \"createRuntime\" hook \"/nonexistent/hook\": /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it".to_string()
+            ),
+        ]
     );
 }
 
