@@ -43,12 +43,20 @@ pub enum HookStep {
     EnableCudaCompat(EnableCudaCompatArgs),
     /// Update the container's linker cache (/etc/ld.so.cache) for the driver's library folders.
     ///
-    /// Writes /etc/ld.so.conf.d/00-cdigen-driver.conf with the folders, then runs the host's
-    /// ldconfig with -r on the container root (ldconfig chroots into it), the folders also on its
-    /// command line (after /usr/local/cuda/compat when enable-cuda-compat enabled it). ldconfig is
-    /// killed after 30 s. On a read-only root nothing is written or run: one line on stderr, exit
-    /// status 0.
+    /// The host's ldconfig must be a static program. Writes
+    /// /etc/ld.so.conf.d/00-cdigen-driver.conf with the folders, then runs ldconfig inside the
+    /// container root, isolated from the host: in new mount, PID, network, IPC and UTS
+    /// namespaces, after pivot_root into the root, with every proc, sysfs and other host view
+    /// under it detached, every mount nodev, a reduced capability bounding set, and the folders
+    /// also on its command line (after /usr/local/cuda/compat when enable-cuda-compat enabled it).
+    /// It needs root with CAP_SYS_ADMIN; ldconfig is killed after 30 s. On a read-only root
+    /// nothing is written or run: one line on stderr, exit status 0.
     UpdateLdcache(UpdateLdcacheArgs),
+    /// Run ldconfig isolated in a container root (update-ldcache starts this step; see
+    /// hook::ldconfig::isolate). Its errors are one line on stderr, exit status 125; otherwise
+    /// the exit status is ldconfig's.
+    #[command(hide = true)]
+    LdconfigIsolated(LdconfigIsolatedArgs),
 }
 
 impl HookStep {
@@ -58,6 +66,7 @@ impl HookStep {
             HookStep::CreateSymlinks(_) => "create-symlinks",
             HookStep::EnableCudaCompat(_) => "enable-cuda-compat",
             HookStep::UpdateLdcache(_) => "update-ldcache",
+            HookStep::LdconfigIsolated(_) => ldconfig::ISOLATED_STEP,
         }
     }
 }
@@ -92,9 +101,34 @@ pub struct UpdateLdcacheArgs {
     pub ldconfig: Option<PathBuf>,
 }
 
+/// Arguments of `cdigen hook ldconfig-isolated` (hidden).
+#[derive(Debug, Args)]
+pub struct LdconfigIsolatedArgs {
+    /// The container root, a host path.
+    #[arg(long, value_name = "DIR")]
+    pub root: PathBuf,
+    /// The host's ldconfig, a static program.
+    #[arg(long, value_name = "PATH")]
+    pub ldconfig: PathBuf,
+    /// ldconfig's arguments (after --).
+    #[arg(last = true, value_name = "ARG")]
+    pub args: Vec<OsString>,
+}
+
 /// Runs a step with the state from `input`, reporting on `err`; returns
 /// the exit code.
 pub(crate) fn run(args: &HookArgs, input: &mut dyn Read, err: &mut dyn Write) -> u8 {
+    if let HookStep::LdconfigIsolated(a) = &args.step {
+        // No state: update-ldcache gives the root. Its one line is shown
+        // by update-ldcache as it is.
+        return match ldconfig::isolate::run(&a.root, &a.ldconfig, &a.args) {
+            Ok(code) => code,
+            Err(e) => {
+                let _ = writeln!(err, "{}", Escaped(&e.to_string()));
+                ldconfig::isolate::EXIT_ISOLATION
+            }
+        };
+    }
     let step = args.step.name();
     let mut notes = Vec::new();
     let code = match run_step(&args.step, input, &mut notes) {
@@ -158,6 +192,8 @@ fn run_step(
                 ),
             }
         }
+        // Handled by run.
+        HookStep::LdconfigIsolated(_) => {}
     }
     Ok(())
 }
