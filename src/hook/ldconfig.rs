@@ -279,6 +279,8 @@ fn run(
     timeout: Duration,
 ) -> Result<(), Error> {
     let mut child = Command::new(program)
+        // Run under another name, cdigen is `cdigen plugin`.
+        .arg0("cdigen")
         .args(args)
         .env_clear()
         .env("PATH", PATH_ENV)
