@@ -174,7 +174,7 @@ fn enter_leaves_the_root_without_a_way_to_the_host() {
     // The image's own device node: the host's /dev/zero.
     rustix::fs::mknodat(
         rustix::fs::CWD,
-        &r.join("zero"),
+        r.join("zero"),
         rustix::fs::FileType::CharacterDevice,
         Mode::from_raw_mode(0o666),
         rustix::fs::makedev(1, 5),
