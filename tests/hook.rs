@@ -355,6 +355,68 @@ fn update_ldcache_puts_an_enabled_compat_libcuda_first() {
     );
 }
 
+/// Without `CAP_SYS_ADMIN` (root, but `setpriv` dropped it from the
+/// bounding set) ldconfig cannot be isolated: the step fails saying why
+/// and runs nothing, rather than running ldconfig over the root unsafely.
+#[test]
+fn update_ldcache_without_cap_sys_admin_fails_and_runs_nothing() {
+    if let Err(why) = real_ldconfig() {
+        println!("skipped: {why}");
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: no setpriv");
+        return;
+    }
+    let b = Bundle::new();
+    let r = b.root();
+    std::fs::create_dir_all(r.join("etc")).unwrap();
+    shared_object("libfoo.so.1", &r.join("usr/lib64/libfoo.so.1.2.3"));
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--bounding-set=-sys_admin",
+            "--inh-caps=-sys_admin",
+            env!("CARGO_BIN_EXE_cdigen"),
+            "hook",
+            "update-ldcache",
+            "--folder",
+            "/usr/lib64",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b.state().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            Some(1),
+            "cdigen hook update-ldcache: cannot isolate ldconfig from the host, so it was not run: \
+cannot make new namespaces (unshare): Operation not permitted (os error 1) (it needs root with \
+CAP_SYS_ADMIN)\n"
+                .to_string()
+        )
+    );
+    assert!(!r.join("etc/ld.so.cache").exists());
+    assert!(!r.join("usr/lib64/libfoo.so.1").exists());
+}
+
 /// A procfs mounted in a root, as the runtime mounts the container's
 /// before the hooks run; unmounted when dropped.
 struct ProcMount(PathBuf);
