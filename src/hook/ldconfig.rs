@@ -21,7 +21,10 @@
 //! `/etc/ld.so.conf.d`. Directories on the command line come before every
 //! configured one in the cache, so when `enable-cuda-compat` has enabled
 //! the image's compat driver ([`super::compat::COMPAT_CONF`] is there),
-//! its directory goes first, ahead of the host's libcuda.
+//! its directory goes first, ahead of the host's libcuda. Neither `-X`
+//! nor `-N`: the soname links ldconfig makes in the folders are how the
+//! driver's libraries are found by soname, and the cache is the point;
+//! isolated, both are written inside the root only.
 //!
 //! The isolated process runs in its own process group, killed after a
 //! time limit (30 s from the command line) with ldconfig; their stderr is

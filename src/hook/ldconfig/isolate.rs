@@ -28,9 +28,9 @@
 //! 5. Every mount that stays is remounted `nodev,nosuid` (its other flags
 //!    kept) and checked: no device node, the image's own included, can be
 //!    opened as a configuration file or library.
-//! 6. A tmpfs that is mounted nowhere (`fsopen`/`fsmount`) gets a copy of
-//!    the program and becomes the working directory. The capability
-//!    bounding set is cut to `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH` and
+//! 6. A tmpfs that is mounted nowhere (`fsopen`/`fsmount`, Linux 5.2)
+//!    gets a copy of the program and becomes the working directory. The
+//!    capability bounding set is cut to `CAP_DAC_OVERRIDE`, `CAP_DAC_READ_SEARCH` and
 //!    `CAP_FOWNER` (what writing the image's files as root may need), with
 //!    `no_new_privs`; then `./ldconfig` runs as the new PID namespace's
 //!    first process, with an empty environment (but `PATH` and `LC_ALL=C`),
