@@ -32,9 +32,10 @@
 //!    gets a copy of the program and becomes the working directory. The
 //!    capability bounding set is cut to `CAP_DAC_OVERRIDE`,
 //!    `CAP_DAC_READ_SEARCH` and `CAP_FOWNER` (what writing the image's
-//!    files as root may need), with `no_new_privs`; then `./ldconfig` runs as the new PID namespace's
-//!    first process, with an empty environment (but `PATH` and `LC_ALL=C`),
-//!    umask 022, and without `-r`: its root already is the container's.
+//!    files as root may need), with `no_new_privs`; then `./ldconfig`
+//!    runs as the new PID namespace's first process, with an empty
+//!    environment (but `PATH` and `LC_ALL=C`), umask 022, and without
+//!    `-r`: its root already is the container's.
 //!
 //! Inside, every absolute path, symlink target and `include` resolves in
 //! the container root, where nothing leads out: `/var/cache/ldconfig ->
