@@ -52,11 +52,6 @@ pub enum HookStep {
     /// It needs root with CAP_SYS_ADMIN; ldconfig is killed after 30 s. On a read-only root
     /// nothing is written or run: one line on stderr, exit status 0.
     UpdateLdcache(UpdateLdcacheArgs),
-    /// Run ldconfig isolated in a container root (update-ldcache starts this step; see
-    /// hook::ldconfig::isolate). Its errors are one line on stderr, exit status 125; otherwise
-    /// the exit status is ldconfig's.
-    #[command(hide = true)]
-    LdconfigIsolated(LdconfigIsolatedArgs),
 }
 
 impl HookStep {
@@ -66,7 +61,6 @@ impl HookStep {
             HookStep::CreateSymlinks(_) => "create-symlinks",
             HookStep::EnableCudaCompat(_) => "enable-cuda-compat",
             HookStep::UpdateLdcache(_) => "update-ldcache",
-            HookStep::LdconfigIsolated(_) => ldconfig::ISOLATED_STEP,
         }
     }
 }
@@ -101,34 +95,9 @@ pub struct UpdateLdcacheArgs {
     pub ldconfig: Option<PathBuf>,
 }
 
-/// Arguments of `cdigen hook ldconfig-isolated` (hidden).
-#[derive(Debug, Args)]
-pub struct LdconfigIsolatedArgs {
-    /// The container root, a host path.
-    #[arg(long, value_name = "DIR")]
-    pub root: PathBuf,
-    /// The host's ldconfig, a static program.
-    #[arg(long, value_name = "PATH")]
-    pub ldconfig: PathBuf,
-    /// ldconfig's arguments (after --).
-    #[arg(last = true, value_name = "ARG")]
-    pub args: Vec<OsString>,
-}
-
 /// Runs a step with the state from `input`, reporting on `err`; returns
 /// the exit code.
 pub(crate) fn run(args: &HookArgs, input: &mut dyn Read, err: &mut dyn Write) -> u8 {
-    if let HookStep::LdconfigIsolated(a) = &args.step {
-        // No state: update-ldcache gives the root. Its one line is shown
-        // by update-ldcache as it is.
-        return match ldconfig::isolate::run(&a.root, &a.ldconfig, &a.args) {
-            Ok(code) => code,
-            Err(e) => {
-                let _ = writeln!(err, "{}", Escaped(&e.to_string()));
-                ldconfig::isolate::EXIT_ISOLATION
-            }
-        };
-    }
     let step = args.step.name();
     let mut notes = Vec::new();
     let code = match run_step(&args.step, input, &mut notes) {
@@ -192,8 +161,6 @@ fn run_step(
                 ),
             }
         }
-        // Handled by run.
-        HookStep::LdconfigIsolated(_) => {}
     }
     Ok(())
 }

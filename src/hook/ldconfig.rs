@@ -7,8 +7,8 @@
 //! The **host's** ldconfig (the image's own is never run) must be a static
 //! program ([`isolate::load_program`]); then this step writes
 //! [`DRIVER_CONF`] with the folders, one per line (for the container's own
-//! later `ldconfig` runs), and starts its own binary again as
-//! `cdigen hook ldconfig-isolated` ([`isolate`]), which runs ldconfig
+//! later `ldconfig` runs), and starts its own binary again under the name
+//! [`ISOLATED_NAME`] ([`isolate::main`]), which runs ldconfig
 //! inside the container root in new namespaces, where no path of the image
 //! can reach the host: no `/proc`, `/sys` or other view of it, no old root,
 //! no device that opens. `ldconfig -r ROOT` alone is not enough: it chroots
@@ -65,9 +65,10 @@ pub const MAX_STDERR: usize = 8 << 10;
 /// The program `update-ldcache` starts for the isolated step: its own
 /// binary.
 pub const SELF_EXE: &str = "/proc/self/exe";
-/// The hidden step of `cdigen hook` that runs ldconfig isolated
-/// ([`isolate::run`]).
-pub const ISOLATED_STEP: &str = "ldconfig-isolated";
+/// The name `update-ldcache` starts its own binary under, which makes it
+/// [`isolate::main`]: no subcommand, so no completion or man page offers
+/// it.
+pub const ISOLATED_NAME: &str = "cdigen-ldconfig-isolated";
 /// The environment the isolated step gets (nothing else of the hook's).
 const PATH_ENV: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 
@@ -246,8 +247,6 @@ pub fn update_ldcache_with(
     }
     let root_path = std::path::absolute(root.path()).unwrap_or_else(|_| root.path().to_path_buf());
     let mut args: Vec<std::ffi::OsString> = vec![
-        "hook".into(),
-        ISOLATED_STEP.into(),
         "--root".into(),
         root_path.clone().into(),
         "--ldconfig".into(),
@@ -270,20 +269,20 @@ pub fn update_ldcache_with(
         crate::text::path(ldconfig),
         crate::text::path(&root_path)
     );
-    run(runner, &args, &command, timeout)?;
+    run(runner, ISOLATED_NAME, &args, &command, timeout)?;
     Ok(Outcome::Updated)
 }
 
-/// Runs `program` with `args` (see the module docs for how).
+/// Runs `program` named `name` with `args` (see the module docs for how).
 fn run(
     program: &Path,
+    name: &str,
     args: &[std::ffi::OsString],
     command: &str,
     timeout: Duration,
 ) -> Result<(), Error> {
     let mut child = Command::new(program)
-        // Run under another name, cdigen is `cdigen plugin`.
-        .arg0("cdigen")
+        .arg0(name)
         .args(args)
         .env_clear()
         .env("PATH", PATH_ENV)

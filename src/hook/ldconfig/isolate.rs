@@ -1,6 +1,6 @@
 //! ldconfig run where the image cannot reach the host: the child side of
-//! `update-ldcache`, `cdigen hook ldconfig-isolated` (hidden), which the
-//! hook starts as a new process of its own binary.
+//! `update-ldcache`, which the hook starts as a new process of its own
+//! binary named [`super::ISOLATED_NAME`] ([`main`]).
 //!
 //! A `createContainer` hook runs in the container's mount namespace before
 //! `pivot_root`: the container's mounts are there (its `/proc`, `/sys`,
@@ -62,8 +62,8 @@ use rustix::thread::{CapabilitySet, UnshareFlags};
 use super::super::Error;
 use crate::elf;
 
-/// Exit status of `cdigen hook ldconfig-isolated` when it could not
-/// isolate or start ldconfig (ldconfig's own are 0 and 1).
+/// Exit status of the isolated process when it could not isolate or
+/// start ldconfig (ldconfig's own are 0 and 1).
 pub const EXIT_ISOLATION: u8 = 125;
 /// Largest ldconfig read (glibc's is about 1 MiB).
 pub const MAX_PROGRAM: u64 = 64 << 20;
@@ -452,9 +452,39 @@ fn drop_privileges() -> Result<(), Error> {
     rustix::thread::set_no_new_privs(true).map_err(|e| failed("no_new_privs", e))
 }
 
-/// The whole of `cdigen hook ldconfig-isolated`: runs `ldconfig` with
-/// `args` isolated in `root` (see the module docs), returning its exit
-/// status (128 + the signal when one killed it).
+/// The binary's entry when it runs as [`super::ISOLATED_NAME`] (`argv[0]`,
+/// as `update-ldcache` starts it): `--root DIR --ldconfig PATH -- ARG...`,
+/// exactly. Runs [`run`]; its error is one line on stderr and
+/// [`EXIT_ISOLATION`]. `None` for any other name.
+pub fn main(argv: &[OsString]) -> Option<u8> {
+    let name = argv.first().map(Path::new)?.file_name()?;
+    if name != super::ISOLATED_NAME {
+        return None;
+    }
+    let result = match argv.get(1..) {
+        Some([root_flag, root, ldconfig_flag, ldconfig, dashes, args @ ..])
+            if root_flag == "--root" && ldconfig_flag == "--ldconfig" && dashes == "--" =>
+        {
+            run(Path::new(root), Path::new(ldconfig), args)
+        }
+        _ => Err(Error::LdconfigIsolation {
+            why: format!(
+                "usage: {} --root DIR --ldconfig PATH -- ARG... (update-ldcache runs it)",
+                super::ISOLATED_NAME
+            ),
+        }),
+    };
+    Some(match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("{}", crate::text::Escaped(&e.to_string()));
+            EXIT_ISOLATION
+        }
+    })
+}
+
+/// Runs `ldconfig` with `args` isolated in `root` (see the module docs),
+/// returning its exit status (128 + the signal when one killed it).
 ///
 /// # Errors
 /// As [`load_program`] and [`enter`]; [`Error::LdconfigIsolation`] when

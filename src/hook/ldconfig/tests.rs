@@ -202,7 +202,7 @@ fn writes_the_conf_then_runs_the_isolated_step_with_the_folders() {
     assert_eq!(
         std::fs::read_to_string(&args_file).unwrap(),
         format!(
-            "hook\nldconfig-isolated\n--root\n{root_path}\n--ldconfig\n{}\n--\n\
+            "--root\n{root_path}\n--ldconfig\n{}\n--\n\
 -i\n-C\n/etc/ld.so.cache\n-f\n/etc/ld.so.conf\n\
 /usr/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu/vdpau\n",
             prog.display()

@@ -25,6 +25,34 @@ bad line
 ";
 
 #[test]
+fn the_isolated_entry_is_taken_by_its_name_only_with_exact_arguments() {
+    let argv = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
+    assert_eq!(main(&argv(&["cdigen", "--root", "/r"])), None);
+    assert_eq!(main(&argv(&["/opt/cdi/bin/drm"])), None);
+    assert_eq!(main(&[]), None);
+    for bad in [
+        &["/usr/bin/cdigen-ldconfig-isolated"][..],
+        &[
+            "cdigen-ldconfig-isolated",
+            "--root",
+            "/r",
+            "--ldconfig",
+            "/l",
+        ],
+        &[
+            "cdigen-ldconfig-isolated",
+            "--ldconfig",
+            "/l",
+            "--root",
+            "/r",
+            "--",
+        ],
+    ] {
+        assert_eq!(main(&argv(bad)), Some(EXIT_ISOLATION), "{bad:?}");
+    }
+}
+
+#[test]
 fn mountinfo_lines_are_read_with_their_escapes() {
     let mounts = parse_mountinfo(MOUNTINFO);
     assert_eq!(mounts.len(), 14);
