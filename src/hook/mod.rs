@@ -132,8 +132,8 @@ pub enum Error {
         /// The step that failed and why.
         why: String,
     },
-    /// `cdigen hook ldconfig-isolated` failed before ldconfig ran: its
-    /// own message.
+    /// The isolated process (`cdigen-ldconfig-isolated`) failed before
+    /// ldconfig ran: its own message.
     #[error("{message}")]
     Isolated {
         /// What it said (one line).
