@@ -390,12 +390,22 @@ fn apply(plan: &Plan) -> Result<(), Error> {
         if detached.iter().any(|d| point.starts_with(d)) {
             continue;
         }
-        rustix::mount::mount_remount(
+        match rustix::mount::mount_remount(
             point,
             *flags | MountFlags::BIND | MountFlags::NODEV | MountFlags::NOSUID,
             "",
-        )
-        .map_err(|e| failed(format_args!("cannot remount {} nodev", shown(point)), e))?;
+        ) {
+            Ok(()) => {}
+            // Under a mount made later over a directory above it: no path
+            // reaches it.
+            Err(Errno::NOENT) => continue,
+            Err(e) => {
+                return Err(failed(
+                    format_args!("cannot remount {} nodev", shown(point)),
+                    e,
+                ));
+            }
+        }
         let st = rustix::fs::statvfs(point)
             .map_err(|e| failed(format_args!("statvfs {}", shown(point)), e))?;
         if !st.f_flag.contains(StatVfsMountFlags::NODEV) {
