@@ -31,6 +31,9 @@ const MAX_SONAME: usize = 255;
 
 const PT_LOAD: u32 = 1;
 const PT_DYNAMIC: u32 = 2;
+const PT_INTERP: u32 = 3;
+const ET_EXEC: u16 = 2;
+const ET_DYN: u16 = 3;
 const DT_NULL: u64 = 0;
 const DT_STRTAB: u64 = 5;
 const DT_SONAME: u64 = 14;
@@ -324,6 +327,72 @@ pub fn read(r: &(impl ReadAt + ?Sized)) -> Result<Library, Error> {
     })
 }
 
+/// How an ELF executable is linked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Linking {
+    /// No program interpreter (`PT_INTERP`): the kernel runs it as it is
+    /// (static or static-pie), nothing else is loaded.
+    Static,
+    /// It names a program interpreter (the dynamic loader), which the
+    /// kernel loads from the path written in it, and which loads its
+    /// libraries.
+    Dynamic,
+}
+
+/// Whether the ELF executable `r` is linked statically: its header says
+/// an executable (`ET_EXEC`, or `ET_DYN` for a PIE) of this program's
+/// machine and word size, and no program header is `PT_INTERP`.
+///
+/// # Errors
+/// [`Error`] when it cannot be read, is not a well-formed ELF object, or
+/// is not an executable for this machine.
+pub fn linking(r: &(impl ReadAt + ?Sized)) -> Result<Linking, Error> {
+    let mut ident = [0u8; 16];
+    let n = r.read_at_most(&mut ident, 0)?;
+    if ident.get(..4.min(n)) != Some(b"\x7fELF".as_slice()) {
+        return Err(Error::Malformed("no ELF magic number"));
+    }
+    let is_64 = match ident.get(4) {
+        Some(1) => false,
+        Some(2) => true,
+        _ => return Err(Error::Malformed("unknown ELF class")),
+    };
+    let big = match ident.get(5) {
+        Some(1) => false,
+        Some(2) => true,
+        _ => return Err(Error::Malformed("unknown byte order")),
+    };
+    let f = Fields { big, is_64 };
+    let header = exact(r, 0, if is_64 { 64 } else { 52 })?;
+    let (e_type, machine) = (f.u16(&header, 16), f.u16(&header, 18));
+    if e_type != ET_EXEC && e_type != ET_DYN {
+        return Err(Error::Malformed("not an executable"));
+    }
+    if Some(machine) != native_machine() || is_64 != cfg!(target_pointer_width = "64") {
+        return Err(Error::Malformed("built for another machine"));
+    }
+    let (phoff, phentsize, phnum) = if is_64 {
+        (f.u64(&header, 32), f.u16(&header, 54), f.u16(&header, 56))
+    } else {
+        (
+            u64::from(f.u32(&header, 28)),
+            f.u16(&header, 42),
+            f.u16(&header, 44),
+        )
+    };
+    if phnum == 0 || phnum > MAX_PHNUM || phentsize != if is_64 { 56 } else { 32 } {
+        return Err(Error::Malformed("implausible program header table"));
+    }
+    let table = exact(r, phoff, usize::from(phnum) * usize::from(phentsize))?;
+    let interp =
+        (0..usize::from(phnum)).any(|i| f.u32(&table, i * usize::from(phentsize)) == PT_INTERP);
+    Ok(if interp {
+        Linking::Dynamic
+    } else {
+        Linking::Static
+    })
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
@@ -443,5 +512,37 @@ mod tests {
             }
             let _ = read(b.as_slice());
         }
+    }
+
+    #[test]
+    fn static_and_dynamic_executables() {
+        let native = native_machine().unwrap();
+        let plain = tiny(native, None);
+        assert_eq!(linking(plain.as_slice()).unwrap(), Linking::Static);
+        // The second program header (PT_DYNAMIC) made PT_INTERP.
+        let mut interp = plain.clone();
+        interp[64 + 56..64 + 60].copy_from_slice(&PT_INTERP.to_le_bytes());
+        assert_eq!(linking(interp.as_slice()).unwrap(), Linking::Dynamic);
+        let mut object = plain.clone();
+        object[16..18].copy_from_slice(&1u16.to_le_bytes()); // ET_REL
+        assert_eq!(
+            linking(object.as_slice()).unwrap_err().to_string(),
+            "not an ELF shared object: not an executable"
+        );
+        let other = if native == X86_64 { AARCH64 } else { X86_64 };
+        assert_eq!(
+            linking(tiny(other, None).as_slice())
+                .unwrap_err()
+                .to_string(),
+            "not an ELF shared object: built for another machine"
+        );
+        assert_eq!(
+            linking(b"#!/bin/sh\nexec ldconfig.real\n".as_slice())
+                .unwrap_err()
+                .to_string(),
+            "not an ELF shared object: no ELF magic number"
+        );
+        // A truncated program header table.
+        assert!(linking(&plain[..100]).is_err());
     }
 }

@@ -1,12 +1,20 @@
 //! The `cdigen` binary: parses arguments and hands over to [`cdigen::cli`].
-//! Run under another name (a link `/opt/cdi/bin/drm`), it is `cdigen plugin`.
+//! Run under another name (a link `/opt/cdi/bin/drm`), it is `cdigen plugin`;
+//! as `cdigen-ldconfig-isolated`, the isolated ldconfig of
+//! `cdigen hook update-ldcache`.
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cdigen::cli::Cli::parse_from(cdigen::cli::command_line(std::env::args_os()));
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // `cdigen hook update-ldcache` runs ldconfig through itself under
+    // this name (hook::ldconfig::isolate).
+    if let Some(code) = cdigen::hook::ldconfig::isolate::main(&argv) {
+        return ExitCode::from(code);
+    }
+    let cli = cdigen::cli::Cli::parse_from(cdigen::cli::command_line(argv));
     cdigen::cli::init_logging(&cli);
     let stdout = std::io::stdout();
     // Stderr is not held locked: the device plugin logs from several

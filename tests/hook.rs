@@ -216,15 +216,11 @@ fn enable_cuda_compat_writes_the_conf_only_for_a_newer_driver() {
 }
 
 #[test]
-fn update_ldcache_runs_the_given_ldconfig() {
+fn update_ldcache_refuses_an_ldconfig_that_is_not_a_static_program() {
     let b = Bundle::new();
     let tools = tempfile::tempdir().unwrap();
     let fake = tools.path().join("ldconfig");
-    std::fs::write(
-        &fake,
-        "#!/bin/sh\necho \"ldconfig: no such directory $7\" >&2\nexit 1\n",
-    )
-    .unwrap();
+    std::fs::write(&fake, "#!/bin/sh\nexec /sbin/ldconfig.real \"$@\"\n").unwrap();
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let (code, out, err) = b.hook(&[
         "update-ldcache",
@@ -239,17 +235,318 @@ fn update_ldcache_runs_the_given_ldconfig() {
             1,
             "",
             format!(
-                "cdigen hook update-ldcache: {} -r {} failed (exit status 1): ldconfig: no such directory /usr/lib64\n",
+                "cdigen hook update-ldcache: {}: not an ELF executable for this machine (no ELF \
+magic number): ldconfig runs inside the container root, where an interpreter or libraries it \
+loads would be the image's; name a statically linked ldconfig with --ldconfig (on Ubuntu \
+/sbin/ldconfig is a shell script, /sbin/ldconfig.real the program)\n",
                 fake.display(),
-                b.root().display()
             )
         )
     );
+    // Refused before anything was written.
+    assert!(!b.root().join("etc").exists());
+}
+
+/// The host's ldconfig when the real-ldconfig tests can run here (root, a
+/// static ldconfig, cc), else why not.
+fn real_ldconfig() -> Result<PathBuf, String> {
+    if !rustix::process::geteuid().is_root() {
+        return Err("not root (namespaces and mounts)".into());
+    }
+    let program = cdigen::hook::ldconfig::find_ldconfig(None).map_err(|e| e.to_string())?;
+    cdigen::hook::ldconfig::isolate::load_program(&program).map_err(|e| e.to_string())?;
+    if !std::process::Command::new("cc")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+    {
+        return Err("no cc to build a shared object".into());
+    }
+    Ok(program)
+}
+
+/// Builds a shared object with `soname` at `path`.
+fn shared_object(soname: &str, path: &Path) {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("lib.c");
+    std::fs::write(&src, "int cdigen_test(void) { return 1; }\n").unwrap();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    let out = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", &format!("-Wl,-soname,{soname}"), "-o"])
+        .arg(path)
+        .arg(&src)
+        .output()
+        .unwrap();
     assert!(
-        b.root()
-            .join("etc/ld.so.conf.d/00-cdigen-driver.conf")
-            .is_file()
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// The linker cache of `root`, as (soname, path) in cache order.
+fn cache_of(root: &Path) -> Vec<(String, String)> {
+    let bytes = std::fs::read(root.join("etc/ld.so.cache")).unwrap();
+    cdigen::ldcache::parse(&bytes)
+        .unwrap()
+        .into_iter()
+        .map(|e| (e.key, e.path))
+        .collect()
+}
+
+#[test]
+fn update_ldcache_caches_the_folders_with_the_real_ldconfig() {
+    if let Err(why) = real_ldconfig() {
+        println!("skipped: {why}");
+        return;
+    }
+    for with_include in [true, false] {
+        let b = Bundle::new();
+        let r = b.root();
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        if with_include {
+            std::fs::write(
+                r.join("etc/ld.so.conf"),
+                "include /etc/ld.so.conf.d/*.conf\n",
+            )
+            .unwrap();
+        }
+        // Merged /usr, as most images now have it.
+        std::fs::create_dir_all(r.join("usr/lib64")).unwrap();
+        symlink("usr/lib64", r.join("lib64")).unwrap();
+        shared_object("libfoo.so.1", &r.join("usr/lib64/libfoo.so.1.2.3"));
+        let (code, out, err) = b.hook(&["update-ldcache", "--folder", "/usr/lib64"]);
+        assert_eq!((code, out.as_str(), err.as_str()), (0, "", ""));
+        let cache = cache_of(&r);
+        assert!(
+            cache.contains(&("libfoo.so.1".into(), "/usr/lib64/libfoo.so.1".into())),
+            "include: {with_include}: {cache:?}"
+        );
+        // ldconfig made the soname link, inside the root.
+        assert_eq!(
+            std::fs::read_link(r.join("usr/lib64/libfoo.so.1")).unwrap(),
+            Path::new("libfoo.so.1.2.3")
+        );
+    }
+}
+
+#[test]
+fn update_ldcache_puts_an_enabled_compat_libcuda_first() {
+    if let Err(why) = real_ldconfig() {
+        println!("skipped: {why}");
+        return;
+    }
+    let b = Bundle::new();
+    let r = b.root();
+    std::fs::create_dir_all(r.join("etc")).unwrap();
+    std::fs::write(
+        r.join("etc/ld.so.conf"),
+        "include /etc/ld.so.conf.d/*.conf\n",
+    )
+    .unwrap();
+    shared_object("libcuda.so.1", &r.join("usr/lib64/libcuda.so.550.90.07"));
+    shared_object(
+        "libcuda.so.1",
+        &r.join("usr/local/cuda/compat/libcuda.so.555.42.06"),
+    );
+    let (code, _, err) = b.hook(&["enable-cuda-compat", "--host-driver-version=550.90.07"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, _, err) = b.hook(&["update-ldcache", "--folder", "/usr/lib64"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let first = cache_of(&r).into_iter().find(|(k, _)| k == "libcuda.so.1");
+    assert_eq!(
+        first,
+        Some((
+            "libcuda.so.1".into(),
+            "/usr/local/cuda/compat/libcuda.so.1".into()
+        ))
+    );
+}
+
+/// Without `CAP_SYS_ADMIN` (root, but `setpriv` dropped it from the
+/// bounding set) ldconfig cannot be isolated: the step fails saying why
+/// and runs nothing, rather than running ldconfig over the root unsafely.
+#[test]
+fn update_ldcache_without_cap_sys_admin_fails_and_runs_nothing() {
+    if let Err(why) = real_ldconfig() {
+        println!("skipped: {why}");
+        return;
+    }
+    if std::process::Command::new("setpriv")
+        .arg("--version")
+        .output()
+        .is_err()
+    {
+        println!("skipped: no setpriv");
+        return;
+    }
+    let b = Bundle::new();
+    let r = b.root();
+    std::fs::create_dir_all(r.join("etc")).unwrap();
+    shared_object("libfoo.so.1", &r.join("usr/lib64/libfoo.so.1.2.3"));
+    let out = std::process::Command::new("setpriv")
+        .args([
+            "--bounding-set=-sys_admin",
+            "--inh-caps=-sys_admin",
+            env!("CARGO_BIN_EXE_cdigen"),
+            "hook",
+            "update-ldcache",
+            "--folder",
+            "/usr/lib64",
+        ])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut child| {
+            use std::io::Write as _;
+            child
+                .stdin
+                .take()
+                .unwrap()
+                .write_all(b.state().as_bytes())?;
+            child.wait_with_output()
+        })
+        .unwrap();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned()
+        ),
+        (
+            Some(1),
+            "cdigen hook update-ldcache: cannot isolate ldconfig from the host, so it was not run: \
+cannot make new namespaces (unshare): Operation not permitted (os error 1) (it needs root with \
+CAP_SYS_ADMIN)\n"
+                .to_string()
+        )
+    );
+    assert!(!r.join("etc/ld.so.cache").exists());
+    assert!(!r.join("usr/lib64/libfoo.so.1").exists());
+}
+
+/// A procfs mounted in a root, as the runtime mounts the container's
+/// before the hooks run; unmounted when dropped.
+struct ProcMount(PathBuf);
+
+impl ProcMount {
+    fn new(root: &Path) -> ProcMount {
+        let at = root.join("proc");
+        std::fs::create_dir_all(&at).unwrap();
+        rustix::mount::mount(
+            "proc",
+            &at,
+            "proc",
+            rustix::mount::MountFlags::empty(),
+            None,
+        )
+        .unwrap();
+        ProcMount(at)
+    }
+}
+
+impl Drop for ProcMount {
+    fn drop(&mut self) {
+        let _ = rustix::mount::unmount(&self.0, rustix::mount::UnmountFlags::DETACH);
+    }
+}
+
+/// Every path under `dir`, relative, symlinks not followed.
+fn listing(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(d) = todo.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            out.push(path.strip_prefix(dir).unwrap().display().to_string());
+            if std::fs::symlink_metadata(&path).unwrap().is_dir() {
+                todo.push(path);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// An image that points ldconfig at the host through its `/proc` (this
+/// test's process: its root is the host's `/`): the aux cache directory,
+/// a library directory and an included configuration file on the host,
+/// and its cache file symlinked out. Nothing of the host is written or
+/// shown, and the image's own library is cached.
+#[test]
+fn update_ldcache_keeps_a_hostile_image_inside_its_root() {
+    if let Err(why) = real_ldconfig() {
+        println!("skipped: {why}");
+        return;
+    }
+    let host = tempfile::tempdir().unwrap();
+    let (aux, libs, etc) = (
+        host.path().join("aux"),
+        host.path().join("libs"),
+        host.path().join("etc"),
+    );
+    for d in [&aux, &libs, &etc] {
+        std::fs::create_dir(d).unwrap();
+    }
+    // A host library without its soname link: ldconfig would make one.
+    shared_object("libhost.so.1", &libs.join("libhost.so.1.0"));
+    std::fs::write(
+        host.path().join("secret.conf"),
+        "API_KEY=value-secret\nPASSWORD=hunter2\n",
+    )
+    .unwrap();
+    let before = listing(host.path());
+    let out = |p: &Path| format!("/proc/{}/root{}", std::process::id(), p.display());
+    for failing in [false, true] {
+        let b = Bundle::new();
+        let r = b.root();
+        let _proc = ProcMount::new(&r);
+        std::fs::create_dir_all(r.join("var/cache")).unwrap();
+        std::fs::create_dir_all(r.join("etc")).unwrap();
+        symlink(out(&aux), r.join("var/cache/ldconfig")).unwrap();
+        std::fs::write(
+            r.join("etc/ld.so.conf"),
+            format!(
+                "/opt/image/lib\n{}\ninclude {}\ninclude /etc/ld.so.conf.d/*.conf\n",
+                out(&libs),
+                out(&host.path().join("secret.conf"))
+            ),
+        )
+        .unwrap();
+        if failing {
+            // The cache cannot be written: ldconfig fails and the error
+            // shows what it said.
+            std::fs::create_dir(r.join("etc/ld.so.cache")).unwrap();
+        } else {
+            symlink(out(&etc.join("ld.so.cache")), r.join("etc/ld.so.cache")).unwrap();
+        }
+        shared_object("libimage.so.2", &r.join("opt/image/lib/libimage.so.2.0"));
+        shared_object("libdrv.so.1", &r.join("usr/lib64/libdrv.so.1.0"));
+        let (code, out_text, err) = b.hook(&["update-ldcache", "--folder", "/usr/lib64"]);
+        assert_eq!(out_text, "");
+        assert!(!err.contains("secret") && !err.contains("hunter2"), "{err}");
+        assert_eq!(listing(host.path()), before, "failing: {failing}: {err}");
+        if failing {
+            assert_eq!(code, 1, "{err}");
+            assert!(err.contains(" failed (exit status 1): "), "{err}");
+            continue;
+        }
+        assert_eq!((code, err.as_str()), (0, ""));
+        let cache = cache_of(&r);
+        for (key, path) in [
+            ("libimage.so.2", "/opt/image/lib/libimage.so.2"),
+            ("libdrv.so.1", "/usr/lib64/libdrv.so.1"),
+        ] {
+            assert!(cache.contains(&(key.into(), path.into())), "{cache:?}");
+        }
+        assert!(!cache.iter().any(|(k, _)| k == "libhost.so.1"), "{cache:?}");
+        // The cache replaced the image's symlink, inside the root.
+        assert!(
+            std::fs::symlink_metadata(r.join("etc/ld.so.cache"))
+                .unwrap()
+                .is_file()
+        );
+    }
 }
 
 #[test]

@@ -43,11 +43,14 @@ pub enum HookStep {
     EnableCudaCompat(EnableCudaCompatArgs),
     /// Update the container's linker cache (/etc/ld.so.cache) for the driver's library folders.
     ///
-    /// Writes /etc/ld.so.conf.d/00-cdigen-driver.conf with the folders, then runs the host's
-    /// ldconfig with -r on the container root (ldconfig chroots into it), the folders also on its
-    /// command line (after /usr/local/cuda/compat when enable-cuda-compat enabled it). ldconfig is
-    /// killed after 30 s. On a read-only root nothing is written or run: one line on stderr, exit
-    /// status 0.
+    /// The host's ldconfig must be a static program. Writes
+    /// /etc/ld.so.conf.d/00-cdigen-driver.conf with the folders, then runs ldconfig inside the
+    /// container root, isolated from the host: in new mount, PID, network, IPC and UTS
+    /// namespaces, after pivot_root into the root, with every proc, sysfs and other host view
+    /// under it detached, every mount nodev, a reduced capability bounding set, and the folders
+    /// also on its command line (after /usr/local/cuda/compat when enable-cuda-compat enabled it).
+    /// It needs root with CAP_SYS_ADMIN; ldconfig is killed after 30 s. On a read-only root
+    /// nothing is written or run: one line on stderr, exit status 0.
     UpdateLdcache(UpdateLdcacheArgs),
 }
 

@@ -4,25 +4,36 @@
 //! through the cache (not only the loader's built-in directories) load
 //! them.
 //!
-//! It writes [`DRIVER_CONF`] with the folders, one per line (for the
-//! container's own later `ldconfig` runs), then runs the **host's**
-//! ldconfig with `-r <container root>`: ldconfig chroots into the root
-//! itself, so the image's symlinks resolve inside it, and nothing of the
-//! image is executed. The folders are also given on ldconfig's command
-//! line, so they are cached even when the image's `/etc/ld.so.conf` does
-//! not include `/etc/ld.so.conf.d`. Directories on the command line come
-//! before every configured one in the cache, so when `enable-cuda-compat`
-//! has enabled the image's compat driver ([`super::compat::COMPAT_CONF`]
-//! is there), its directory goes first on the command line, ahead of the
-//! host's libcuda.
+//! The **host's** ldconfig (the image's own is never run) must be a static
+//! program ([`isolate::load_program`]); then this step writes
+//! [`DRIVER_CONF`] with the folders, one per line (for the container's own
+//! later `ldconfig` runs), and starts its own binary again under the name
+//! [`ISOLATED_NAME`] ([`isolate::main`]), which runs ldconfig
+//! inside the container root in new namespaces, where no path of the image
+//! can reach the host: no `/proc`, `/sys` or other view of it, no old root,
+//! no device that opens. `ldconfig -r ROOT` alone is not enough: it chroots
+//! into a root whose `/proc/1/root` is the host's `/`.
 //!
-//! ldconfig runs with an empty environment (but `PATH` and `LC_ALL=C`),
-//! in its own process group, killed after a time limit (30 s from the
-//! command line) with everything it started; its stderr is kept (the
-//! first [`MAX_STDERR`] bytes) for the error when it fails.
+//! ldconfig's command line is `-i -C /etc/ld.so.cache -f /etc/ld.so.conf
+//! [COMPAT_DIR] FOLDER...`: `-i` so that it reads every library itself
+//! instead of trusting the image's aux cache; the folders so that they are
+//! cached even when the image's `/etc/ld.so.conf` does not include
+//! `/etc/ld.so.conf.d`. Directories on the command line come before every
+//! configured one in the cache, so when `enable-cuda-compat` has enabled
+//! the image's compat driver ([`super::compat::COMPAT_CONF`] is there),
+//! its directory goes first, ahead of the host's libcuda. Neither `-X`
+//! nor `-N`: the soname links ldconfig makes in the folders are how the
+//! driver's libraries are found by soname, and the cache is the point;
+//! isolated, both are written inside the root only.
+//!
+//! The isolated process runs in its own process group, killed after a
+//! time limit (30 s from the command line) with ldconfig; their stderr is
+//! kept (the first [`MAX_STDERR`] bytes) for the error when it fails.
 //!
 //! On a read-only root (the configuration file cannot be written:
 //! `EROFS`), nothing is run: [`Outcome::ReadOnly`].
+
+pub mod isolate;
 
 use std::io::Read;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
@@ -51,8 +62,15 @@ pub const DEFAULT_LDCONFIG: [&str; 3] = [
 pub const TIMEOUT: Duration = Duration::from_secs(30);
 /// Most bytes of ldconfig's stderr kept.
 pub const MAX_STDERR: usize = 8 << 10;
-/// The environment ldconfig gets (nothing else of the hook's).
-const LDCONFIG_PATH_ENV: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+/// The program `update-ldcache` starts for the isolated step: its own
+/// binary.
+pub const SELF_EXE: &str = "/proc/self/exe";
+/// The name `update-ldcache` starts its own binary under, which makes it
+/// [`isolate::main`]: no subcommand, so no completion or man page offers
+/// it.
+pub const ISOLATED_NAME: &str = "cdigen-ldconfig-isolated";
+/// The environment the isolated step gets (nothing else of the hook's).
+const PATH_ENV: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
 
 /// One `--folder`: an absolute, normalized path in the container, without
 /// the characters ldconfig's configuration syntax gives a meaning.
@@ -180,12 +198,13 @@ fn driver_conf(folders: &[Folder]) -> String {
     out
 }
 
-/// Writes [`DRIVER_CONF`] and runs `ldconfig -r ROOT` (see the module
-/// docs), killing it after `timeout`.
+/// Checks `ldconfig`, writes [`DRIVER_CONF`] and runs `ldconfig` isolated
+/// in the root (see the module docs), killing it after `timeout`.
 ///
 /// # Errors
-/// [`Error::InRoot`] when the configuration cannot be written (other than
-/// read-only); [`Error::LdconfigSpawn`], [`Error::LdconfigTimeout`],
+/// As [`isolate::load_program`]; [`Error::InRoot`] when the configuration
+/// cannot be written (other than read-only); [`Error::LdconfigSpawn`],
+/// [`Error::Isolated`], [`Error::LdconfigTimeout`],
 /// [`Error::LdconfigFailed`].
 pub fn update_ldcache(
     root: &InRoot,
@@ -193,6 +212,23 @@ pub fn update_ldcache(
     ldconfig: &Path,
     timeout: Duration,
 ) -> Result<Outcome, Error> {
+    update_ldcache_with(root, folders, ldconfig, Path::new(SELF_EXE), timeout)
+}
+
+/// [`update_ldcache`] with `cdigen` at `runner` (tests give a stand-in).
+///
+/// # Errors
+/// As [`update_ldcache`].
+pub fn update_ldcache_with(
+    root: &InRoot,
+    folders: &[Folder],
+    ldconfig: &Path,
+    runner: &Path,
+    timeout: Duration,
+) -> Result<Outcome, Error> {
+    // Refused before anything is written; the isolated step checks the
+    // bytes it runs again.
+    isolate::load_program(ldconfig)?;
     match root.write_file(Path::new(DRIVER_CONF), driver_conf(folders).as_bytes()) {
         Ok(()) => {}
         Err(e) if e.is_read_only() => return Ok(Outcome::ReadOnly),
@@ -200,8 +236,13 @@ pub fn update_ldcache(
     }
     let root_path = std::path::absolute(root.path()).unwrap_or_else(|_| root.path().to_path_buf());
     let mut args: Vec<std::ffi::OsString> = vec![
-        "-r".into(),
+        "--root".into(),
         root_path.clone().into(),
+        "--ldconfig".into(),
+        ldconfig.into(),
+        "--".into(),
+        // Every library read, none taken from the image's aux cache.
+        "-i".into(),
         // Explicit: a host's ldconfig may be built with other defaults.
         "-C".into(),
         "/etc/ld.so.cache".into(),
@@ -213,25 +254,27 @@ pub fn update_ldcache(
     }
     args.extend(folders.iter().map(|f| f.as_str().into()));
     let command = format!(
-        "{} -r {}",
+        "{} in {}",
         crate::text::path(ldconfig),
         crate::text::path(&root_path)
     );
-    run(ldconfig, &args, &command, timeout)?;
+    run(runner, ISOLATED_NAME, &args, &command, timeout)?;
     Ok(Outcome::Updated)
 }
 
-/// Runs `program` with `args` (see the module docs for how).
+/// Runs `program` named `name` with `args` (see the module docs for how).
 fn run(
     program: &Path,
+    name: &str,
     args: &[std::ffi::OsString],
     command: &str,
     timeout: Duration,
 ) -> Result<(), Error> {
     let mut child = Command::new(program)
+        .arg0(name)
         .args(args)
         .env_clear()
-        .env("PATH", LDCONFIG_PATH_ENV)
+        .env("PATH", PATH_ENV)
         .env("LC_ALL", "C")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -266,6 +309,9 @@ fn run(
             tracing::debug!("{command}: {said}");
         }
         return Ok(());
+    }
+    if status.code() == Some(i32::from(isolate::EXIT_ISOLATION)) && !said.is_empty() {
+        return Err(Error::Isolated { message: said });
     }
     Err(Error::LdconfigFailed {
         command: command.to_string(),

@@ -115,6 +115,30 @@ pub enum Error {
         /// The cause.
         cause: io::Error,
     },
+    /// The ldconfig to run is not a static program.
+    #[error(
+        "{}: {why}: ldconfig runs inside the container root, where an interpreter or libraries it loads would be the image's; name a statically linked ldconfig with --ldconfig (on Ubuntu /sbin/ldconfig is a shell script, /sbin/ldconfig.real the program)",
+        path.display()
+    )]
+    LdconfigNotStatic {
+        /// The ldconfig.
+        path: PathBuf,
+        /// What it is instead.
+        why: String,
+    },
+    /// ldconfig could not be isolated from the host (nothing was run).
+    #[error("cannot isolate ldconfig from the host, so it was not run: {why}")]
+    LdconfigIsolation {
+        /// The step that failed and why.
+        why: String,
+    },
+    /// The isolated process (`cdigen-ldconfig-isolated`) failed before
+    /// ldconfig ran: its own message.
+    #[error("{message}")]
+    Isolated {
+        /// What it said (one line).
+        message: String,
+    },
     /// ldconfig ran too long.
     #[error("{command} did not finish within {}: killed it", humantime::format_duration(*limit))]
     LdconfigTimeout {

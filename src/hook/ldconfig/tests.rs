@@ -1,12 +1,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
-use std::os::unix::fs::{PermissionsExt as _, symlink};
+use std::os::unix::fs::PermissionsExt as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
 use super::*;
 use crate::hook::compat::{DriverVersion, enable_cuda_compat};
-use crate::hook::inroot::Resolver;
 use crate::hook::test_support::{ReadOnlyMount, mkfifo, with_timeout};
 
 fn folders(args: &[&str]) -> Vec<Folder> {
@@ -124,7 +123,30 @@ fn a_missing_ldconfig_is_a_clear_error() {
     assert_eq!(find_ldconfig_in(&[&a, &b]).unwrap(), a);
 }
 
-/// A shell script standing in for ldconfig.
+/// A minimal static ELF executable for this machine (the ldconfig the
+/// stand-in runner is given; it never runs).
+fn static_program(dir: &Path) -> PathBuf {
+    let mut b = vec![0u8; 64];
+    b[..4].copy_from_slice(b"\x7fELF");
+    b[4] = 2;
+    b[5] = 1;
+    b[6] = 1;
+    b[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+    b[18..20].copy_from_slice(&crate::elf::native_machine().unwrap().to_le_bytes());
+    b[32..40].copy_from_slice(&64u64.to_le_bytes()); // phoff
+    b[54..56].copy_from_slice(&56u16.to_le_bytes());
+    b[56..58].copy_from_slice(&1u16.to_le_bytes());
+    let mut ph = vec![0u8; 56];
+    ph[..4].copy_from_slice(&1u32.to_le_bytes()); // PT_LOAD
+    b.extend(ph);
+    let path = dir.join("static-ldconfig");
+    std::fs::write(&path, b).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    path
+}
+
+/// A shell script standing in for `cdigen` (the isolated step), or for a
+/// dynamic ldconfig.
 fn script(dir: &Path, name: &str, body: &str) -> PathBuf {
     let path = dir.join(name);
     std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
@@ -141,8 +163,9 @@ fn fixture() -> (tempfile::TempDir, InRoot) {
 }
 
 #[test]
-fn writes_the_conf_then_runs_ldconfig_on_the_root_with_the_folders() {
+fn writes_the_conf_then_runs_the_isolated_step_with_the_folders() {
     let (tmp, root) = fixture();
+    let prog = static_program(tmp.path());
     let args_file = tmp.path().join("args");
     let env_file = tmp.path().join("env");
     let fake = script(
@@ -154,12 +177,13 @@ fn writes_the_conf_then_runs_ldconfig_on_the_root_with_the_folders() {
             env_file.display()
         ),
     );
-    let got = update_ldcache(
+    let got = update_ldcache_with(
         &root,
         &folders(&[
             "/usr/lib/x86_64-linux-gnu",
             "/usr/lib/x86_64-linux-gnu/vdpau",
         ]),
+        &prog,
         &fake,
         TIMEOUT,
     )
@@ -178,8 +202,10 @@ fn writes_the_conf_then_runs_ldconfig_on_the_root_with_the_folders() {
     assert_eq!(
         std::fs::read_to_string(&args_file).unwrap(),
         format!(
-            "-r\n{root_path}\n-C\n/etc/ld.so.cache\n-f\n/etc/ld.so.conf\n\
-/usr/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu/vdpau\n"
+            "--root\n{root_path}\n--ldconfig\n{}\n--\n\
+-i\n-C\n/etc/ld.so.cache\n-f\n/etc/ld.so.conf\n\
+/usr/lib/x86_64-linux-gnu\n/usr/lib/x86_64-linux-gnu/vdpau\n",
+            prog.display()
         )
     );
     // Nothing of the hook's environment but PATH and LC_ALL.
@@ -204,6 +230,7 @@ fn writes_the_conf_then_runs_ldconfig_on_the_root_with_the_folders() {
 #[test]
 fn the_compat_directory_goes_first_when_enabled() {
     let (tmp, root) = fixture();
+    let prog = static_program(tmp.path());
     let args_file = tmp.path().join("args");
     let fake = script(
         tmp.path(),
@@ -215,7 +242,7 @@ fn the_compat_directory_goes_first_when_enabled() {
     std::fs::write(compat.join("libcuda.so.555.42.06"), "").unwrap();
     let host = DriverVersion::parse("550.90.07").unwrap();
     enable_cuda_compat(&root, &host).unwrap();
-    update_ldcache(&root, &folders(&["/usr/lib64"]), &fake, TIMEOUT).unwrap();
+    update_ldcache_with(&root, &folders(&["/usr/lib64"]), &prog, &fake, TIMEOUT).unwrap();
     let args = std::fs::read_to_string(&args_file).unwrap();
     assert!(
         args.ends_with("/etc/ld.so.conf\n/usr/local/cuda/compat\n/usr/lib64\n"),
@@ -226,23 +253,38 @@ fn the_compat_directory_goes_first_when_enabled() {
 #[test]
 fn a_failing_ldconfig_shows_what_it_said() {
     let (tmp, root) = fixture();
+    let prog = static_program(tmp.path());
     let fake = script(
         tmp.path(),
         "ldconfig",
         "echo 'ldconfig: /etc/ld.so.conf: bad line' >&2; echo >&2; echo '  second  ' >&2; exit 3",
     );
-    let e = update_ldcache(&root, &folders(&["/usr/lib64"]), &fake, TIMEOUT).unwrap_err();
+    let e =
+        update_ldcache_with(&root, &folders(&["/usr/lib64"]), &prog, &fake, TIMEOUT).unwrap_err();
     assert_eq!(
         e.to_string(),
         format!(
-            "{} -r {} failed (exit status 3): ldconfig: /etc/ld.so.conf: bad line; second",
-            fake.display(),
+            "{} in {} failed (exit status 3): ldconfig: /etc/ld.so.conf: bad line; second",
+            prog.display(),
             root.path().display()
         )
     );
+    // The isolated step's own failure is its one line.
+    let fake = script(
+        tmp.path(),
+        "isolation",
+        "echo 'cannot isolate ldconfig from the host, so it was not run: pivot_root: Invalid argument' >&2; exit 125",
+    );
+    let e =
+        update_ldcache_with(&root, &folders(&["/usr/lib64"]), &prog, &fake, TIMEOUT).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "cannot isolate ldconfig from the host, so it was not run: pivot_root: Invalid argument"
+    );
     // Killed by a signal.
     let fake = script(tmp.path(), "killed", "kill -9 $$");
-    let e = update_ldcache(&root, &folders(&["/usr/lib64"]), &fake, TIMEOUT).unwrap_err();
+    let e =
+        update_ldcache_with(&root, &folders(&["/usr/lib64"]), &prog, &fake, TIMEOUT).unwrap_err();
     assert!(
         e.to_string().ends_with(" failed (killed by signal 9)"),
         "{e}"
@@ -252,6 +294,7 @@ fn a_failing_ldconfig_shows_what_it_said() {
 #[test]
 fn ldconfig_stderr_is_bounded() {
     let (tmp, root) = fixture();
+    let prog = static_program(tmp.path());
     let fake = script(
         tmp.path(),
         "ldconfig",
@@ -259,7 +302,7 @@ fn ldconfig_stderr_is_bounded() {
     );
     let r = InRoot::open(root.path()).unwrap();
     let e = with_timeout(move || {
-        update_ldcache(&r, &folders(&["/usr/lib64"]), &fake, TIMEOUT).unwrap_err()
+        update_ldcache_with(&r, &folders(&["/usr/lib64"]), &prog, &fake, TIMEOUT).unwrap_err()
     });
     let text = e.to_string();
     assert!(text.len() < MAX_STDERR + 500, "{}", text.len());
@@ -269,6 +312,7 @@ fn ldconfig_stderr_is_bounded() {
 #[test]
 fn a_hanging_ldconfig_is_killed_with_what_it_started() {
     let (tmp, root) = fixture();
+    let prog = static_program(tmp.path());
     let pid_file = tmp.path().join("pid");
     let fake = script(
         tmp.path(),
@@ -276,9 +320,10 @@ fn a_hanging_ldconfig_is_killed_with_what_it_started() {
         &format!("sleep 60 & echo $! > {}; wait", pid_file.display()),
     );
     let start = Instant::now();
-    let e = update_ldcache(
+    let e = update_ldcache_with(
         &root,
         &folders(&["/usr/lib64"]),
+        &prog,
         &fake,
         Duration::from_millis(500),
     )
@@ -291,8 +336,8 @@ fn a_hanging_ldconfig_is_killed_with_what_it_started() {
     assert_eq!(
         e.to_string(),
         format!(
-            "{} -r {} did not finish within 500ms: killed it",
-            fake.display(),
+            "{} in {} did not finish within 500ms: killed it",
+            prog.display(),
             root.path().display()
         )
     );
@@ -313,6 +358,7 @@ fn a_hanging_ldconfig_is_killed_with_what_it_started() {
 #[test]
 fn a_fifo_where_the_conf_goes_is_an_error_and_ldconfig_does_not_run() {
     let (tmp, root) = fixture();
+    let prog = static_program(tmp.path());
     let ran = tmp.path().join("ran");
     let fake = script(tmp.path(), "ldconfig", &format!("touch {}", ran.display()));
     std::fs::create_dir_all(tmp.path().join("root/etc/ld.so.conf.d")).unwrap();
@@ -321,7 +367,7 @@ fn a_fifo_where_the_conf_goes_is_an_error_and_ldconfig_does_not_run() {
             .join("root/etc/ld.so.conf.d/00-cdigen-driver.conf"),
     );
     let e = with_timeout(move || {
-        update_ldcache(&root, &folders(&["/usr/lib64"]), &fake, TIMEOUT).unwrap_err()
+        update_ldcache_with(&root, &folders(&["/usr/lib64"]), &prog, &fake, TIMEOUT).unwrap_err()
     });
     assert_eq!(
         e.to_string(),
@@ -331,147 +377,55 @@ fn a_fifo_where_the_conf_goes_is_an_error_and_ldconfig_does_not_run() {
 }
 
 #[test]
+fn a_dynamic_or_script_ldconfig_is_refused_before_anything_is_written() {
+    let (tmp, root) = fixture();
+    let ran = tmp.path().join("ran");
+    let fake = script(tmp.path(), "cdigen", &format!("touch {}", ran.display()));
+    let wrapper = script(tmp.path(), "ldconfig", "exec /sbin/ldconfig.real \"$@\"");
+    let mut dynamic = std::fs::read(static_program(tmp.path())).unwrap();
+    dynamic[64..68].copy_from_slice(&3u32.to_le_bytes()); // PT_INTERP
+    let dynamic_path = tmp.path().join("dynamic");
+    std::fs::write(&dynamic_path, dynamic).unwrap();
+    for (program, why) in [
+        (
+            &wrapper,
+            "not an ELF executable for this machine (no ELF magic number)",
+        ),
+        (
+            &dynamic_path,
+            "dynamically linked (it names a program interpreter)",
+        ),
+        (&tmp.path().to_path_buf(), "a directory, not a program"),
+    ] {
+        let e = update_ldcache_with(&root, &folders(&["/usr/lib64"]), program, &fake, TIMEOUT)
+            .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            format!(
+                "{}: {why}: ldconfig runs inside the container root, where an interpreter or \
+libraries it loads would be the image's; name a statically linked ldconfig with --ldconfig (on \
+Ubuntu /sbin/ldconfig is a shell script, /sbin/ldconfig.real the program)",
+                program.display()
+            )
+        );
+    }
+    assert!(!ran.exists());
+    assert!(!tmp.path().join("root/etc").exists());
+}
+
+#[test]
 fn a_read_only_root_runs_nothing() {
     let Some(ro) = ReadOnlyMount::new(|p| std::fs::create_dir(p.join("etc")).unwrap()) else {
         return;
     };
     let tmp = tempfile::tempdir().unwrap();
+    let prog = static_program(tmp.path());
     let ran = tmp.path().join("ran");
-    let fake = script(tmp.path(), "ldconfig", &format!("touch {}", ran.display()));
+    let fake = script(tmp.path(), "cdigen", &format!("touch {}", ran.display()));
     let root = InRoot::open(ro.path()).unwrap();
     assert_eq!(
-        update_ldcache(&root, &folders(&["/usr/lib64"]), &fake, TIMEOUT).unwrap(),
+        update_ldcache_with(&root, &folders(&["/usr/lib64"]), &prog, &fake, TIMEOUT).unwrap(),
         Outcome::ReadOnly
     );
     assert!(!ran.exists());
-}
-
-/// Why the real-ldconfig tests cannot run here, if they cannot.
-fn real_ldconfig_missing() -> Option<String> {
-    if !rustix::process::geteuid().is_root() {
-        return Some("not root (ldconfig -r chroots)".into());
-    }
-    if find_ldconfig(None).is_err() {
-        return Some("no ldconfig on this host".into());
-    }
-    if !std::process::Command::new("cc")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-    {
-        return Some("no cc to build a shared object".into());
-    }
-    None
-}
-
-/// Builds a shared object with `soname` at `path`.
-fn shared_object(dir: &Path, soname: &str, path: &Path) {
-    let src = dir.join("lib.c");
-    std::fs::write(&src, "int cdigen_test(void) { return 1; }\n").unwrap();
-    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    let out = std::process::Command::new("cc")
-        .args(["-shared", "-fPIC", &format!("-Wl,-soname,{soname}"), "-o"])
-        .arg(path)
-        .arg(&src)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// The linker cache of `root`, as (soname, path) in cache order.
-fn cache_of(root: &Path) -> Vec<(String, String)> {
-    let bytes = std::fs::read(root.join("etc/ld.so.cache")).unwrap();
-    crate::ldcache::parse(&bytes)
-        .unwrap()
-        .into_iter()
-        .map(|e| (e.key, e.path))
-        .collect()
-}
-
-#[test]
-fn the_real_ldconfig_caches_the_folders() {
-    if let Some(why) = real_ldconfig_missing() {
-        println!("skipped: {why}");
-        return;
-    }
-    for with_include in [true, false] {
-        let tmp = tempfile::tempdir().unwrap();
-        let r = tmp.path().join("root");
-        std::fs::create_dir_all(r.join("etc")).unwrap();
-        if with_include {
-            std::fs::write(
-                r.join("etc/ld.so.conf"),
-                "include /etc/ld.so.conf.d/*.conf\n",
-            )
-            .unwrap();
-        }
-        // Merged /usr, as most images now have it.
-        std::fs::create_dir_all(r.join("usr/lib64")).unwrap();
-        symlink("usr/lib64", r.join("lib64")).unwrap();
-        shared_object(
-            tmp.path(),
-            "libfoo.so.1",
-            &r.join("usr/lib64/libfoo.so.1.2.3"),
-        );
-        let root = InRoot::open(&r).unwrap();
-        let program = find_ldconfig(None).unwrap();
-        let got = update_ldcache(&root, &folders(&["/usr/lib64"]), &program, TIMEOUT).unwrap();
-        assert_eq!(got, Outcome::Updated);
-        let cache = cache_of(&r);
-        assert!(
-            cache.contains(&("libfoo.so.1".into(), "/usr/lib64/libfoo.so.1".into())),
-            "include: {with_include}: {cache:?}"
-        );
-        // ldconfig made the soname link, inside the root.
-        assert_eq!(
-            std::fs::read_link(r.join("usr/lib64/libfoo.so.1")).unwrap(),
-            Path::new("libfoo.so.1.2.3")
-        );
-    }
-}
-
-#[test]
-fn the_real_ldconfig_puts_an_enabled_compat_libcuda_first() {
-    if let Some(why) = real_ldconfig_missing() {
-        println!("skipped: {why}");
-        return;
-    }
-    for resolver in [Resolver::Openat2, Resolver::Walk] {
-        let tmp = tempfile::tempdir().unwrap();
-        let r = tmp.path().join("root");
-        std::fs::create_dir_all(r.join("etc")).unwrap();
-        std::fs::write(
-            r.join("etc/ld.so.conf"),
-            "include /etc/ld.so.conf.d/*.conf\n",
-        )
-        .unwrap();
-        shared_object(
-            tmp.path(),
-            "libcuda.so.1",
-            &r.join("usr/lib64/libcuda.so.550.90.07"),
-        );
-        shared_object(
-            tmp.path(),
-            "libcuda.so.1",
-            &r.join("usr/local/cuda/compat/libcuda.so.555.42.06"),
-        );
-        let root = InRoot::with_resolver(&r, resolver).unwrap();
-        let host = DriverVersion::parse("550.90.07").unwrap();
-        enable_cuda_compat(&root, &host).unwrap();
-        let program = find_ldconfig(None).unwrap();
-        update_ldcache(&root, &folders(&["/usr/lib64"]), &program, TIMEOUT).unwrap();
-        let first = cache_of(&r).into_iter().find(|(k, _)| k == "libcuda.so.1");
-        assert_eq!(
-            first,
-            Some((
-                "libcuda.so.1".into(),
-                "/usr/local/cuda/compat/libcuda.so.1".into()
-            )),
-            "{resolver:?}"
-        );
-    }
 }
