@@ -114,6 +114,11 @@ struct HookProgram {
 /// code (2 for a usage error, printed by clap).
 pub fn hook_program(args: impl IntoIterator<Item = OsString>) -> u8 {
     let mut args: Vec<OsString> = args.into_iter().collect();
+    // `update-ldcache` runs ldconfig through this same program under
+    // another name (hook::ldconfig::isolate), whichever binary it is.
+    if let Some(code) = crate::hook::ldconfig::isolate::main(&args) {
+        return code;
+    }
     if args.get(1).is_some_and(|a| a == "hook") {
         args.remove(1);
     }
