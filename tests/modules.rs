@@ -712,7 +712,10 @@ const READERS: &[(&str, &str)] = &[
         "the container's root filesystem, resolved inside it",
     ),
     ("deviceplugin::run", "its own sockets and the kubelet's"),
-    ("deviceplugin::held", "its own record of the devices handed out"),
+    (
+        "deviceplugin::held",
+        "its own record of the devices handed out",
+    ),
     ("dra::plugin", "its own sockets"),
     ("dra::checkpoint", "its own checkpoint"),
     ("dra::metadata", "its own metadata files"),
