@@ -711,6 +711,14 @@ const READERS: &[(&str, &str)] = &[
         "hook::inroot",
         "the container's root filesystem, resolved inside it",
     ),
+    (
+        "hook::ldconfig::isolate",
+        "the host's ldconfig program, and its own mount table and container root once isolated",
+    ),
+    (
+        "trust",
+        "the ownership and modes of the host programs hooks name, and of their directories",
+    ),
     ("deviceplugin::run", "its own sockets and the kubelet's"),
     (
         "deviceplugin::held",
