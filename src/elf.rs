@@ -191,11 +191,21 @@ struct Segment {
     filesz: u64,
 }
 
-/// Reads the machine and soname of the ELF object `r`.
-///
-/// # Errors
-/// [`Error`] when it cannot be read or is not a well-formed ELF object.
-pub fn read(r: &(impl ReadAt + ?Sized)) -> Result<Library, Error> {
+/// An ELF object's identification and file header, as far as the readers
+/// here need it.
+struct Header {
+    f: Fields,
+    e_type: u16,
+    machine: u16,
+    /// Where the program header table starts, each entry's size, how many.
+    phoff: u64,
+    phentsize: u16,
+    phnum: u16,
+}
+
+/// Reads and checks the identification (magic, class, byte order) and
+/// the file header of `r`.
+fn header(r: &(impl ReadAt + ?Sized)) -> Result<Header, Error> {
     let mut ident = [0u8; 16];
     let n = r.read_at_most(&mut ident, 0)?;
     if ident.get(..4.min(n)) != Some(b"\x7fELF".as_slice()) {
@@ -216,7 +226,6 @@ pub fn read(r: &(impl ReadAt + ?Sized)) -> Result<Library, Error> {
     };
     let f = Fields { big, is_64 };
     let header = exact(r, 0, if is_64 { 64 } else { 52 })?;
-    let machine = f.u16(&header, 18);
     let (phoff, phentsize, phnum) = if is_64 {
         (f.u64(&header, 32), f.u16(&header, 54), f.u16(&header, 56))
     } else {
@@ -226,6 +235,30 @@ pub fn read(r: &(impl ReadAt + ?Sized)) -> Result<Library, Error> {
             f.u16(&header, 44),
         )
     };
+    Ok(Header {
+        e_type: f.u16(&header, 16),
+        machine: f.u16(&header, 18),
+        f,
+        phoff,
+        phentsize,
+        phnum,
+    })
+}
+
+/// Reads the machine and soname of the ELF object `r`.
+///
+/// # Errors
+/// [`Error`] when it cannot be read or is not a well-formed ELF object.
+pub fn read(r: &(impl ReadAt + ?Sized)) -> Result<Library, Error> {
+    let Header {
+        f,
+        machine,
+        phoff,
+        phentsize,
+        phnum,
+        ..
+    } = header(r)?;
+    let is_64 = f.is_64;
     let want_entsize = if is_64 { 56 } else { 32 };
     if phnum == 0 {
         return Err(Error::Malformed("no program headers"));
@@ -347,39 +380,21 @@ pub enum Linking {
 /// [`Error`] when it cannot be read, is not a well-formed ELF object, or
 /// is not an executable for this machine.
 pub fn linking(r: &(impl ReadAt + ?Sized)) -> Result<Linking, Error> {
-    let mut ident = [0u8; 16];
-    let n = r.read_at_most(&mut ident, 0)?;
-    if ident.get(..4.min(n)) != Some(b"\x7fELF".as_slice()) {
-        return Err(Error::Malformed("no ELF magic number"));
-    }
-    let is_64 = match ident.get(4) {
-        Some(1) => false,
-        Some(2) => true,
-        _ => return Err(Error::Malformed("unknown ELF class")),
-    };
-    let big = match ident.get(5) {
-        Some(1) => false,
-        Some(2) => true,
-        _ => return Err(Error::Malformed("unknown byte order")),
-    };
-    let f = Fields { big, is_64 };
-    let header = exact(r, 0, if is_64 { 64 } else { 52 })?;
-    let (e_type, machine) = (f.u16(&header, 16), f.u16(&header, 18));
+    let Header {
+        f,
+        e_type,
+        machine,
+        phoff,
+        phentsize,
+        phnum,
+    } = header(r)?;
+    let is_64 = f.is_64;
     if e_type != ET_EXEC && e_type != ET_DYN {
         return Err(Error::Malformed("not an executable"));
     }
     if Some(machine) != native_machine() || is_64 != cfg!(target_pointer_width = "64") {
         return Err(Error::Malformed("built for another machine"));
     }
-    let (phoff, phentsize, phnum) = if is_64 {
-        (f.u64(&header, 32), f.u16(&header, 54), f.u16(&header, 56))
-    } else {
-        (
-            u64::from(f.u32(&header, 28)),
-            f.u16(&header, 42),
-            f.u16(&header, 44),
-        )
-    };
     if phnum == 0 || phnum > MAX_PHNUM || phentsize != if is_64 { 56 } else { 32 } {
         return Err(Error::Malformed("implausible program header table"));
     }
