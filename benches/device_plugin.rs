@@ -314,7 +314,7 @@ fn main() {
         .iter()
         .map(|d| d.id.clone())
         .collect();
-    let [noop, one, eight, pre] = rpcs(&kubelet.dir.join(socket_name(RESOURCE)), &ids);
+    let [noop, one, eight, pre] = rpcs(&kubelet.dir.join(socket_name(RESOURCE, None)), &ids);
     mem.push(("plugin, after the RPCs", memory(plugin.pid())));
 
     // 2. Device change -> ListAndWatch update.

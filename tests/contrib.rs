@@ -258,6 +258,12 @@ const WATCH_DS: &str = "deploy/kubernetes/daemonset.yaml";
 /// The `cdigen device-plugin` DaemonSet.
 const DEVICE_PLUGIN_DS: &str = "deploy/kubernetes/device-plugin/daemonset.yaml";
 
+/// The `cdigen dra-driver` DaemonSet.
+const DRA_DS: &str = "deploy/kubernetes/dra/daemonset.yaml";
+
+/// The pod UID the downward API gives the container in these tests.
+const POD_UID: &str = "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9";
+
 /// The DaemonSet's only container and its pod's volumes, parsed.
 fn daemonset_pod(manifest: &str) -> (serde_json::Value, Vec<serde_json::Value>) {
     let ds: serde_json::Value = serde_saphyr::from_str(&read(manifest)).unwrap();
@@ -379,7 +385,17 @@ fn run_container(
         }
     }
     for e in container["env"].as_array().unwrap() {
-        let (key, value) = (e["name"].as_str().unwrap(), e["value"].as_str().unwrap());
+        let key = e["name"].as_str().unwrap();
+        // The downward API's fields, as the kubelet fills them in.
+        let value = match (
+            e["value"].as_str(),
+            e["valueFrom"]["fieldRef"]["fieldPath"].as_str(),
+        ) {
+            (Some(v), _) => v,
+            (None, Some("metadata.uid")) => POD_UID,
+            (None, Some("spec.nodeName")) => "node-1",
+            _ => panic!("{key}: neither a value nor a field of the downward API: {e}"),
+        };
         let value = env_override
             .iter()
             .find(|(k, _)| *k == key)
@@ -521,6 +537,11 @@ fn the_device_plugin_daemonsets_container_registers_with_the_kubelet_and_writes_
         let k = kubelet::FakeKubelet::start(&dir);
         let vfs = k.devices("cdigen.io/vf");
         assert_eq!(vfs.len(), 4, "{vfs:?}");
+        // A rolling update's instance: its socket named by the pod's UID.
+        assert_eq!(
+            k.plugin("cdigen.io/vf").unwrap().endpoint,
+            format!("cdigen-cdigen.io_vf-{POD_UID}.sock")
+        );
         *kubelet.lock().unwrap() = Some(k);
     });
     assert_eq!(
@@ -534,6 +555,45 @@ fn the_device_plugin_daemonsets_container_registers_with_the_kubelet_and_writes_
     );
     let (container, _) = daemonset_pod(DEVICE_PLUGIN_DS);
     assert_eq!(container["args"][0], "device-plugin");
+}
+
+#[test]
+fn the_serving_daemonsets_update_with_a_surge_each_pod_by_its_uid() {
+    for manifest in [DRA_DS, DEVICE_PLUGIN_DS, WATCH_DS] {
+        let ds: serde_json::Value = serde_saphyr::from_str(&read(manifest)).unwrap();
+        let strategy = &ds["spec"]["updateStrategy"];
+        assert_eq!(strategy["type"], "RollingUpdate", "{manifest}");
+        // The API refuses a surge unless maxUnavailable is 0.
+        assert_eq!(strategy["rollingUpdate"]["maxSurge"], 1, "{manifest}");
+        assert_eq!(strategy["rollingUpdate"]["maxUnavailable"], 0, "{manifest}");
+        let grace = ds["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+            .as_u64()
+            .unwrap();
+        // Calls in flight get 5 s, then the sockets go.
+        assert!(grace >= 10, "{manifest}: {grace}");
+    }
+    for manifest in [DRA_DS, DEVICE_PLUGIN_DS] {
+        let (container, volumes) = daemonset_pod(manifest);
+        let env = container["env"].as_array().unwrap();
+        let uid = env.iter().find(|e| e["name"] == "CDIGEN_POD_UID");
+        assert_eq!(
+            uid.unwrap()["valueFrom"]["fieldRef"]["fieldPath"],
+            "metadata.uid",
+            "{manifest}"
+        );
+        // Both instances see the same sockets' and state's directories:
+        // host paths, never per pod.
+        for m in container["volumeMounts"].as_array().unwrap() {
+            let v = volumes.iter().find(|v| v["name"] == m["name"]).unwrap();
+            if m["mountPath"]
+                .as_str()
+                .unwrap()
+                .starts_with("/var/lib/kubelet")
+            {
+                assert_eq!(v["hostPath"]["path"], m["mountPath"], "{manifest}");
+            }
+        }
+    }
 }
 
 // --- cron ------------------------------------------------------------------

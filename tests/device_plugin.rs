@@ -109,6 +109,18 @@ impl Plugin {
     /// Starts the plugin with its sockets in `plugin_dir` and the pod
     /// resources socket at `pod_resources` (neither needs to exist yet).
     fn spawn_at(tmp: &Path, plugin_dir: &Path, pod_resources: &Path, extra: &[&str]) -> Plugin {
+        Plugin::spawn_logged(tmp, plugin_dir, pod_resources, extra, tmp)
+    }
+
+    /// [`Plugin::spawn_at`] with its log in `log_dir` (two instances over
+    /// one `tmp`).
+    fn spawn_logged(
+        tmp: &Path,
+        plugin_dir: &Path,
+        pod_resources: &Path,
+        extra: &[&str],
+        log_dir: &Path,
+    ) -> Plugin {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdigen"));
         cmd.current_dir(tmp)
             // Never the stub libnvidia-ml of a fixture's driver root.
@@ -138,10 +150,11 @@ impl Plugin {
             .env_remove("CDIGEN_DEVINFO_DIR")
             .env_remove("JOURNAL_STREAM")
             .env_remove("NOTIFY_SOCKET")
+            .env_remove("CDIGEN_POD_UID")
             .env("RUST_LOG", "info")
             .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators");
         Plugin {
-            daemon: support::Daemon::spawn(cmd, tmp),
+            daemon: support::Daemon::spawn(cmd, log_dir),
             plugin_dir: plugin_dir.to_path_buf(),
         }
     }
@@ -154,6 +167,21 @@ impl Plugin {
     /// SIGHUP: a full pass (discovery, specs, inventory).
     fn hup(&self) {
         self.signal("HUP");
+    }
+
+    /// SIGTERM to the instance of pod `mine` while the instance of pod
+    /// `other` serves: it must exit 0, its sockets gone, the other's all
+    /// there (one per resource).
+    fn stop_instance(mut self, mine: &str, other: &str) {
+        self.signal("TERM");
+        let code = self.wait_exit();
+        assert_eq!(code, Some(0), "exit code after SIGTERM:\n{}", self.log());
+        let left = our_sockets(&self.plugin_dir);
+        assert!(!left.iter().any(|s| s.contains(mine)), "{left:?}");
+        let others = left
+            .iter()
+            .filter(|s| s.ends_with(&format!("-{other}.sock")));
+        assert_eq!(others.count(), EXAMPLE_RESOURCES.len(), "{left:?}");
     }
 
     /// SIGTERM: it must exit 0 and leave none of its sockets behind (the
@@ -655,6 +683,94 @@ fn a_restart_keeps_device_info_files_until_the_kubelet_says_they_are_released() 
         "{log}"
     );
     plugin.stop();
+}
+
+// --- Rolling update -------------------------------------------------------
+
+const POD_A: &str = "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa";
+const POD_B: &str = "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb";
+
+/// The instance of pod `uid` over `tmp`, its log in `tmp/<uid>/log`.
+fn spawn_pod(tmp: &Path, kubelet: &FakeKubelet, uid: &str) -> Plugin {
+    let log_dir = tmp.join(uid);
+    fs::create_dir_all(&log_dir).unwrap();
+    Plugin::spawn_logged(
+        tmp,
+        &kubelet.dir,
+        &kubelet.pod_resources,
+        &["--pod-uid", uid],
+        &log_dir,
+    )
+}
+
+/// The devices the record on disk (`.cdigen-allocated`) holds: (resource, ID).
+fn recorded(devinfo: &Path) -> Vec<(String, String)> {
+    cdigen::deviceplugin::held::load(devinfo)
+        .unwrap()
+        .unwrap_or_default()
+        .into_keys()
+        .collect()
+}
+
+/// A rolling update: the new pod B registers while the old pod A serves,
+/// each on its own socket; the kubelet sends Allocate to B, and what A
+/// handed out stays held (its device-info file and its record); Allocates
+/// on both at once never lose an entry of the record. When A stops, its
+/// sockets go, the kubelet drops B too (as the real one does) and B
+/// registers again and serves on.
+#[test]
+fn a_rolling_update_hands_over_without_losing_allocations() {
+    let (tmp, _root) = support::machine("example");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let devinfo = tmp.path().join("devinfo");
+    let file = |id: &str| format!("cdigen.io-vf-{id}-device.json");
+    let socket = |uid: &str| format!("cdigen-cdigen.io_vf-{uid}.sock");
+    let vf = |id: &str| (VF.to_string(), id.to_string());
+    let a = spawn_pod(tmp.path(), &kubelet, POD_A);
+    kubelet.wait_for(VF, WAIT, |p| p.watching && p.endpoint == socket(POD_A));
+    kubelet.allocate(VF, &[VFS[0]]).unwrap();
+    assert_eq!(files(&devinfo), [file(VFS[0])]);
+
+    let b = spawn_pod(tmp.path(), &kubelet, POD_B);
+    let registered = kubelet.wait_for(VF, WAIT, |p| p.watching && p.endpoint == socket(POD_B));
+    assert!(kubelet.dir.join(socket(POD_A)).exists(), "{}", a.log());
+    // Allocate goes to B; the kubelet lists neither yet (within grace).
+    kubelet.allocate(VF, &[VFS[1]]).unwrap();
+    // At once on A's socket and B's.
+    thread::scope(|s| {
+        let on_a = s.spawn(|| kubelet.allocate_at(&socket(POD_A), &[VFS[2]]));
+        let on_b = s.spawn(|| kubelet.allocate_at(&socket(POD_B), &[VFS[3]]));
+        on_a.join().unwrap().unwrap();
+        on_b.join().unwrap().unwrap();
+    });
+    let before = kubelet.pod_resources_lists();
+    b.hup();
+    a.hup();
+    wait_prune(&kubelet, before + 1);
+    assert_eq!(files(&devinfo), VFS.map(file), "{}", b.log());
+    assert_eq!(recorded(&devinfo), VFS.map(vf));
+
+    // A stops: only its sockets go; B is dropped by the kubelet and
+    // registers again.
+    a.stop_instance(POD_A, POD_B);
+    let p = kubelet.wait_for(VF, WAIT, |p| {
+        p.registrations > registered.registrations && p.watching
+    });
+    assert_eq!(p.endpoint, socket(POD_B));
+    assert_eq!(
+        p.disconnects, 1,
+        "the fake kubelet dropped B as the real one does"
+    );
+    b.wait_log("the kubelet closed our ListAndWatch stream: registering again");
+    assert!(kubelet.allocate(VF, &[VFS[0]]).is_ok());
+    kubelet.set_live(&[(VF, VFS[0]), (VF, VFS[1])]);
+    let before = kubelet.pod_resources_lists();
+    b.hup();
+    wait_prune(&kubelet, before);
+    // Within grace, the two never listed stay too.
+    assert_eq!(files(&devinfo), VFS.map(file), "{}", b.log());
+    assert_eq!(recorded(&devinfo), VFS.map(vf));
+    b.stop();
 }
 
 // --- Kubelet restarts -----------------------------------------------------

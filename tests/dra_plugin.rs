@@ -927,3 +927,189 @@ async fn unprepare_never_waits_on_a_hung_api_server() {
     stop.send(()).unwrap();
     running.wait().await;
 }
+
+// --- Rolling update: two instances at once ---------------------------------
+
+const POD_A: &str = "11111111-aaaa-4aaa-8aaa-aaaaaaaaaaaa";
+const POD_B: &str = "22222222-bbbb-4bbb-8bbb-bbbbbbbbbbbb";
+
+impl Env {
+    /// Starts the instance of pod `uid` (a rolling update's) over this
+    /// environment's directories.
+    async fn start_pod(&self, uid: &str) -> (Running, oneshot::Sender<()>) {
+        let (_tx, rx) = watch::channel(Arc::new(self.devices.clone()));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let running = plugin::start(
+            self.config(true).with_pod_uid(uid),
+            Arc::clone(&self.api) as Arc<dyn ClaimApi>,
+            rx,
+            async move {
+                let _ = stopped.await;
+            },
+        )
+        .await
+        .unwrap();
+        (running, stop)
+    }
+}
+
+/// The names in `dir`, sorted.
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Two instances of the driver, pods A and B, serve at once over the same
+/// directories, each on its own sockets: a claim prepared through A is
+/// known to B (answered from the checkpoint, no API call) and unprepared
+/// through it; prepares on both at once never lose an entry; A stopping
+/// removes only its own sockets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_instances_of_a_rolling_update_share_the_checkpoint() {
+    let env = Env::new(FakeApi::default());
+    env.api
+        .add(claim("a", UID1, &[(DRIVER, NODE, GPU, "gpu")], json!([])));
+    env.api
+        .add(claim("b", UID2, &[(DRIVER, NODE, VF, "vf")], json!([])));
+    env.api
+        .add(claim("c", UID3, &[(DRIVER, NODE, VF2, "vf")], json!([])));
+    let (a, stop_a) = env.start_pod(POD_A).await;
+    let (b, stop_b) = env.start_pod(POD_B).await;
+    let driver_dir = env.path("plugins").join(DRIVER);
+    assert_eq!(a.dra_socket, driver_dir.join(format!("dra-{POD_A}.sock")));
+    assert_eq!(b.dra_socket, driver_dir.join(format!("dra-{POD_B}.sock")));
+    assert_eq!(
+        names(&env.path("registry")),
+        [
+            format!("{DRIVER}-{POD_A}-reg.sock"),
+            format!("{DRIVER}-{POD_B}-reg.sock")
+        ]
+    );
+    // Both registered: each one's GetInfo names its own DRA socket.
+    for r in [&a, &b] {
+        let channel = cdigen::deviceplugin::kubelet::connect(&r.registration_socket)
+            .await
+            .unwrap();
+        let info = RegistrationClient::new(channel)
+            .get_info(InfoRequest {})
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(info.name, DRIVER);
+        assert_eq!(Path::new(&info.endpoint), r.dra_socket);
+    }
+
+    let r = prepare(&a.dra_socket, &[("a", UID1)]).await;
+    assert_eq!(r[UID1].error, "");
+    assert_eq!(
+        b.preparer
+            .prepared()
+            .await
+            .claims
+            .keys()
+            .collect::<Vec<_>>(),
+        [UID1],
+        "B sees what A prepared"
+    );
+    let gets = env.api.gets();
+    let again = prepare(&b.dra_socket, &[("a", UID1)]).await;
+    assert_eq!(again[UID1], r[UID1], "B answers from A's checkpoint");
+    assert_eq!(env.api.gets(), gets, "no API call");
+    assert_eq!(unprepare(&b.dra_socket, &[("a", UID1)]).await[UID1], "");
+    assert!(!claim_spec(&env, UID1).exists() && !metadata_file(&env, UID1).exists());
+    assert!(
+        a.preparer.prepared().await.claims.is_empty(),
+        "A sees it gone"
+    );
+
+    // At once on both: neither write loses the other's claim.
+    let (ra, rb) = tokio::join!(
+        prepare(&a.dra_socket, &[("b", UID2)]),
+        prepare(&b.dra_socket, &[("c", UID3)])
+    );
+    assert_eq!((ra[UID2].error.as_str(), rb[UID3].error.as_str()), ("", ""));
+    let on_disk = cdigen::dra::checkpoint::load(&driver_dir).unwrap();
+    assert_eq!(on_disk.claims.keys().collect::<Vec<_>>(), [UID2, UID3]);
+
+    // A stops: its sockets go, B's stay and B serves on.
+    stop_a.send(()).unwrap();
+    a.wait().await;
+    assert!(!driver_dir.join(format!("dra-{POD_A}.sock")).exists());
+    assert_eq!(
+        names(&env.path("registry")),
+        [format!("{DRIVER}-{POD_B}-reg.sock")]
+    );
+    assert!(b.dra_socket.exists());
+    let e = unprepare(&b.dra_socket, &[("b", UID2), ("c", UID3)]).await;
+    assert_eq!((e[UID2].as_str(), e[UID3].as_str()), ("", ""));
+    assert!(
+        cdigen::dra::checkpoint::load(&driver_dir)
+            .unwrap()
+            .claims
+            .is_empty()
+    );
+    stop_b.send(()).unwrap();
+    b.wait().await;
+    assert!(names(&env.path("registry")).is_empty());
+}
+
+/// A new instance removes the sockets of an instance whose lock proves it
+/// gone (killed before it could remove them), and leaves those of a live
+/// instance, and those nothing tells about (with a warning).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_instance_clears_only_the_sockets_of_a_dead_one() {
+    let env = Env::new(FakeApi::default());
+    let driver_dir = env.path("plugins").join(DRIVER);
+    let registry = env.path("registry");
+    fs::create_dir_all(&driver_dir).unwrap();
+    fs::create_dir_all(&registry).unwrap();
+    let dead = "33333333-dddd-4ddd-8ddd-dddddddddddd";
+    let alive = "44444444-eeee-4eee-8eee-eeeeeeeeeeee";
+    let unknown = "55555555-ffff-4fff-8fff-ffffffffffff";
+    let mut keep = Vec::new();
+    for uid in [dead, alive, unknown] {
+        keep.push(
+            std::os::unix::net::UnixListener::bind(driver_dir.join(format!("dra-{uid}.sock")))
+                .unwrap(),
+        );
+        keep.push(
+            std::os::unix::net::UnixListener::bind(
+                registry.join(format!("{DRIVER}-{uid}-reg.sock")),
+            )
+            .unwrap(),
+        );
+    }
+    // The dead one's lock file, free; the live one's, held.
+    let lock = |uid: &str| driver_dir.join(format!(".cdigen-dra-driver-{uid}.lock"));
+    fs::write(lock(dead), "1\n").unwrap();
+    let _live = plugin::lock_driver_dir(&driver_dir, Some(alive)).unwrap();
+    let (b, stop_b) = env.start_pod(POD_B).await;
+    assert!(!driver_dir.join(format!("dra-{dead}.sock")).exists());
+    assert!(!registry.join(format!("{DRIVER}-{dead}-reg.sock")).exists());
+    assert!(!lock(dead).exists());
+    for uid in [alive, unknown] {
+        assert!(driver_dir.join(format!("dra-{uid}.sock")).exists(), "{uid}");
+        assert!(
+            registry.join(format!("{DRIVER}-{uid}-reg.sock")).exists(),
+            "{uid}"
+        );
+    }
+    // The live one's lock refuses a second instance of its pod.
+    let e = plugin::lock_driver_dir(&driver_dir, Some(alive))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.starts_with(&format!("cannot serve in {}", driver_dir.display())),
+        "{e}"
+    );
+    let e = plugin::lock_driver_dir(&driver_dir, Some("../x"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("pod UID \"../x\": not a UID"), "{e}");
+    stop_b.send(()).unwrap();
+    b.wait().await;
+}

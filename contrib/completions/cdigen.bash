@@ -238,7 +238,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__device__subcmd__plugin)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --pod-uid --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -320,6 +320,10 @@ _cdigen() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --pod-uid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -378,7 +382,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__dra__subcmd__driver)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --driver-name --node --print-slices --plugin-dir --registry-dir --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --driver-name --node --print-slices --plugin-dir --registry-dir --pod-uid --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -465,6 +469,10 @@ _cdigen() {
                     return 0
                     ;;
                 --registry-dir)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --pod-uid)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -21,6 +21,7 @@ pub(crate) fn run(args: &DevicePluginArgs) -> anyhow::Result<u8> {
         output_dir: w.output_dir.clone(),
         devinfo_dir: w.devinfo_dir.clone(),
         legacy: args.legacy_edits,
+        pod_uid: super::dra_driver::pod_uid(args.pod_uid.as_deref())?,
     };
     deviceplugin::run(
         &config,

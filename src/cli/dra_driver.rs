@@ -76,6 +76,21 @@ fn print_slices(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8>
     Ok(EXIT_OK)
 }
 
+/// `--pod-uid`: `None` when not given or empty (the downward API gives
+/// an empty value to no pod), else a checked UID.
+///
+/// # Errors
+/// A value that is not a UID.
+pub(crate) fn pod_uid(uid: Option<&str>) -> anyhow::Result<Option<String>> {
+    match uid.filter(|u| !u.is_empty()) {
+        None => Ok(None),
+        Some(u) => {
+            crate::write::check_pod_uid(u).map_err(|e| anyhow::anyhow!("--pod-uid: {e}"))?;
+            Ok(Some(u.to_string()))
+        }
+    }
+}
+
 /// The driver: the watch's pipeline without device-info files, the
 /// signal handlers, and [`crate::dra::run`].
 fn serve(args: &DraDriverArgs) -> anyhow::Result<u8> {
@@ -103,6 +118,7 @@ from the downward API's spec.nodeName); the slices are published for it"
         registry_dir: absolute(&args.registry_dir)?,
         output_dir: w.output_dir.clone(),
         root: Arc::new(w.source.host_root()?),
+        pod_uid: pod_uid(args.pod_uid.as_deref())?,
     };
     crate::dra::run::run(
         &config,

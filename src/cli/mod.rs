@@ -402,6 +402,10 @@ pub struct DevicePluginArgs {
     /// CDI support (or kubelets before 1.29 that ignore CDI devices). Hooks cannot be expressed so.
     #[arg(long)]
     pub legacy_edits: bool,
+    /// This pod's UID (in a DaemonSet, metadata.uid from the downward API): a rolling update, the
+    /// new pod serving beside the old one on its own sockets, both sharing the allocations on disk.
+    #[arg(long, value_name = "UID", env = "CDIGEN_POD_UID")]
+    pub pod_uid: Option<String>,
 }
 
 /// Arguments of `cdigen dra-driver`.
@@ -425,6 +429,10 @@ pub struct DraDriverArgs {
     /// The kubelet's plugin registration directory: the registration socket goes here.
     #[arg(long, value_name = "DIR", default_value = crate::dra::REGISTRY_DIR)]
     pub registry_dir: PathBuf,
+    /// This pod's UID (in a DaemonSet, metadata.uid from the downward API): a rolling update, the
+    /// new pod serving beside the old one on its own sockets, both sharing the checkpoint on disk.
+    #[arg(long, value_name = "UID", env = "CDIGEN_POD_UID")]
+    pub pod_uid: Option<String>,
 }
 
 /// Arguments of `cdigen completions`.

@@ -3,10 +3,24 @@
 //! one plugin per resource, registers it with the kubelet, re-registers
 //! after a kubelet restart, and keeps device-info files to live
 //! allocations.
+//!
+//! With a pod UID (`--pod-uid`: a rolling update of the DaemonSet), each
+//! instance has its own sockets (`cdigen-<resource>-<uid>.sock`) and
+//! instance lock, so that the new pod registers while the old one still
+//! serves: the kubelet's device manager then sends Allocate to the newest
+//! registration. When the old pod stops, the kubelet drops the plugin it
+//! registered last too (pkg/kubelet/cm/devicemanager/plugin/v1beta1,
+//! `runClient` disconnects the client registered under the resource's
+//! name, whichever it is): the new instance sees its ListAndWatch stream
+//! closed and registers again. The devices handed out are shared on disk
+//! ([`held`], under the device-info directory's lock, re-read by every
+//! Allocate and prune), so neither instance removes a file the other's
+//! allocation needs.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::{DirBuilderExt as _, FileTypeExt as _};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -64,13 +78,70 @@ pub struct Options {
     pub devinfo_dir: PathBuf,
     /// Whether Allocate adds the legacy fields.
     pub legacy: bool,
+    /// This pod's UID (`--pod-uid`), for a rolling update: this instance's
+    /// own sockets and lock ([`socket_name`], [`lock_name`]).
+    pub pod_uid: Option<String>,
 }
 
-/// The socket file name of `resource`: `cdigen-cdigen.io_vf.sock`. The
-/// `/` becomes `_`, which a resource's domain never has: two resources
-/// never share a socket.
-pub fn socket_name(resource: &str) -> String {
-    format!("cdigen-{}.sock", resource.replacen('/', "_", 1))
+/// The socket file name of `resource`: `cdigen-cdigen.io_vf.sock`, or
+/// with a pod UID `cdigen-cdigen.io_vf-<uid>.sock`. The `/` becomes `_`,
+/// which a resource's domain never has: two resources never share a
+/// socket.
+pub fn socket_name(resource: &str, pod_uid: Option<&str>) -> String {
+    let r = resource.replacen('/', "_", 1);
+    match pod_uid {
+        None => format!("cdigen-{r}.sock"),
+        Some(uid) => format!("cdigen-{r}-{uid}.sock"),
+    }
+}
+
+/// The instance lock's name: [`LOCK_FILE`], or per pod UID
+/// (`.cdigen-device-plugin-<uid>.lock`) in a rolling update.
+pub fn lock_name(pod_uid: Option<&str>) -> String {
+    match pod_uid {
+        None => LOCK_FILE.to_string(),
+        Some(uid) => format!(".cdigen-device-plugin-{uid}.lock"),
+    }
+}
+
+/// In a rolling update: the sockets of another instance whose lock
+/// (`.cdigen-device-plugin-<uid>.lock`) is free, its process gone, are
+/// removed with the lock file (held meanwhile); those of a live instance
+/// stay, and a socket without a lock is never touched (the kubelet
+/// ignores sockets nobody registered, and removes them when it starts).
+fn clear_stale(dir: &Path, me: &str) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    let names: Vec<String> = entries
+        .filter_map(Result::ok)
+        .filter_map(|e| e.file_name().into_string().ok())
+        .collect();
+    for lock in &names {
+        let Some(uid) = lock
+            .strip_prefix(".cdigen-device-plugin-")
+            .and_then(|n| n.strip_suffix(".lock"))
+            .filter(|u| *u != me && crate::write::check_pod_uid(u).is_ok())
+        else {
+            continue;
+        };
+        let crate::write::Instance::Gone(held) = crate::write::instance(dir, lock) else {
+            continue;
+        };
+        let suffix = format!("-{uid}.sock");
+        for name in names
+            .iter()
+            .filter(|n| n.starts_with("cdigen-") && n.ends_with(&suffix))
+        {
+            let path = dir.join(name);
+            if std::fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_socket()) {
+                tracing::info!("removing {}: its instance is gone", path.display());
+                let _ = std::fs::remove_file(&path);
+            }
+        }
+        let _ = std::fs::remove_file(dir.join(lock));
+        drop(held);
+    }
 }
 
 /// What the device plugin does after each pass: the new inventory to the
@@ -103,20 +174,28 @@ impl AfterPass for Publisher {
 }
 
 /// Creates the plugin directory when missing (mode 0750, as the kubelet
-/// does) and takes its [`LOCK_FILE`].
+/// does) and takes its instance lock ([`lock_name`]; in a rolling update,
+/// after removing what a dead instance left).
 ///
 /// # Errors
-/// Another device plugin holds it (its PID named), or the directory or
-/// the lock cannot be made.
-pub fn lock_plugin_dir(dir: &Path) -> anyhow::Result<crate::write::DirLock> {
+/// Another device plugin (of this pod UID) holds it (its PID named), an
+/// invalid pod UID, or the directory or the lock cannot be made.
+pub fn lock_plugin_dir(dir: &Path, pod_uid: Option<&str>) -> anyhow::Result<crate::write::DirLock> {
+    if let Some(uid) = pod_uid {
+        crate::write::check_pod_uid(uid).map_err(anyhow::Error::msg)?;
+    }
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o750)
         .create(dir)
         .with_context(|| format!("cannot create {}", dir.display()))?;
-    crate::write::lock_instance(dir, LOCK_FILE)
+    let lock = crate::write::lock_instance(dir, &lock_name(pod_uid))
         .map_err(anyhow::Error::from)
-        .with_context(|| format!("cannot serve in {}", dir.display()))
+        .with_context(|| format!("cannot serve in {}", dir.display()))?;
+    if let Some(uid) = pod_uid {
+        clear_stale(dir, uid);
+    }
+    Ok(lock)
 }
 
 /// Runs the device plugin until SIGTERM (or `control.stop()`), with the
@@ -134,7 +213,7 @@ pub fn run(
     options: &Options,
 ) -> anyhow::Result<()> {
     // Held until the plugin has stopped and its sockets are gone.
-    let _instance = lock_plugin_dir(&options.plugin_dir)?;
+    let _instance = lock_plugin_dir(&options.plugin_dir, options.pod_uid.as_deref())?;
     let (tx, rx) = tw::channel(Arc::new(Inventory::default()));
     let shared = Arc::new(Shared {
         inventory: rx.clone(),
@@ -202,6 +281,7 @@ async fn serve(
                     name.clone(),
                     Arc::clone(&shared),
                     options.plugin_dir.clone(),
+                    options.pod_uid.clone(),
                     one_rx,
                 ));
                 running.insert(name.clone(), (task, one_tx));
@@ -251,10 +331,12 @@ async fn serve_resource(
     resource: String,
     shared: Arc<Shared>,
     plugin_dir: PathBuf,
+    pod_uid: Option<String>,
     mut stop: tw::Receiver<bool>,
 ) {
     let kubelet_sock = plugin_dir.join(KUBELET_SOCKET);
-    let name = socket_name(&resource);
+    let name = socket_name(&resource, pod_uid.as_deref());
+    let rolling = pod_uid.is_some();
     let path = plugin_dir.join(&name);
     let mut waiting_logged = false;
     let mut retry = Duration::from_secs(1);
@@ -300,10 +382,12 @@ async fn serve_resource(
         };
         let own_id = identity(&path);
         let (end_tx, mut end_rx) = tw::channel(false);
+        let dropped = Arc::new(AtomicBool::new(false));
         let service = DevicePluginServer::new(Plugin {
             resource: resource.clone(),
             shared: Arc::clone(&shared),
             ended: end_rx.clone(),
+            dropped: Arc::clone(&dropped),
         })
         .max_decoding_message_size(MAX_MESSAGE);
         let server = tokio::spawn(
@@ -337,6 +421,22 @@ async fn serve_resource(
                             kubelet_sock.display()
                         );
                         break true;
+                    }
+                    // The kubelet closed a ListAndWatch stream of ours
+                    // while it runs: in a rolling update, the older
+                    // instance stopped and the kubelet dropped this one
+                    // with it. Registered again in place: ending our
+                    // other streams would make it drop the new one.
+                    if rolling && dropped.swap(false, Ordering::SeqCst) {
+                        tracing::info!(
+                            "{resource}: the kubelet closed our ListAndWatch stream: registering again"
+                        );
+                        if let Err(e) =
+                            kubelet::register(&kubelet_sock, &resource, &name, options()).await
+                        {
+                            tracing::error!("{resource}: {e}; serving anew");
+                            break true;
+                        }
                     }
                 }
             }

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -109,6 +110,10 @@ pub struct Plugin {
     /// shutdown): its ListAndWatch streams end too, which closes what the
     /// old kubelet's connections hold.
     pub ended: watch::Receiver<bool>,
+    /// Set when the kubelet closes one of this registration's
+    /// ListAndWatch streams (it dropped the plugin): the registration is
+    /// renewed in a rolling update (`run`).
+    pub dropped: Arc<AtomicBool>,
 }
 
 /// ListAndWatch's list for `resource` in `inventory` (empty when the
@@ -205,6 +210,7 @@ impl DevicePlugin for Plugin {
     ) -> Result<Response<Self::ListAndWatchStream>, Status> {
         let mut rx = self.shared.inventory.clone();
         let mut ended = self.ended.clone();
+        let dropped = Arc::clone(&self.dropped);
         let resource = self.resource.clone();
         let (tx, out) = mpsc::channel(4);
         tokio::spawn(async move {
@@ -223,13 +229,17 @@ impl DevicePlugin for Plugin {
                         devices: list.clone(),
                     };
                     if tx.send(Ok(msg)).await.is_err() {
+                        dropped.store(true, Ordering::SeqCst);
                         return; // the kubelet went away
                     }
                     last = Some(list);
                 }
                 tokio::select! {
                     changed = rx.changed() => if changed.is_err() { return }, // shutting down
-                    () = tx.closed() => return,
+                    () = tx.closed() => {
+                        dropped.store(true, Ordering::SeqCst);
+                        return;
+                    }
                     _ = ended.wait_for(|e| *e) => return,
                 }
             }

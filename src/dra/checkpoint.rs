@@ -3,7 +3,9 @@
 //! server, and a repeated NodePrepareResources answers what the first did.
 //!
 //! One file, `<plugin dir>/<driver>/checkpoint.json`, replaced atomically
-//! after every change. It is read at start as untrusted input: at most
+//! after every change. In a rolling update two instances share it: each
+//! call re-reads it under [`SERIALIZE_LOCK`] and writes it back before
+//! letting go. It is read at start as untrusted input: at most
 //! [`MAX_BYTES`], a strict schema (unknown fields refused), a version and
 //! a SHA-256 checksum of the claims. A file that fails any of these is
 //! reported (naming the file) and the driver starts with no claims rather
@@ -21,6 +23,12 @@ use crate::fsio::{self, Links};
 
 /// The checkpoint's file name in the driver's directory.
 pub const FILE: &str = "checkpoint.json";
+
+/// The lock every prepare and unprepare of every instance of the driver
+/// holds in its directory while it re-reads, changes and writes the
+/// checkpoint, in a rolling update (`--pod-uid`): two instances serve at
+/// once, and neither ever writes over what the other recorded.
+pub const SERIALIZE_LOCK: &str = ".cdigen-dra-serialize.lock";
 
 /// The schema version written and the only one read.
 pub const VERSION: u32 = 1;

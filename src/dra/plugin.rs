@@ -10,6 +10,16 @@
 //!   picks the newest it has), on `<plugin dir>/<driver>/dra.sock`; both
 //!   answer through one [`Preparer`].
 //!
+//! With a pod UID ([`Config::pod_uid`], `--pod-uid`: a rolling update
+//! of the DaemonSet), each instance has its own sockets,
+//! `<driver>-<uid>-reg.sock` and `<driver>/dra-<uid>.sock`, and its own
+//! instance lock, so that the new pod serves beside the old one (the
+//! kubelet uses the newest it registered) and every call of either goes
+//! through the checkpoint on disk ([`Preparer`]'s serialization). Sockets
+//! another instance left are removed only when its lock proves it gone
+//! ([`crate::write::instance`]); otherwise they are left, with a warning
+//! when nothing tells.
+//!
 //! Each time it starts, the driver removes the sockets a previous run left
 //! (as the plugin watcher asks) and listens anew; it removes only sockets:
 //! anything else at those paths (a file, a directory, a symbolic link) is
@@ -50,15 +60,44 @@ pub const DRA_SOCKET: &str = "dra.sock";
 /// fails at start.
 pub const LOCK_FILE: &str = ".cdigen-dra-driver.lock";
 
-/// Creates the driver's directory when missing and takes its
-/// [`LOCK_FILE`].
+/// The instance lock's name: [`LOCK_FILE`], or per pod UID
+/// (`.cdigen-dra-driver-<uid>.lock`) in a rolling update.
+pub fn lock_name(pod_uid: Option<&str>) -> String {
+    match pod_uid {
+        None => LOCK_FILE.to_string(),
+        Some(uid) => format!(".cdigen-dra-driver-{uid}.lock"),
+    }
+}
+
+/// The DRA socket's name: [`DRA_SOCKET`], or `dra-<uid>.sock`.
+pub fn dra_socket_name(pod_uid: Option<&str>) -> String {
+    match pod_uid {
+        None => DRA_SOCKET.to_string(),
+        Some(uid) => format!("dra-{uid}.sock"),
+    }
+}
+
+/// The registration socket's name: `<driver>-reg.sock`, or
+/// `<driver>-<uid>-reg.sock`.
+pub fn registration_socket_name(driver: &str, pod_uid: Option<&str>) -> String {
+    match pod_uid {
+        None => format!("{driver}-reg.sock"),
+        Some(uid) => format!("{driver}-{uid}-reg.sock"),
+    }
+}
+
+/// Creates the driver's directory when missing and takes its instance
+/// lock ([`lock_name`]: one per pod UID in a rolling update).
 ///
 /// # Errors
-/// Another driver holds it (its PID named), or the directory or the lock
-/// cannot be made.
-pub fn lock_driver_dir(dir: &Path) -> anyhow::Result<crate::write::DirLock> {
+/// Another driver (of this pod UID) holds it (its PID named), an invalid
+/// pod UID, or the directory or the lock cannot be made.
+pub fn lock_driver_dir(dir: &Path, pod_uid: Option<&str>) -> anyhow::Result<crate::write::DirLock> {
+    if let Some(uid) = pod_uid {
+        crate::write::check_pod_uid(uid).map_err(anyhow::Error::msg)?;
+    }
     make_dir(dir, 0o750)?;
-    crate::write::lock_instance(dir, LOCK_FILE)
+    crate::write::lock_instance(dir, &lock_name(pod_uid))
         .map_err(anyhow::Error::from)
         .with_context(|| format!("cannot serve in {}", dir.display()))
 }
@@ -73,6 +112,10 @@ pub struct Config {
     pub registry_dir: PathBuf,
     /// How claims are prepared (driver, node, CDI directory, ...).
     pub prepare: prepare::Options,
+    /// This pod's UID, for a rolling update: the sockets are this
+    /// instance's own and the checkpoint is shared
+    /// ([`prepare::Options::serialize`]); `None`: the only instance.
+    pub pod_uid: Option<String>,
 }
 
 impl Config {
@@ -99,19 +142,36 @@ impl Config {
                 root,
                 metadata: true,
                 attributes,
+                serialize: false,
             },
+            pod_uid: None,
         }
     }
 
-    /// The DRA socket: `<plugin dir>/<driver>/dra.sock`.
-    pub fn dra_socket(&self) -> PathBuf {
-        self.prepare.driver_dir.join(DRA_SOCKET)
+    /// In a rolling update as the pod `uid`: its own sockets, and every
+    /// call through the shared checkpoint.
+    #[must_use]
+    pub fn with_pod_uid(mut self, uid: &str) -> Self {
+        self.pod_uid = Some(uid.to_string());
+        self.prepare.serialize = true;
+        self
     }
 
-    /// The registration socket: `<registry dir>/<driver>-reg.sock`.
+    /// The DRA socket: `<plugin dir>/<driver>/dra.sock`
+    /// ([`dra_socket_name`]).
+    pub fn dra_socket(&self) -> PathBuf {
+        self.prepare
+            .driver_dir
+            .join(dra_socket_name(self.pod_uid.as_deref()))
+    }
+
+    /// The registration socket: `<registry dir>/<driver>-reg.sock`
+    /// ([`registration_socket_name`]).
     pub fn registration_socket(&self) -> PathBuf {
-        self.registry_dir
-            .join(format!("{}-reg.sock", self.prepare.driver))
+        self.registry_dir.join(registration_socket_name(
+            &self.prepare.driver,
+            self.pod_uid.as_deref(),
+        ))
     }
 }
 
@@ -307,6 +367,96 @@ fn make_dir(dir: &Path, mode: u32) -> anyhow::Result<()> {
         .with_context(|| format!("cannot create {}", dir.display()))
 }
 
+/// In a rolling update: the sockets of the driver's other instances (by
+/// their names, [`dra_socket_name`] and [`registration_socket_name`], the
+/// pod UID in them) whose instance lock is free are removed: that
+/// instance is gone, killed before it could remove them (the lock is held
+/// meanwhile, and its file removed too). Those whose lock is held are
+/// another live instance's; those without a lock file are left with a
+/// warning (nothing tells whose they are).
+fn clear_stale(config: &Config) {
+    let Some(me) = config.pod_uid.as_deref() else {
+        return;
+    };
+    let driver = &config.prepare.driver;
+    let dir = &config.prepare.driver_dir;
+    // Some(uid) per instance, None for a driver without a pod UID (the
+    // version before the update); true when its DRA socket is there.
+    let mut found: std::collections::BTreeMap<Option<String>, bool> = Default::default();
+    let names = |d: &Path| -> Vec<String> {
+        std::fs::read_dir(d)
+            .map(|it| {
+                it.filter_map(Result::ok)
+                    .filter_map(|e| e.file_name().into_string().ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for name in names(dir) {
+        if name == DRA_SOCKET {
+            found.insert(None, true);
+        } else if let Some(uid) = name
+            .strip_prefix("dra-")
+            .and_then(|n| n.strip_suffix(".sock"))
+            .filter(|u| *u != me && crate::write::check_pod_uid(u).is_ok())
+        {
+            found.insert(Some(uid.to_string()), true);
+        }
+    }
+    let prefix = format!("{driver}-");
+    for name in names(&config.registry_dir) {
+        if name == registration_socket_name(driver, None) {
+            found.entry(None).or_insert(false);
+        } else if let Some(uid) = name
+            .strip_prefix(&prefix)
+            .and_then(|n| n.strip_suffix("-reg.sock"))
+            .filter(|u| *u != me && crate::write::check_pod_uid(u).is_ok())
+        {
+            found.entry(Some(uid.to_string())).or_insert(false);
+        }
+    }
+    for (uid, has_dra_socket) in found {
+        let uid = uid.as_deref();
+        let sockets = [
+            dir.join(dra_socket_name(uid)),
+            config
+                .registry_dir
+                .join(registration_socket_name(driver, uid)),
+        ];
+        let lock = lock_name(uid);
+        match crate::write::instance(dir, &lock) {
+            crate::write::Instance::Held => {
+                tracing::info!(
+                    "another instance of {driver} serves ({} is held): leaving its sockets",
+                    dir.join(&lock).display()
+                );
+            }
+            crate::write::Instance::Gone(held) => {
+                for s in &sockets {
+                    if std::fs::symlink_metadata(s).is_ok_and(|m| m.file_type().is_socket()) {
+                        tracing::info!("removing {}: its instance is gone", s.display());
+                        let _ = std::fs::remove_file(s);
+                    }
+                }
+                if uid.is_some() {
+                    let _ = std::fs::remove_file(dir.join(&lock));
+                }
+                drop(held);
+            }
+            // A registration socket alone may be another driver's whose
+            // name starts like ours: not worth a word.
+            crate::write::Instance::Unknown if has_dra_socket => {
+                tracing::warn!(
+                    "{}: no instance lock {} tells whether its driver is alive: leaving it",
+                    sockets[0].display(),
+                    dir.join(&lock).display()
+                );
+            }
+            crate::write::Instance::Unknown => {}
+        }
+    }
+}
+
 fn bind(path: &Path) -> anyhow::Result<UnixListener> {
     clear_socket(path)?;
     UnixListener::bind(path).with_context(|| format!("cannot listen on {}", path.display()))
@@ -337,6 +487,7 @@ pub async fn start(
     make_dir(&config.prepare.driver_dir, 0o750)?;
     super::checkpoint::tidy(&config.prepare.driver_dir).map_err(anyhow::Error::msg)?;
     make_dir(&config.registry_dir, 0o750)?;
+    clear_stale(&config);
     let dra_listener = bind(&dra_socket)?;
     let (preparer, checkpoint_warning) = Preparer::new(config.prepare.clone(), api, devices);
     let preparer = Arc::new(preparer);

@@ -38,7 +38,9 @@
 //!
 //! What calls change on the node (the claims' files and the checkpoint)
 //! is changed one call at a time, as the kubelet plugin helper of
-//! Kubernetes does; the API server is asked outside that lock, so that
+//! Kubernetes does (with [`Options::serialize`], one call of all the
+//! driver's instances at a time, each starting from the checkpoint on
+//! disk); the API server is asked outside that lock, so that
 //! unpreparing, which needs no API call, never waits on it (a prepare
 //! waiting on a hung API server holds up only itself).
 
@@ -113,6 +115,10 @@ pub struct Options {
     pub metadata: bool,
     /// The attributes of a device, for the metadata file.
     pub attributes: AttributesFn,
+    /// Whether other instances of the driver share the checkpoint (a
+    /// rolling update): each call then takes
+    /// [`checkpoint::SERIALIZE_LOCK`] and re-reads the checkpoint first.
+    pub serialize: bool,
 }
 
 impl std::fmt::Debug for Options {
@@ -124,6 +130,7 @@ impl std::fmt::Debug for Options {
             .field("cdi_dir", &self.cdi_dir)
             .field("root", &self.root)
             .field("metadata", &self.metadata)
+            .field("serialize", &self.serialize)
             .finish_non_exhaustive()
     }
 }
@@ -534,6 +541,30 @@ fn remove_spec(opts: &Options, uid: &str) -> Result<(), String> {
     Ok(())
 }
 
+/// Longest wait for [`checkpoint::SERIALIZE_LOCK`] (another instance's
+/// call holds it while it writes files, never across an API call).
+pub const SERIALIZE_WAIT: Duration = Duration::from_secs(30);
+
+/// The claims prepared, locked for one call: with [`Options::serialize`],
+/// every instance's lock held too and the claims just re-read from disk.
+struct Locked<'a> {
+    state: tokio::sync::MutexGuard<'a, Checkpoint>,
+    _serial: Option<crate::write::DirLock>,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = Checkpoint;
+    fn deref(&self) -> &Checkpoint {
+        &self.state
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut Checkpoint {
+        &mut self.state
+    }
+}
+
 /// Prepares and unprepares claims, one call at a time.
 pub struct Preparer {
     opts: Options,
@@ -586,9 +617,53 @@ impl Preparer {
         &self.opts
     }
 
-    /// The prepared claims now.
+    /// The prepared claims now (with [`Options::serialize`], as on disk
+    /// now, when it can be read).
     pub async fn prepared(&self) -> Checkpoint {
-        self.state.lock().await.clone()
+        match self.lock().await {
+            Ok(locked) => locked.clone(),
+            Err(_) => self.state.lock().await.clone(),
+        }
+    }
+
+    /// Locks the claims for one call. With [`Options::serialize`], waits
+    /// (at most [`SERIALIZE_WAIT`]) for the other instances' calls, then
+    /// re-reads the checkpoint: what another instance prepared or
+    /// unprepared is known. A checkpoint that cannot be read is warned
+    /// about, and the claims known here stand.
+    async fn lock(&self) -> Result<Locked<'_>, String> {
+        let mut state = self.state.lock().await;
+        if !self.opts.serialize {
+            return Ok(Locked {
+                state,
+                _serial: None,
+            });
+        }
+        let dir = self.opts.driver_dir.clone();
+        let (serial, loaded) = tokio::task::spawn_blocking(move || {
+            let deadline = Instant::now() + SERIALIZE_WAIT;
+            let lock = crate::write::lock_file_until(&dir, checkpoint::SERIALIZE_LOCK, &|| {
+                Instant::now() >= deadline
+            })
+            .map_err(|e| {
+                format!(
+                    "another instance of the driver kept the checkpoint locked for {}s: {:#}",
+                    SERIALIZE_WAIT.as_secs(),
+                    anyhow::Error::from(e)
+                )
+            })?;
+            Ok::<_, String>((lock, checkpoint::load(&dir)))
+        })
+        .await
+        .map_err(|e| format!("checkpoint lock: {e}"))??;
+        match loaded {
+            Ok(c) => *state = c,
+            Err(e) => tracing::warn!("{e}; going on with the claims this instance knows"),
+        }
+        Ok(Locked {
+            state,
+            _serial: Some(serial),
+        })
     }
 
     /// Prepares `claims`: each one's answer, by UID, in order.
@@ -611,7 +686,7 @@ impl Preparer {
         if !checkpoint::is_safe_uid(&want.uid) {
             return Err("the UID is not a UID".into());
         }
-        if let Some(p) = self.state.lock().await.claims.get(&want.uid) {
+        if let Some(p) = self.lock().await?.claims.get(&want.uid) {
             return Ok(p.devices.clone());
         }
         let claim = self
@@ -620,7 +695,7 @@ impl Preparer {
             .await
             .map_err(|e| format!("cannot read it from the API server: {e}"))?;
         let (devices, status) = {
-            let mut state = self.state.lock().await;
+            let mut state = self.lock().await?;
             // Prepared meanwhile (the kubelet retried): that answer.
             if let Some(p) = state.claims.get(&want.uid) {
                 return Ok(p.devices.clone());
@@ -684,7 +759,16 @@ impl Preparer {
     /// Unprepares `claims`: each one's answer, by UID, in order. A claim
     /// not prepared is a success.
     pub async fn unprepare(&self, claims: &[ClaimRef]) -> Vec<(String, Answer<()>)> {
-        let mut state = self.state.lock().await;
+        let mut state = match self.lock().await {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::warn!("NodeUnprepareResources: {e}");
+                return claims
+                    .iter()
+                    .map(|c| (c.uid.clone(), Err(e.clone())))
+                    .collect();
+            }
+        };
         let mut out = Vec::new();
         for c in claims {
             let answer = self.unprepare_one(&mut state, c).await.map_err(|e| {

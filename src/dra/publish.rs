@@ -98,6 +98,8 @@ pub struct Publisher {
     /// The resourceVersion to watch from: the last list's, then the
     /// last event's.
     since: Option<String>,
+    /// Whether the slices stay on the way out ([`Publisher::keep_on_exit`]).
+    keep: bool,
 }
 
 impl std::fmt::Debug for Publisher {
@@ -123,7 +125,17 @@ impl Publisher {
             written: BTreeMap::new(),
             deleted: BTreeSet::new(),
             since: None,
+            keep: false,
         }
+    }
+
+    /// Leaves the slices on the way out: in a rolling update the next
+    /// instance publishes the same ones, and the kubelet deletes them
+    /// itself 30 s after the driver's last instance is gone.
+    #[must_use]
+    pub fn keep_on_exit(mut self) -> Self {
+        self.keep = true;
+        self
     }
 
     /// The same, waiting `min` after a first failure and up to `max`.
@@ -468,7 +480,11 @@ impl Publisher {
             }
         }
         drop(watch);
-        self.shut_down().await;
+        if self.keep {
+            tracing::info!("{}: left for the driver's next instance", self.what());
+        } else {
+            self.shut_down().await;
+        }
     }
 
     /// Deletes the slices on the way out, trying for

@@ -37,6 +37,10 @@ pub struct Options {
     /// The host (`--root`): prepared network devices' addresses are read
     /// from its `/sys/class/net`.
     pub root: Arc<HostRoot>,
+    /// This pod's UID (`--pod-uid`), for a rolling update: the new pod
+    /// serves beside the old one ([`plugin::Config::with_pod_uid`]) and
+    /// the slices stay when an instance stops.
+    pub pod_uid: Option<String>,
 }
 
 /// What the driver does after each pass: the devices and the slices of
@@ -125,7 +129,12 @@ pub fn run(
     // Before anything is published: a second driver of this name on the
     // node must not take over the sockets, nor delete the slices of the
     // first on its way out. Held until the driver has stopped.
-    let _instance = plugin::lock_driver_dir(&options.plugin_dir.join(&options.driver))?;
+    // In a rolling update, the lock is this pod's: the instances share the
+    // slices and the checkpoint.
+    let _instance = plugin::lock_driver_dir(
+        &options.plugin_dir.join(&options.driver),
+        options.pod_uid.as_deref(),
+    )?;
     let (devices_tx, devices_rx) = tw::channel(Arc::new(Vec::new()));
     let (slices_tx, slices_rx) = tw::channel(None);
     let fatal = Arc::new(Mutex::new(None));
@@ -179,7 +188,10 @@ async fn serve(
 ) {
     let (stop_tx, stop_rx) = tw::channel(false);
     let claims: Arc<dyn ClaimApi> = Arc::new(kubeapi::KubeClaims::new(client.clone()));
-    let publisher = Publisher::new(client, &options.driver, &options.node);
+    let mut publisher = Publisher::new(client, &options.driver, &options.node);
+    if options.pod_uid.is_some() {
+        publisher = publisher.keep_on_exit();
+    }
     // The slices go on the way out whatever stops the driver: the
     // publisher ends when the watch closes its channel.
     let publishing = tokio::spawn(publisher.run(slices, stop_rx.clone()));
@@ -191,6 +203,9 @@ async fn serve(
         Arc::clone(&options.root),
     );
     config.prepare.cdi_dir = options.output_dir.clone();
+    if let Some(uid) = &options.pod_uid {
+        config = config.with_pod_uid(uid);
+    }
     let mut plugin_stop = stop_rx;
     let plugin = plugin::start(config, claims, devices.clone(), async move {
         let _ = plugin_stop.wait_for(|stop| *stop).await;

@@ -743,6 +743,31 @@ const LOCK_WARN_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
 /// [`io::ErrorKind::Interrupted`] cause.
 pub fn lock_dir_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<DirLock, Error> {
     let (file, lock_path) = open_lock_file(dir)?;
+    wait_for_lock(dir, file, lock_path, stop)
+}
+
+/// [`lock_dir_until`] on the lock file `dir/name` (which `dir` must hold)
+/// rather than the directory's [`LOCK_FILE`]: a lock that serializes what
+/// several processes do in `dir` while each may also take the
+/// directory's own lock inside it (as the rolling update of a kubelet
+/// plugin does with its checkpoint).
+///
+/// # Errors
+/// As [`lock_dir_until`].
+pub fn lock_file_until(dir: &Path, name: &str, stop: &dyn Fn() -> bool) -> Result<DirLock, Error> {
+    let lock_path = dir.join(name);
+    let file = crate::fsio::open_owned(&lock_path, true)?;
+    wait_for_lock(dir, file, lock_path, stop)
+}
+
+/// Takes the lock of `file` (at `lock_path`, in `dir`), trying again every
+/// [`LOCK_RETRY`] until `stop`.
+fn wait_for_lock(
+    dir: &Path,
+    file: File,
+    lock_path: PathBuf,
+    stop: &dyn Fn() -> bool,
+) -> Result<DirLock, Error> {
     let started = std::time::Instant::now();
     let mut waiting = false;
     let mut warned = false;
@@ -810,6 +835,61 @@ pub fn lock_instance(dir: &Path, name: &str) -> Result<DirLock, Error> {
         .and_then(|()| writeln!(file, "{}", std::process::id()))
         .map_err(io_err("cannot write", &path))?;
     Ok(DirLock { _file: file })
+}
+
+/// What the instance lock `dir/name` ([`lock_instance`]) says of its
+/// server.
+#[derive(Debug)]
+pub enum Instance {
+    /// No such file (or not a regular file): nothing can be told.
+    Unknown,
+    /// A live process holds it.
+    Held,
+    /// Free: its server is gone (the kernel released the lock when it
+    /// died). Held now by the caller, so that no server of that name
+    /// starts while the caller removes what the dead one left.
+    Gone(DirLock),
+}
+
+/// Longest pod UID accepted (a Kubernetes UID is a 36-character UUID).
+pub const MAX_POD_UID: usize = 64;
+
+/// Checks a pod UID (`--pod-uid`), which names an instance's sockets and
+/// lock: 1 to [`MAX_POD_UID`] ASCII letters, digits and `-`, not starting
+/// with `-` (a UUID is), so never a path, never hidden.
+///
+/// # Errors
+/// What is wrong with it, in words.
+pub fn check_pod_uid(uid: &str) -> Result<(), String> {
+    let ok = !uid.is_empty()
+        && uid.len() <= MAX_POD_UID
+        && !uid.starts_with('-')
+        && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "pod UID {}: not a UID (1 to {MAX_POD_UID} letters, digits and '-', as metadata.uid is)",
+            crate::text::quoted(uid, 80)
+        ))
+    }
+}
+
+/// Looks at the instance lock `dir/name` of another server without
+/// creating it, never through a symbolic link.
+pub fn instance(dir: &Path, name: &str) -> Instance {
+    let path = dir.join(name);
+    if !fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_file()) {
+        return Instance::Unknown;
+    }
+    let Ok(file) = crate::fsio::open_owned(&path, false) else {
+        return Instance::Unknown;
+    };
+    match file.try_lock() {
+        Ok(()) => Instance::Gone(DirLock { _file: file }),
+        Err(fs::TryLockError::WouldBlock) => Instance::Held,
+        Err(fs::TryLockError::Error(_)) => Instance::Unknown,
+    }
 }
 
 /// Creates `dir` if needed and opens its lock file: (file, its path).

@@ -9,6 +9,14 @@
 //!   it dials the endpoint back and asks for the options (a plugin that
 //!   registers before it serves is refused), and afterwards holds
 //!   ListAndWatch open, recording every list.
+//! - A second registration of a resource (another endpoint: a rolling
+//!   update's new pod) replaces the first for every call, as the device
+//!   manager's `connectClient` does; the first one's ListAndWatch stays
+//!   open. When that first stream ends (its plugin stopped), the kubelet's
+//!   `runClient` disconnects the client registered under the resource's
+//!   name, which is the newer one: its connection is closed and the
+//!   resource has no endpoint until a plugin registers again
+//!   (pkg/kubelet/cm/devicemanager/plugin/v1beta1/handler.go, v1.36).
 //! - GetPreferredAllocation and PreStartContainer are only called when the
 //!   options ask for them.
 //! - Starting and restarting delete every file in the directory and
@@ -62,6 +70,9 @@ pub struct PluginState {
     pub registrations: usize,
     /// Whether its ListAndWatch stream is open.
     pub watching: bool,
+    /// How many times the kubelet disconnected it because an older
+    /// registration's stream ended.
+    pub disconnects: usize,
 }
 
 #[derive(Debug, Default)]
@@ -75,6 +86,8 @@ struct State {
     list_fails: bool,
     /// The ListAndWatch streams held (ended when the kubelet restarts).
     streams: Vec<tokio::task::AbortHandle>,
+    /// The stream of each resource's current registration.
+    current: BTreeMap<String, tokio::task::AbortHandle>,
 }
 
 #[derive(Clone)]
@@ -154,6 +167,7 @@ impl Registration for Kubelet {
         // Then hold ListAndWatch open; a later registration of the
         // resource replaces this one.
         let me = self.clone();
+        let resource_name = r.resource_name.clone();
         let resource = r.resource_name;
         let task = tokio::spawn(async move {
             let Ok(stream) = client.list_and_watch(Empty {}).await else {
@@ -175,9 +189,21 @@ impl Registration for Kubelet {
             let mut st = me.state.lock().unwrap();
             if let Some(p) = mine(&mut st, &resource, generation) {
                 p.watching = false;
+            } else if let Some(p) = st.plugins.get_mut(&resource) {
+                // An older registration's stream ended: runClient
+                // disconnects whichever client the resource has now.
+                p.watching = false;
+                p.disconnects += 1;
+                if let Some(current) = st.current.remove(&resource) {
+                    current.abort();
+                }
             }
         });
-        self.state.lock().unwrap().streams.push(task.abort_handle());
+        let mut st = self.state.lock().unwrap();
+        st.streams.push(task.abort_handle());
+        if mine(&mut st, &resource_name, generation).is_some() {
+            st.current.insert(resource_name, task.abort_handle());
+        }
         Ok(Response::new(Empty {}))
     }
 }
@@ -450,6 +476,22 @@ impl FakeKubelet {
         let mut c = self.client(resource);
         self.runtime
             .block_on(async { c.allocate(request).await.map(Response::into_inner) })
+    }
+
+    /// Allocate for one container holding `ids`, sent to the plugin socket
+    /// `endpoint` in the directory, whichever the kubelet uses now.
+    pub fn allocate_at(&self, endpoint: &str, ids: &[&str]) -> Result<AllocateResponse, Status> {
+        let socket = self.dir.join(endpoint);
+        self.runtime.block_on(async {
+            let mut c = DevicePluginClient::new(dial(&socket).await.map_err(Status::unavailable)?);
+            c.allocate(AllocateRequest {
+                container_requests: vec![ContainerAllocateRequest {
+                    devices_ids: ids.iter().map(|s| (*s).to_string()).collect(),
+                }],
+            })
+            .await
+            .map(Response::into_inner)
+        })
     }
 
     /// Allocate for one container holding `ids` of `resource`.
