@@ -773,6 +773,38 @@ fn a_rolling_update_hands_over_without_losing_allocations() {
     b.stop();
 }
 
+/// A pod UID names files: anything else is refused before anything is
+/// served or written, by both commands.
+#[test]
+fn a_pod_uid_that_is_not_a_uid_is_refused() {
+    let (tmp, _root) = support::machine("example");
+    let common = [
+        "--root",
+        "root",
+        "--output-dir",
+        "cdi",
+        "--source",
+        "none",
+        "--plugin-dir",
+        "pd",
+        "--pod-uid",
+        "../x",
+    ];
+    for command in [
+        &["device-plugin"][..],
+        &["dra-driver", "--node", "n", "--registry-dir", "rd"],
+    ] {
+        let args: Vec<&str> = command.iter().chain(&common).copied().collect();
+        let (code, _, err) = support::cdigen(tmp.path(), &args);
+        assert_eq!(code, 2, "{err}");
+        assert_eq!(
+            err.trim_end(),
+            "cdigen: --pod-uid: pod UID \"../x\": not a UID (1 to 64 letters, digits and '-', as metadata.uid is)"
+        );
+        assert!(!tmp.path().join("pd").exists() && !tmp.path().join("cdi").exists());
+    }
+}
+
 // --- Kubelet restarts -----------------------------------------------------
 
 /// A kubelet restart (every socket deleted, kubelet.sock re-created): each

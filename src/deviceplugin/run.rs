@@ -687,6 +687,53 @@ fn owned_listed(h: &held::Held) -> BTreeMap<(String, String), bool> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn names_per_instance() {
+        assert_eq!(
+            socket_name("cdigen.io/vf", None),
+            "cdigen-cdigen.io_vf.sock"
+        );
+        assert_eq!(
+            socket_name("cdigen.io/vf", Some("u-1")),
+            "cdigen-cdigen.io_vf-u-1.sock"
+        );
+        assert_eq!(lock_name(None), LOCK_FILE);
+        assert_eq!(lock_name(Some("u-1")), ".cdigen-device-plugin-u-1.lock");
+    }
+
+    #[test]
+    fn a_dead_instances_sockets_go_a_live_ones_stay() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let sock = |n: &str| std::os::unix::net::UnixListener::bind(dir.join(n)).unwrap();
+        let _s = [
+            sock("cdigen-a_b-dead.sock"),
+            sock("cdigen-a_b-live.sock"),
+            sock("cdigen-a_b-nolock.sock"),
+            sock("cdigen-a_b-me.sock"),
+        ];
+        std::fs::write(dir.join(".cdigen-device-plugin-dead.lock"), "1\n").unwrap();
+        let _live = lock_plugin_dir(dir, Some("live")).unwrap();
+        let _me = lock_plugin_dir(dir, Some("me")).unwrap();
+        let mut left: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            [
+                ".cdigen-device-plugin-live.lock",
+                ".cdigen-device-plugin-me.lock",
+                "cdigen-a_b-live.sock",
+                "cdigen-a_b-me.sock",
+                "cdigen-a_b-nolock.sock",
+            ]
+        );
+        let e = lock_plugin_dir(dir, Some("../x")).unwrap_err().to_string();
+        assert!(e.starts_with("pod UID \"../x\": not a UID"), "{e}");
+    }
+
     fn key(id: &str) -> (String, String) {
         ("cdigen.io/vf".to_string(), id.to_string())
     }

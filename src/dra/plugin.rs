@@ -625,5 +625,15 @@ mod tests {
             c.registration_socket(),
             Path::new("/r/dra.cdigen.io-reg.sock")
         );
+        assert!(!c.prepare.serialize);
+        let c = c.with_pod_uid("u-1");
+        assert_eq!(c.dra_socket(), Path::new("/p/dra.cdigen.io/dra-u-1.sock"));
+        assert_eq!(
+            c.registration_socket(),
+            Path::new("/r/dra.cdigen.io-u-1-reg.sock")
+        );
+        assert!(c.prepare.serialize);
+        assert_eq!(lock_name(Some("u-1")), ".cdigen-dra-driver-u-1.lock");
+        assert_eq!(lock_name(None), LOCK_FILE);
     }
 }

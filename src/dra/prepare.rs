@@ -815,7 +815,98 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use crate::dra::{ApiError, ApiFuture};
     use serde_json::json;
+
+    /// An API server no unprepare may call.
+    struct NoApi;
+
+    impl ClaimApi for NoApi {
+        fn get_claim<'a>(&'a self, _: &'a str, _: &'a str) -> ApiFuture<'a, ResourceClaim> {
+            Box::pin(async { Err(ApiError("no API server here".into())) })
+        }
+        fn set_device_status<'a>(
+            &'a self,
+            _: &'a str,
+            _: &'a str,
+            _: &'a str,
+            _: Vec<AllocatedDeviceStatus>,
+        ) -> ApiFuture<'a, ()> {
+            Box::pin(async { Err(ApiError("no API server here".into())) })
+        }
+    }
+
+    fn preparer(dir: &Path, serialize: bool) -> Preparer {
+        let opts = Options {
+            driver: "dra.cdigen.io".into(),
+            node: "n".into(),
+            driver_dir: dir.to_path_buf(),
+            cdi_dir: dir.join("cdi"),
+            root: Arc::new(HostRoot::open(Path::new("/")).unwrap()),
+            metadata: false,
+            attributes: Arc::new(|_| BTreeMap::new()),
+            serialize,
+        };
+        let (_tx, rx) = watch::channel(Arc::new(Vec::new()));
+        Preparer::new(opts, Arc::new(NoApi), rx).0
+    }
+
+    fn with(uids: &[&str]) -> Checkpoint {
+        let mut c = Checkpoint::default();
+        for u in uids {
+            c.claims.insert(
+                (*u).into(),
+                PreparedClaim {
+                    namespace: "ns".into(),
+                    name: (*u).into(),
+                    devices: Vec::new(),
+                    spec: false,
+                    metadata: false,
+                },
+            );
+        }
+        c
+    }
+
+    fn uids(c: &Checkpoint) -> Vec<&str> {
+        c.claims.keys().map(String::as_str).collect()
+    }
+
+    fn claim(uid: &str) -> ClaimRef {
+        ClaimRef {
+            namespace: "ns".into(),
+            uid: uid.into(),
+            name: uid.into(),
+        }
+    }
+
+    /// Serialized (a rolling update), every call starts from the
+    /// checkpoint on disk, waiting while another instance holds the lock;
+    /// alone, the claims in memory stand.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn serialized_calls_start_from_the_checkpoint_on_disk() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        checkpoint::save(dir, &with(&["a"])).unwrap();
+        let shared = preparer(dir, true);
+        let alone = preparer(dir, false);
+        // Another instance prepared b.
+        checkpoint::save(dir, &with(&["a", "b"])).unwrap();
+        assert_eq!(uids(&shared.prepared().await), ["a", "b"]);
+        assert_eq!(uids(&alone.prepared().await), ["a"]);
+        // Unpreparing b here keeps a, which only the disk had... and
+        // another instance's c written meanwhile, under the lock.
+        let other =
+            crate::write::lock_file_until(dir, checkpoint::SERIALIZE_LOCK, &|| false).unwrap();
+        let call = tokio::spawn(async move { shared.unprepare(&[claim("b")]).await });
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        assert!(!call.is_finished(), "waits for the other instance's call");
+        checkpoint::save(dir, &with(&["a", "b", "c"])).unwrap();
+        drop(other);
+        let answers = call.await.unwrap();
+        assert_eq!(answers, [("b".to_string(), Ok(()))]);
+        assert_eq!(uids(&checkpoint::load(dir).unwrap()), ["a", "c"]);
+    }
 
     #[test]
     fn configs_are_strict() {

@@ -1098,6 +1098,59 @@ fn an_instance_lock_is_taken_at_once_or_refused_naming_its_holder() {
     assert!(lock_instance(dir, ".y.lock").is_err());
 }
 
+#[test]
+fn another_instance_is_told_gone_only_by_its_free_lock() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    assert!(matches!(instance(dir, ".a.lock"), Instance::Unknown));
+    let held = lock_instance(dir, ".a.lock").unwrap();
+    assert!(matches!(instance(dir, ".a.lock"), Instance::Held));
+    drop(held);
+    // Free: gone, and held by the caller meanwhile.
+    let Instance::Gone(mine) = instance(dir, ".a.lock") else {
+        panic!("a free lock tells its instance gone");
+    };
+    assert!(lock_instance(dir, ".a.lock").is_err());
+    drop(mine);
+    // Nothing but a regular file tells anything; a link is not followed.
+    std::os::unix::fs::symlink(dir.join(".a.lock"), dir.join(".b.lock")).unwrap();
+    assert!(matches!(instance(dir, ".b.lock"), Instance::Unknown));
+    fs::create_dir(dir.join(".c.lock")).unwrap();
+    assert!(matches!(instance(dir, ".c.lock"), Instance::Unknown));
+    assert!(!dir.join(".d.lock").exists());
+    assert!(matches!(instance(dir, ".d.lock"), Instance::Unknown));
+    assert!(!dir.join(".d.lock").exists(), "never created");
+}
+
+#[test]
+fn a_named_lock_serializes_and_gives_up_when_told() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let first = lock_file_until(dir, ".s.lock", &|| false).unwrap();
+    // The directory's own lock is another file: taken inside it.
+    let _dir = lock_dir(dir).unwrap();
+    let e = lock_file_until(dir, ".s.lock", &|| true).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("stopped waiting to lock {}", dir.join(".s.lock").display())
+    );
+    drop(first);
+    let _second = lock_file_until(dir, ".s.lock", &|| true).unwrap();
+}
+
+#[test]
+fn pod_uids_name_files_safely() {
+    check_pod_uid("0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9").unwrap();
+    for bad in ["", "../x", "-x", "a/b", "a b", ".x", &"a".repeat(65)] {
+        let e = check_pod_uid(bad).unwrap_err();
+        assert!(e.contains("not a UID"), "{bad}: {e}");
+    }
+    assert_eq!(
+        check_pod_uid("../x").unwrap_err(),
+        "pod UID \"../x\": not a UID (1 to 64 letters, digits and '-', as metadata.uid is)"
+    );
+}
+
 // ---------------------------------------------------------------- properties
 
 proptest! {
