@@ -1333,6 +1333,22 @@ fn device_plugin_replicas() {
     assert_eq!(shared.device_plugin.replicas, 1000);
 }
 
+/// `device_plugin.register_empty` is off unless a definition turns it on,
+/// and is not printed while off; anything but a boolean is refused.
+#[test]
+fn device_plugin_register_empty() {
+    assert!(!base().device_plugin.register_empty);
+    let g = parse(
+        Path::new(FILE),
+        &format!("{BASE}device_plugin:\n  register_empty: true\n"),
+    )
+    .unwrap();
+    assert!(g.device_plugin.register_empty);
+    let off = serde_json::to_value(&base().device_plugin).unwrap();
+    assert!(off.get("register_empty").is_none(), "{off}");
+    assert!(err_with("device_plugin:\n  register_empty: maybe\n").contains("register_empty"));
+}
+
 // ---------------------------------------------------------------- generic
 
 /// A generic definition: [`FILE`] with backend generic and `extra`.
