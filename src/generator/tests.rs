@@ -1334,7 +1334,8 @@ fn device_plugin_replicas() {
 }
 
 /// `device_plugin.register_empty` is off unless a definition turns it on,
-/// and is not printed while off; anything but a boolean is refused.
+/// and is not printed while off; anything but a boolean is refused, naming
+/// the file and the place.
 #[test]
 fn device_plugin_register_empty() {
     assert!(!base().device_plugin.register_empty);
@@ -1346,7 +1347,10 @@ fn device_plugin_register_empty() {
     assert!(g.device_plugin.register_empty);
     let off = serde_json::to_value(&base().device_plugin).unwrap();
     assert!(off.get("register_empty").is_none(), "{off}");
-    assert!(err_with("device_plugin:\n  register_empty: maybe\n").contains("register_empty"));
+    assert_eq!(
+        err_with("device_plugin:\n  register_empty: maybe\n"),
+        "/etc/cdigen/generators.d/test.yaml: invalid boolean at line 6, column 19"
+    );
 }
 
 // ---------------------------------------------------------------- generic
