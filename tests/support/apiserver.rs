@@ -100,7 +100,7 @@ pub fn rule_allows(rule: &Rule, a: &Attributes) -> bool {
     any(&rule.verbs, &a.verb)
         && any(&rule.api_groups, &a.api_group)
         && rule.resources.iter().any(|r| r == "*" || *r == resource)
-        && (rule.resource_names.is_empty() || rule.resource_names.iter().any(|n| *n == a.name))
+        && (rule.resource_names.is_empty() || rule.resource_names.contains(&a.name))
 }
 
 /// Whether any of `rules` allows `a`.
