@@ -162,7 +162,7 @@ fn main() {
     synth::sriov_nics(&root, PFS, VFS_PER_PF, 0);
     let vf = last_vf(&root);
     let vf_name = cdigen::dra::names::label(&format!("sriov-{}", vf.2));
-    let api = FakeApi::start();
+    let api = FakeApi::start_on(NODE);
     let kubeconfig = api.kubeconfig(dir);
 
     let t_start = Instant::now();

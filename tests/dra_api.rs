@@ -122,6 +122,22 @@ fn status(driver: &str, device: &str) -> AllocatedDeviceStatus {
     }
 }
 
+/// The node selector the scheduler gives a claim allocated devices of
+/// `node`'s pool.
+fn on_node(node: &str) -> Value {
+    json!({"nodeSelectorTerms": [{"matchFields": [
+        {"key": "metadata.name", "operator": "In", "values": [node]},
+    ]}]})
+}
+
+/// A claim's allocation of one of our devices on `node`.
+fn allocation(node: &str) -> Value {
+    json!({
+        "nodeSelector": on_node(node),
+        "devices": {"results": [{"driver": DRIVER, "pool": node, "device": "nic0", "request": "r"}]},
+    })
+}
+
 // --- claims ------------------------------------------------------------------
 
 /// `status.devices`: our entries replaced, other drivers' kept, through a
@@ -133,7 +149,7 @@ fn claim_status_replaces_only_our_entries_and_survives_conflicts() {
     api.put_claim(json!({
         "metadata": {"namespace": "ns", "name": "claim", "uid": "u1"},
         "spec": {},
-        "status": {"devices": [
+        "status": {"allocation": allocation(NODE), "devices": [
             {"driver": "other.example.com", "pool": NODE, "device": "nic0"},
             {"driver": DRIVER, "pool": NODE, "device": "old"},
         ]},
@@ -227,6 +243,115 @@ fn claim_status_replaces_only_our_entries_and_survives_conflicts() {
     assert_eq!(err.to_string(), "ResourceClaim ns/missing not found");
 }
 
+/// 1.36 authorizes a change of `status.devices` per driver
+/// (DRAResourceClaimGranularStatusAuthorization): the deployed
+/// ClusterRole lets the driver patch its own entries of claims allocated
+/// on the node its token names (`associated-node:patch` on
+/// `resourceclaims/driver`, named after the driver). A claim of another
+/// node, another driver's name, a token without the node and the role of
+/// before are refused as the API server refuses them (422), and the
+/// error carries its words.
+#[test]
+fn status_writes_need_the_drivers_granular_permission() {
+    let api = FakeApi::start();
+    for (name, node) in [("here", NODE), ("there", "node-b")] {
+        api.put_claim(json!({
+            "metadata": {"namespace": "ns", "name": name, "uid": name},
+            "spec": {},
+            "status": {"allocation": allocation(node)},
+        }));
+    }
+    let rt = runtime();
+    let claims = rt.block_on(async { KubeClaims::new(api.client()) });
+    let write = |name: &str, driver: &str, device: &str| {
+        rt.block_on(claims.set_device_status(
+            "ns",
+            name,
+            driver,
+            vec![AllocatedDeviceStatus {
+                driver: driver.into(),
+                pool: NODE.into(),
+                device: device.into(),
+                ..AllocatedDeviceStatus::default()
+            }],
+        ))
+        .map_err(|e| e.to_string())
+    };
+    let refused = |name: &str, verbs: &str| {
+        format!(
+            "cannot update the status of ResourceClaim ns/{name}: the API server says \
+             ResourceClaim.resource.k8s.io \"{name}\" is invalid: status.devices: Forbidden: \
+             changing status.devices requires resource=\"resourceclaims/driver\", verb=\"[{verbs}]\" \
+             permission: User \"system:serviceaccount:cdigen:cdigen-dra\" cannot {} resource \
+             \"resourceclaims/driver\" in API group \"resource.k8s.io\" in the namespace \"ns\" (422 Invalid)",
+            verbs.split(' ').next().unwrap()
+        )
+    };
+    let devices = |name: &str| api.claim("ns", name).unwrap()["status"]["devices"].clone();
+
+    write("here", DRIVER, "nic0").unwrap();
+    assert_eq!(devices("here")[0]["device"], json!("nic0"));
+    let asked: Vec<(String, String, String, bool)> = api
+        .checks()
+        .into_iter()
+        .filter(|c| c.attributes.subresource == "driver")
+        .map(|c| {
+            let a = c.attributes;
+            (a.verb, a.namespace, a.name, c.allowed)
+        })
+        .collect();
+    assert_eq!(
+        asked,
+        [(
+            "associated-node:patch".to_string(),
+            "ns".to_string(),
+            DRIVER.to_string(),
+            true
+        )]
+    );
+
+    // A claim allocated on another node: only arbitrary-node would do.
+    assert_eq!(
+        write("there", DRIVER, "nic0"),
+        Err(refused("there", "arbitrary-node:patch"))
+    );
+    assert_eq!(devices("there"), Value::Null);
+    // Another driver's entries: the rule names ours only.
+    assert_eq!(
+        write("here", "gpu.example.com", "gpu0"),
+        Err(refused(
+            "here",
+            "associated-node:patch arbitrary-node:patch"
+        ))
+    );
+    // A token that names no node.
+    api.set_token_node(None);
+    assert_eq!(
+        write("here", DRIVER, "nic1"),
+        Err(refused("here", "arbitrary-node:patch"))
+    );
+    api.set_token_node(Some(NODE));
+    // The ClusterRole before 1.36's check: the status subresource only.
+    let before = |resources: &[&str], verbs: &[&str]| apiserver::Rule {
+        api_groups: vec!["resource.k8s.io".into()],
+        resources: resources.iter().map(|r| (*r).to_string()).collect(),
+        verbs: verbs.iter().map(|v| (*v).to_string()).collect(),
+        resource_names: vec![],
+    };
+    api.set_rules(Some(vec![
+        before(&["resourceclaims"], &["get", "list", "watch"]),
+        before(&["resourceclaims/status"], &["update", "patch"]),
+    ]));
+    assert_eq!(
+        write("here", DRIVER, "nic1"),
+        Err(refused(
+            "here",
+            "associated-node:patch arbitrary-node:patch"
+        ))
+    );
+    assert_eq!(devices("here")[0]["device"], json!("nic0"));
+}
+
 // --- the publisher, one round at a time -------------------------------------
 
 /// Creates, updates with the next generation, deletes stale slices of our
@@ -258,7 +383,9 @@ fn sync_creates_updates_deletes_and_bumps_the_generation() {
     assert_eq!(ours(&s), BTreeSet::from([s0.clone(), s1.clone()]));
     assert_eq!(devices_of(&s, &s0), ["a", "b"]);
     assert_eq!(devices_of(&s, &s1), ["c"]);
+    let owner = node_owner(&api.node_uid(NODE).unwrap());
     for name in [&s0, &s1] {
+        assert_eq!(s[name]["metadata"]["ownerReferences"], owner);
         assert_eq!(generation(&s, name), 1);
         assert_eq!(s[name]["spec"]["pool"]["resourceSliceCount"], json!(2));
         assert_eq!(s[name]["spec"]["pool"]["name"], json!(NODE));
@@ -353,8 +480,9 @@ fn sync_creates_updates_deletes_and_bumps_the_generation() {
         s.keys().cloned().collect::<Vec<_>>(),
         ["other-driver", "other-node"]
     );
-    assert_eq!(s["other-node"]["metadata"]["resourceVersion"], json!("1"));
-    assert_eq!(s["other-driver"]["metadata"]["resourceVersion"], json!("2"));
+    // (resourceVersion 1 is the Node's.)
+    assert_eq!(s["other-node"]["metadata"]["resourceVersion"], json!("2"));
+    assert_eq!(s["other-driver"]["metadata"]["resourceVersion"], json!("3"));
     assert!(
         api.writes()
             .iter()
@@ -369,6 +497,91 @@ fn sync_creates_updates_deletes_and_bumps_the_generation() {
         err.to_string(),
         "cannot list the ResourceSlices of dra.cdigen.io on node node-a: the API server says injected failure (500 InternalError)"
     );
+}
+
+/// The owner references the slices of [`NODE`] must carry: its Node, of
+/// UID `uid`, as their controller.
+fn node_owner(uid: &str) -> Value {
+    json!([{"apiVersion": "v1", "kind": "Node", "name": NODE, "uid": uid, "controller": true}])
+}
+
+/// Whether `s`'s slice `name` names the Node of UID `uid` as its owner.
+fn owned_by(s: &BTreeMap<String, Value>, name: &str, uid: &str) -> bool {
+    s.get(name)
+        .is_some_and(|v| v["metadata"]["ownerReferences"] == node_owner(uid))
+}
+
+/// Slices name their node's Node as their controlling owner, so the
+/// garbage collector deletes them with it: a slice of ours naming no
+/// owner (an older driver's) is replaced to name it; a Node re-created
+/// under the same name (a new UID) gets the slices re-created naming the
+/// new one; while there is no Node nothing is published, and the Node's
+/// return publishes again; without the right to read Nodes the error
+/// says so.
+#[test]
+fn slices_are_owned_by_their_node() {
+    let api = FakeApi::start();
+    let rt = runtime();
+    let s0 = slices::slice_name(NODE, DRIVER, 0);
+    let one = wanted(DRIVER, NODE, &[&["a"]]);
+    let mut old = serde_json::to_value(&one[0]).unwrap();
+    old["spec"]["pool"]["generation"] = json!(3);
+    api.put_slice(old);
+    let publisher = rt.block_on(async {
+        Publisher::new(api.client(), DRIVER, NODE)
+            .with_backoff(Duration::from_millis(50), Duration::from_millis(200))
+    });
+    let (_tx, rx) = tw::channel(Some(Arc::new(Desired {
+        slices: one,
+        since: Instant::now(),
+    })));
+    let (stop_tx, stop_rx) = tw::channel(false);
+    let task = rt.spawn(publisher.run(rx, stop_rx));
+    let uid = api.node_uid(NODE).unwrap();
+    let s = api.wait_slices(WAIT, "the old slice owned", |s| owned_by(s, &s0, &uid));
+    assert_eq!(generation(&s, &s0), 3, "adopted: the content is the same");
+
+    // The Node is re-created: the collector deletes the slices, which
+    // are re-created naming the new Node.
+    let second = api.put_node(NODE);
+    assert_ne!(second, uid);
+    api.wait_slices(WAIT, "the slices of the new Node", |s| {
+        owned_by(s, &s0, &second)
+    });
+
+    // No Node: nothing can be published until it is back.
+    assert_eq!(api.delete_node(NODE), 1);
+    let end = Instant::now() + WAIT;
+    while !api
+        .requests()
+        .iter()
+        .any(|r| r.path == format!("/api/v1/nodes/{NODE}") && r.status == 404)
+    {
+        assert!(Instant::now() < end, "the Node was not read again");
+        thread::sleep(Duration::from_millis(10));
+    }
+    assert!(api.slices().is_empty());
+    let third = api.put_node(NODE);
+    api.wait_slices(WAIT, "the slices of the third Node", |s| {
+        owned_by(s, &s0, &third)
+    });
+    stop_tx.send(true).unwrap();
+    rt.block_on(task).unwrap();
+
+    // The read of the Node, like every other, needs its rule.
+    let mut rules = apiserver::shipped_rules();
+    rules.retain(|r| !r.resources.contains(&"nodes".to_string()));
+    api.set_rules(Some(rules));
+    let mut p = rt.block_on(async { Publisher::new(api.client(), DRIVER, NODE) });
+    let err = rt
+        .block_on(p.sync(&wanted(DRIVER, NODE, &[&["a"]])))
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "cannot get Node node-a: forbidden (nodes \"node-a\" is forbidden: User \"system:serviceaccount:cdigen:cdigen-dra\" \
+         cannot get resource \"nodes\" in API group \"\" at the cluster scope); check the driver's RBAC"
+    );
+    assert!(api.slices().is_empty());
 }
 
 // --- the publisher running ----------------------------------------------------
@@ -884,7 +1097,7 @@ fn prepare_e2e_with(change: impl FnOnce(&Path, &Path)) -> Prepared {
     api.put_claim(json!({
         "metadata": {"namespace": "ns", "name": "net", "uid": E2E_UID},
         "spec": {},
-        "status": {"allocation": {"devices": {
+        "status": {"allocation": {"nodeSelector": on_node(NODE), "devices": {
             "results": [{"driver": DRIVER, "pool": NODE, "device": E2E_VF, "request": "vf"}],
             "config": [{"source": "FromClaim", "requests": ["vf"], "opaque": {
                 "driver": DRIVER, "parameters": {"apiVersion": "dra.cdigen.io/v1alpha1",
@@ -1119,6 +1332,32 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
         "{}",
         driver.log()
     );
+
+    // The deployed ClusterRole allowed every request the driver made (and
+    // 1.36's check of its status write), and grants nothing it did not use.
+    let checks = api.checks();
+    let denied: Vec<_> = checks.iter().filter(|c| !c.allowed).collect();
+    assert!(denied.is_empty(), "refused: {denied:#?}");
+    let used: BTreeSet<(String, String, String)> = checks
+        .iter()
+        .map(|c| {
+            let a = &c.attributes;
+            (a.api_group.clone(), a.resource_path(), a.verb.clone())
+        })
+        .collect();
+    let granted: BTreeSet<(String, String, String)> = apiserver::shipped_rules()
+        .iter()
+        .flat_map(|r| {
+            r.api_groups.iter().flat_map(move |g| {
+                r.resources.iter().flat_map(move |res| {
+                    r.verbs
+                        .iter()
+                        .map(move |v| (g.clone(), res.clone(), v.clone()))
+                })
+            })
+        })
+        .collect();
+    assert_eq!(used, granted, "the ClusterRole against what the driver did");
 }
 
 /// A root whose interface directory is an absolute symlink: the address
@@ -1175,7 +1414,7 @@ fn unprepare_answers_while_the_api_server_hangs() {
     api.put_claim(json!({
         "metadata": {"namespace": "ns", "name": "net2", "uid": UID2},
         "spec": {},
-        "status": {"allocation": {"devices": {
+        "status": {"allocation": {"nodeSelector": on_node(NODE), "devices": {
             "results": [{"driver": DRIVER, "pool": NODE, "device": "sriov-0000-3b-00-2", "request": "vf"}],
         }}},
     }));

@@ -240,7 +240,9 @@ pub enum Command {
     /// `device_plugin.enabled: false` are written but not advertised, and the `all` device is
     /// only for a generator that names nothing else (a pool, like rdma-shared). With
     /// `device_plugin.replicas: N` each device is advertised as N units (<ID>-0 ...) that all give
-    /// its CDI device, so N containers may share it. Each plugin listens on
+    /// its CDI device, so N containers may share it. A resource is registered once it has a
+    /// device (then kept, with an empty list when its last goes), or at once with
+    /// `device_plugin.register_empty: true`. Each plugin listens on
     /// cdigen-<resource>.sock in --plugin-dir, registers on its
     /// kubelet.sock, and registers again when the kubelet restarts (its socket re-created, or ours
     /// deleted). Device IDs are stable across reboots: GPU UUIDs, PCI addresses, by-id links.

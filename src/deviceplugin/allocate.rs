@@ -393,6 +393,7 @@ mod tests {
                 source: PathBuf::from("builtin:generators/sriov.yaml"),
                 replicas: 1,
                 pool: false,
+                register_empty: false,
             },
             spec_file: PathBuf::from("/cdi/cdigen.io-vf.yaml"),
             devices: BTreeMap::new(),
@@ -537,6 +538,7 @@ mod response_tests {
                 source: PathBuf::from("builtin:generators/sriov.yaml"),
                 replicas: 1,
                 pool: false,
+                register_empty: false,
             },
             spec_file: PathBuf::from("/var/run/cdi/cdigen.io-vf.yaml"),
             devices: entries

@@ -33,6 +33,9 @@ pub struct ResourceDef {
     /// Whether the generator names only `all`: then that one CDI device,
     /// the pool of all it selects, is what is offered.
     pub pool: bool,
+    /// Whether it is registered while it has no device
+    /// (`device_plugin.register_empty`).
+    pub register_empty: bool,
 }
 
 /// Why the device plugin cannot start with these definitions.
@@ -129,6 +132,7 @@ pub fn resources(generators: &[Loaded]) -> Result<Vec<ResourceDef>, Error> {
             source: l.source.clone(),
             replicas: g.device_plugin.replicas.max(1),
             pool: g.names == [crate::generator::NameStrategy::All],
+            register_empty: g.device_plugin.register_empty,
         });
     }
     Ok(out)
@@ -581,6 +585,7 @@ mod tests {
             source: PathBuf::from("builtin:generators/nvidia.yaml"),
             replicas: 1,
             pool: false,
+            register_empty: false,
         }]
     }
 

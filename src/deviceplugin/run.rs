@@ -1,6 +1,7 @@
 //! The device plugin process: the watch loop on its own thread keeps the
 //! specs and the inventory current; the gRPC side (one tokio thread) serves
-//! one plugin per resource, registers it with the kubelet, re-registers
+//! one plugin per resource that has devices ([`to_register`]), registers
+//! it with the kubelet, re-registers
 //! after a kubelet restart, and keeps device-info files to live
 //! allocations.
 //!
@@ -265,6 +266,8 @@ async fn serve(
     let (stop_tx, stop_rx) = tw::channel(false);
     // Each resource's server, and the switch that stops it.
     let mut running: BTreeMap<String, (JoinHandle<()>, tw::Sender<bool>)> = BTreeMap::new();
+    // The resources said to wait for their first device.
+    let mut told_empty: BTreeSet<String> = BTreeSet::new();
     let pruner = tokio::spawn(prune_loop(
         rx.clone(),
         passed,
@@ -273,7 +276,19 @@ async fn serve(
         stop_rx,
     ));
     loop {
-        let names: BTreeSet<String> = rx.borrow_and_update().resources.keys().cloned().collect();
+        let (configured, names) = {
+            let inventory = rx.borrow_and_update();
+            let configured: BTreeSet<String> = inventory.resources.keys().cloned().collect();
+            (configured, to_register(&inventory))
+        };
+        for name in configured.difference(&names) {
+            if !running.contains_key(name) && told_empty.insert(name.clone()) {
+                tracing::info!(
+                    "{name}: no device on this host: registered with the kubelet when one \
+                     appears (device_plugin.register_empty: true registers it now)"
+                );
+            }
+        }
         for name in &names {
             if !running.contains_key(name) {
                 let (one_tx, one_rx) = tw::channel(false);
@@ -287,9 +302,11 @@ async fn serve(
                 running.insert(name.clone(), (task, one_tx));
             }
         }
+        // A resource registered stays until it is no longer configured:
+        // its last device gone, the kubelet is told of an empty list.
         let gone: Vec<String> = running
             .keys()
-            .filter(|n| !names.contains(*n))
+            .filter(|n| !configured.contains(*n))
             .cloned()
             .collect();
         for name in gone {
@@ -311,6 +328,20 @@ async fn serve(
         let _ = task.await;
     }
     let _ = pruner.await;
+}
+
+/// The resources to register with the kubelet now: those with a device
+/// (one gone while allocated included), and those whose definition asks
+/// to be registered empty (`device_plugin.register_empty`). Another
+/// resource would show on every node as 0 allocatable; it is registered
+/// when its first device appears.
+pub fn to_register(inventory: &Inventory) -> BTreeSet<String> {
+    inventory
+        .resources
+        .iter()
+        .filter(|(_, r)| !r.devices.is_empty() || r.def.register_empty)
+        .map(|(name, _)| name.clone())
+        .collect()
 }
 
 /// The identity of the file at `path` ([`FileId`]), `None` when absent.

@@ -10,6 +10,14 @@
 //!   the highest one seen in the pool; slices that already say what is
 //!   wanted at one generation are adopted as they are (a driver restart
 //!   writes nothing).
+//! - Every slice names the node's `Node` as its controlling owner (as the
+//!   upstream resourceslice controller does), so the garbage collector
+//!   removes the slices with the Node. The Node's UID is read (`nodes get`)
+//!   at the first round and again before any slice is created: a Node
+//!   deleted and re-created under the same name has a new UID, and the
+//!   collector has then deleted the slices that named the old one. A
+//!   slice that does not name the Node read (an older driver's) is
+//!   replaced to name it, in place of any other Node.
 //! - [`Publisher::run`] does that whenever the wanted slices change, and
 //!   whenever the slices change on the server (a watch from the list's
 //!   resourceVersion: the kubelet wipes a driver's slices when it starts,
@@ -24,7 +32,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::api::resource::v1::{ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
 use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use tokio::sync::watch as tw;
@@ -82,6 +92,9 @@ type WatchStream = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<ResourceSli
 /// Publishes one node's slices of one driver.
 pub struct Publisher {
     api: Api<ResourceSlice>,
+    nodes: Api<Node>,
+    /// The Node as the slices' owner, once read.
+    owner: Option<OwnerReference>,
     driver: String,
     node: String,
     backoff: (Duration, Duration),
@@ -116,7 +129,9 @@ impl Publisher {
     /// The publisher of `driver`'s slices of `node`, through `client`.
     pub fn new(client: kube::Client, driver: &str, node: &str) -> Self {
         Publisher {
-            api: Api::all(client),
+            api: Api::all(client.clone()),
+            nodes: Api::all(client),
+            owner: None,
             driver: driver.to_string(),
             node: node.to_string(),
             backoff: (BACKOFF_MIN, BACKOFF_MAX),
@@ -163,6 +178,22 @@ impl Publisher {
             "the ResourceSlices of {} on node {}",
             self.driver, self.node
         )
+    }
+
+    /// The node's `Node`, read now, as the slices' owner.
+    async fn read_owner(&self) -> Result<OwnerReference, ApiError> {
+        let what = format!("Node {}", self.node);
+        let node = self
+            .nodes
+            .get(&self.node)
+            .await
+            .map_err(|e| error(&what, "get", &e))?;
+        match node.metadata.uid {
+            Some(uid) if !uid.is_empty() => Ok(super::slices::node_owner(&self.node, &uid)),
+            _ => Err(ApiError(format!(
+                "{what}: the API server sent it without a uid"
+            ))),
+        }
     }
 
     /// Our slices on the server (what the field selectors gave and is
@@ -233,6 +264,12 @@ impl Publisher {
             // Someone published the pool above us: ours would not count.
             self.generation = seen.unwrap_or(0).saturating_add(1);
         }
+        // The owner: read at the first round, and again when a slice is
+        // to be created (the Node may be a new one of the same name).
+        if self.owner.is_none() || content.iter().any(|(n, _)| !by_name.contains_key(n)) {
+            self.owner = Some(self.read_owner().await?);
+        }
+        let owners: Vec<OwnerReference> = self.owner.iter().cloned().collect();
         let generation = self.generation;
         let mut out = Outcome {
             generation,
@@ -253,7 +290,9 @@ impl Publisher {
                             .written
                             .get(name)
                             .is_some_and(|(w, s)| Some(w) == rv.as_ref() && *s == want);
-                    if ours_unchanged || same(&e.spec, &want) {
+                    let refs = e.metadata.owner_references.as_deref().unwrap_or_default();
+                    let owned = owners.iter().all(|o| refs.contains(o));
+                    if owned && (ours_unchanged || same(&e.spec, &want)) {
                         if let Some(rv) = rv {
                             self.written.insert(name.clone(), (rv, want));
                         }
@@ -264,6 +303,11 @@ impl Publisher {
                         spec: want.clone(),
                     };
                     slice.metadata.managed_fields = None;
+                    // Ours in place of any other Node's; other owners kept.
+                    let mut refs: Vec<OwnerReference> =
+                        refs.iter().filter(|r| r.kind != "Node").cloned().collect();
+                    refs.extend(owners.iter().cloned());
+                    slice.metadata.owner_references = Some(refs);
                     let done = self
                         .api
                         .replace(name, &params, &slice)
@@ -276,6 +320,7 @@ impl Publisher {
                     let slice = ResourceSlice {
                         metadata: kube::api::ObjectMeta {
                             name: Some(name.clone()),
+                            owner_references: Some(owners.clone()),
                             ..kube::api::ObjectMeta::default()
                         },
                         spec: want.clone(),

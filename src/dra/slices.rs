@@ -35,6 +35,10 @@
 //! ([`unhealthy_taint`]); a pool with a tainted device is chunked at
 //! [`MAX_DEVICES_WITH_TAINTS`] devices per slice, otherwise at
 //! [`MAX_DEVICES`].
+//!
+//! The slices' owner, the node's `Node` ([`node_owner`]), is the
+//! publisher's to add ([`super::publish`]): it needs the Node's UID from
+//! the API server, so `--print-slices`, offline, prints slices without it.
 
 use std::collections::BTreeMap;
 
@@ -43,7 +47,7 @@ use k8s_openapi::api::resource::v1::{
     ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use sha2::{Digest, Sha256};
 
 use super::names::DraDevice;
@@ -512,6 +516,19 @@ pub fn slices(
             },
         })
         .collect()
+}
+
+/// The Node `node` (UID `uid`) as the controlling owner of its slices:
+/// the garbage collector deletes them with the Node.
+pub fn node_owner(node: &str, uid: &str) -> OwnerReference {
+    OwnerReference {
+        api_version: "v1".to_string(),
+        kind: "Node".to_string(),
+        name: node.to_string(),
+        uid: uid.to_string(),
+        controller: Some(true),
+        block_owner_deletion: None,
+    }
 }
 
 /// The name of slice `i` of `node`'s pool: `<node>-<driver>-<i>`, the

@@ -208,6 +208,16 @@ pub struct DevicePlugin {
     /// At most [`MAX_REPLICAS`].
     #[serde(default = "one", skip_serializing_if = "is_one")]
     pub replicas: u32,
+    /// Whether the resource is registered with the kubelet while the host
+    /// has none of its devices (it then shows as 0 allocatable); by
+    /// default it is registered once its first device is found.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub register_empty: bool,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The most units one device may be advertised as
@@ -229,6 +239,7 @@ impl Default for DevicePlugin {
             enabled: true,
             resource: None,
             replicas: 1,
+            register_empty: false,
         }
     }
 }

@@ -1333,6 +1333,26 @@ fn device_plugin_replicas() {
     assert_eq!(shared.device_plugin.replicas, 1000);
 }
 
+/// `device_plugin.register_empty` is off unless a definition turns it on,
+/// and is not printed while off; anything but a boolean is refused, naming
+/// the file and the place.
+#[test]
+fn device_plugin_register_empty() {
+    assert!(!base().device_plugin.register_empty);
+    let g = parse(
+        Path::new(FILE),
+        &format!("{BASE}device_plugin:\n  register_empty: true\n"),
+    )
+    .unwrap();
+    assert!(g.device_plugin.register_empty);
+    let off = serde_json::to_value(&base().device_plugin).unwrap();
+    assert!(off.get("register_empty").is_none(), "{off}");
+    assert_eq!(
+        err_with("device_plugin:\n  register_empty: maybe\n"),
+        "/etc/cdigen/generators.d/test.yaml: invalid boolean at line 6, column 19"
+    );
+}
+
 // ---------------------------------------------------------------- generic
 
 /// A generic definition: [`FILE`] with backend generic and `extra`.

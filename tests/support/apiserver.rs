@@ -7,9 +7,26 @@
 //! resourceVersion checked), DELETE, and WATCH (`?watch=1`: JSON lines in
 //! a chunked response, from a resourceVersion, until `timeoutSeconds`).
 //!
-//! Every request and every write is recorded; the next requests can be
-//! made to fail, or those for claims to hang; a wipe deletes a node's
-//! slices as the kubelet does.
+//! It also holds Nodes (GET; deleting one deletes the slices it owns, as
+//! the garbage collector does).
+//!
+//! Every request is authorized as the real server authorizes the driver's
+//! service account: against the ClusterRole of
+//! `deploy/kubernetes/dra/rbac.yaml` (RBAC's matching of API group,
+//! resource, subresource, verb and resourceNames; 403 when no rule
+//! allows), the token naming the pod's node. A status write that changes
+//! `status.devices` of an allocated claim is checked as 1.36's
+//! `DRAResourceClaimGranularStatusAuthorization` does
+//! (pkg/registry/resource/utils.go, `AuthorizedForDeviceStatus`): for each
+//! driver whose entries change, the synthetic `resourceclaims/driver`
+//! subresource named after the driver, verb `associated-node:<verb>` when
+//! the token's node is the one the claim is allocated on, else (or
+//! failing that) `arbitrary-node:<verb>`; 422 Invalid when none is
+//! allowed.
+//!
+//! Every request, every authorization check and every write is recorded;
+//! the next requests can be made to fail, or those for claims to hang; a
+//! wipe deletes a node's slices as the kubelet does.
 
 // Each test binary uses a different part of this module.
 #![allow(dead_code)]
@@ -26,6 +43,105 @@ use serde_json::{Value, json};
 
 const GROUP: &str = "/apis/resource.k8s.io/v1";
 
+/// The node of the driver pod's token, and the one Node held, unless the
+/// server is started with [`FakeApi::start_on`].
+pub const TOKEN_NODE: &str = "node-a";
+
+/// The driver's service account, as the API server names the user.
+pub const USER: &str = "system:serviceaccount:cdigen:cdigen-dra";
+
+/// One rule of a ClusterRole.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Rule {
+    pub api_groups: Vec<String>,
+    pub resources: Vec<String>,
+    pub verbs: Vec<String>,
+    pub resource_names: Vec<String>,
+}
+
+/// What an authorizer is asked: RBAC's request attributes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Attributes {
+    pub verb: String,
+    pub api_group: String,
+    pub resource: String,
+    /// Empty for none.
+    pub subresource: String,
+    /// Empty at the cluster scope.
+    pub namespace: String,
+    /// Empty for a collection.
+    pub name: String,
+}
+
+impl Attributes {
+    /// `resource` or `resource/subresource`.
+    pub fn resource_path(&self) -> String {
+        if self.subresource.is_empty() {
+            self.resource.clone()
+        } else {
+            format!("{}/{}", self.resource, self.subresource)
+        }
+    }
+}
+
+/// One authorization check: what was asked and whether it was allowed.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub attributes: Attributes,
+    pub allowed: bool,
+}
+
+/// Whether `rule` allows `a`, as RBAC matches (rbac/v1 helpers: `*`
+/// matches any group, resource or verb; resourceNames, when given, only
+/// requests for one of those names).
+pub fn rule_allows(rule: &Rule, a: &Attributes) -> bool {
+    let any = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
+    let resource = a.resource_path();
+    any(&rule.verbs, &a.verb)
+        && any(&rule.api_groups, &a.api_group)
+        && rule.resources.iter().any(|r| r == "*" || *r == resource)
+        && (rule.resource_names.is_empty() || rule.resource_names.contains(&a.name))
+}
+
+/// Whether any of `rules` allows `a`.
+pub fn allows(rules: &[Rule], a: &Attributes) -> bool {
+    rules.iter().any(|r| rule_allows(r, a))
+}
+
+/// The rules of the ClusterRole `name` in the YAML documents of `path`.
+pub fn cluster_role(path: &Path, name: &str) -> Vec<Rule> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let docs: Vec<Value> = serde_saphyr::from_multiple(&text).unwrap();
+    let role = docs
+        .iter()
+        .find(|d| d["kind"] == "ClusterRole" && d["metadata"]["name"] == name)
+        .unwrap_or_else(|| panic!("no ClusterRole {name} in {}", path.display()));
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| a.iter().map(|s| s.as_str().unwrap().to_string()).collect())
+            .unwrap_or_default()
+    };
+    role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| Rule {
+            api_groups: strings(&r["apiGroups"]),
+            resources: strings(&r["resources"]),
+            verbs: strings(&r["verbs"]),
+            resource_names: strings(&r["resourceNames"]),
+        })
+        .collect()
+}
+
+/// The driver's ClusterRole as deployed (deploy/kubernetes/dra/rbac.yaml).
+pub fn shipped_rules() -> Vec<Rule> {
+    cluster_role(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/dra/rbac.yaml"),
+        "cdigen-dra",
+    )
+}
+
 /// One request the server answered.
 #[derive(Debug, Clone)]
 pub struct Request {
@@ -37,6 +153,8 @@ pub struct Request {
     pub query: String,
     /// The status it got.
     pub status: u16,
+    /// What it asked of the authorizer.
+    pub attributes: Attributes,
 }
 
 /// One write that changed the store.
@@ -78,6 +196,25 @@ struct State {
     hang_claims: bool,
     /// Requests hanging now.
     hanging: usize,
+    /// Nodes by name.
+    nodes: BTreeMap<String, Value>,
+    /// The ClusterRole's rules; `None`: everything is allowed.
+    rules: Option<Vec<Rule>>,
+    /// The node the token names (`authentication.kubernetes.io/node-name`).
+    token_node: Option<String>,
+    checks: Vec<Check>,
+}
+
+impl State {
+    /// Asks the authorizer; records the check.
+    fn authorize(&mut self, attributes: Attributes) -> bool {
+        let allowed = self.rules.as_ref().is_none_or(|r| allows(r, &attributes));
+        self.checks.push(Check {
+            attributes,
+            allowed,
+        });
+        allowed
+    }
 }
 
 /// The fake API server; it runs until the test process ends.
@@ -89,8 +226,22 @@ pub struct FakeApi {
 }
 
 impl FakeApi {
-    /// Starts one on a free port.
+    /// Starts one on a free port, authorizing as the deployed ClusterRole
+    /// a driver pod on [`TOKEN_NODE`], which is the one Node held.
     pub fn start() -> FakeApi {
+        FakeApi::start_on(TOKEN_NODE)
+    }
+
+    /// The same, the pod (and the one Node) on `node`.
+    pub fn start_on(node: &str) -> FakeApi {
+        let api = FakeApi::start_bare();
+        api.set_rules(Some(shipped_rules()));
+        api.set_token_node(Some(node));
+        api.put_node(node);
+        api
+    }
+
+    fn start_bare() -> FakeApi {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let api = FakeApi {
@@ -133,6 +284,76 @@ current-context: fake\n",
     }
 
     // ---- what tests see and do ----
+
+    /// Authorizes with `rules` from now on (`None`: allows everything).
+    pub fn set_rules(&self, rules: Option<Vec<Rule>>) {
+        self.lock().rules = rules;
+    }
+
+    /// The node the token names from now on (`None`: none, as without
+    /// ServiceAccountTokenPodNodeInfo).
+    pub fn set_token_node(&self, node: Option<&str>) {
+        self.lock().token_node = node.map(str::to_string);
+    }
+
+    /// The authorization checks so far.
+    pub fn checks(&self) -> Vec<Check> {
+        self.lock().checks.clone()
+    }
+
+    /// Creates the Node `name`, or re-creates it (its slices then go, as
+    /// with [`FakeApi::delete_node`]): its new UID.
+    pub fn put_node(&self, name: &str) -> String {
+        self.delete_node(name);
+        let mut s = self.lock();
+        s.rv += 1;
+        let uid = format!("node-uid-{}", s.rv);
+        let node = json!({
+            "apiVersion": "v1", "kind": "Node",
+            "metadata": {"name": name, "uid": uid, "resourceVersion": s.rv.to_string()},
+        });
+        s.nodes.insert(name.to_string(), node);
+        uid
+    }
+
+    /// The UID of the Node `name`, if held.
+    pub fn node_uid(&self, name: &str) -> Option<String> {
+        self.lock()
+            .nodes
+            .get(name)
+            .map(|n| n["metadata"]["uid"].as_str().unwrap().to_string())
+    }
+
+    /// Deletes the Node `name`, and as the garbage collector does, the
+    /// slices whose owner is a Node that no longer exists: how many.
+    pub fn delete_node(&self, name: &str) -> usize {
+        let mut s = self.lock();
+        s.nodes.remove(name);
+        let live: Vec<Value> = s
+            .nodes
+            .values()
+            .map(|n| n["metadata"]["uid"].clone())
+            .collect();
+        let orphans: Vec<String> = s
+            .slices
+            .iter()
+            .filter(|(_, v)| {
+                v["metadata"]["ownerReferences"]
+                    .as_array()
+                    .is_some_and(|o| {
+                        o.iter()
+                            .any(|r| r["kind"] == "Node" && !live.contains(&r["uid"]))
+                    })
+            })
+            .map(|(n, _)| n.clone())
+            .collect();
+        for n in &orphans {
+            delete_slice(&mut s, n);
+        }
+        drop(s);
+        self.state.1.notify_all();
+        orphans.len()
+    }
 
     /// The slices held now, by name.
     pub fn slices(&self) -> BTreeMap<String, Value> {
@@ -316,7 +537,8 @@ current-context: fake\n",
     }
 
     /// A failure the test asked for, if one is due; records the request.
-    fn record(&self, s: &mut State, method: &str, path: &str, query: &str) -> Option<u16> {
+    /// Then authorizes it: 403 when no rule allows it.
+    fn record(&self, s: &mut State, method: &str, path: &str, query: &str) -> Option<(u16, Value)> {
         let failing = match &mut s.fail {
             Some((n, code)) if *n > 0 => {
                 *n -= 1;
@@ -324,13 +546,24 @@ current-context: fake\n",
             }
             _ => None,
         };
+        let attributes = attributes(method, path, &parse_query(query));
         s.requests.push(Request {
             method: method.to_string(),
             path: path.to_string(),
             query: query.to_string(),
             status: failing.unwrap_or(0),
+            attributes: attributes.clone(),
         });
-        failing
+        if let Some(code) = failing {
+            return Some((code, status(code, "InternalError", "injected failure")));
+        }
+        if !s.authorize(attributes.clone()) {
+            if let Some(last) = s.requests.last_mut() {
+                last.status = 403;
+            }
+            return Some((403, forbidden(&attributes)));
+        }
+        None
     }
 
     fn handle(
@@ -349,8 +582,8 @@ current-context: fake\n",
             }
             s.hanging -= 1;
         }
-        if let Some(code) = self.record(&mut s, method, path, query) {
-            return (code, status(code, "InternalError", "injected failure"));
+        if let Some(refused) = self.record(&mut s, method, path, query) {
+            return refused;
         }
         let manager = params.get("fieldManager").cloned();
         let r = route(&mut s, method, path, params, body, manager);
@@ -371,9 +604,9 @@ current-context: fake\n",
         params: &BTreeMap<String, String>,
     ) -> bool {
         let mut s = self.lock();
-        if let Some(code) = self.record(&mut s, "GET", path, query) {
+        if let Some((code, refused)) = self.record(&mut s, "GET", path, query) {
             drop(s);
-            let text = status(code, "InternalError", "injected failure").to_string();
+            let text = refused.to_string();
             let head = format!(
                 "HTTP/1.1 {code} X\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                 text.len()
@@ -434,6 +667,177 @@ current-context: fake\n",
             }
         }
     }
+}
+
+/// RBAC's attributes of a request (the API server's request info: the
+/// verb from the method, `list` or `watch` for a collection).
+fn attributes(method: &str, path: &str, params: &BTreeMap<String, String>) -> Attributes {
+    let parts: Vec<&str> = path.trim_matches('/').split('/').collect();
+    let (api_group, rest) = match parts.as_slice() {
+        ["api", _version, rest @ ..] => (String::new(), rest),
+        ["apis", group, _version, rest @ ..] => ((*group).to_string(), rest),
+        _ => (String::new(), &[][..]),
+    };
+    let (namespace, rest) = match rest {
+        ["namespaces", ns, rest @ ..] if !rest.is_empty() => ((*ns).to_string(), rest),
+        rest => (String::new(), rest),
+    };
+    let get = |i: usize| rest.get(i).map(|s| (*s).to_string()).unwrap_or_default();
+    let (resource, name, subresource) = (get(0), get(1), get(2));
+    let watch = matches!(params.get("watch").map(String::as_str), Some("1" | "true"));
+    let verb = match (method, name.is_empty()) {
+        ("GET", _) if watch => "watch",
+        ("GET", true) => "list",
+        ("GET", false) => "get",
+        ("POST", _) => "create",
+        ("PUT", _) => "update",
+        ("PATCH", _) => "patch",
+        ("DELETE", true) => "deletecollection",
+        ("DELETE", false) => "delete",
+        (other, _) => other,
+    };
+    Attributes {
+        verb: verb.to_string(),
+        api_group,
+        resource,
+        subresource,
+        namespace,
+        name,
+    }
+}
+
+/// The 403 of RBAC, in the API server's words.
+fn forbidden(a: &Attributes) -> Value {
+    let group = if a.api_group.is_empty() {
+        String::new()
+    } else {
+        format!(".{}", a.api_group)
+    };
+    let scope = if a.namespace.is_empty() {
+        "at the cluster scope".to_string()
+    } else {
+        format!("in the namespace \"{}\"", a.namespace)
+    };
+    status(
+        403,
+        "Forbidden",
+        &format!(
+            "{}{group} \"{}\" is forbidden: User \"{USER}\" cannot {} resource \"{}\" in API group \"{}\" {scope}",
+            a.resource,
+            a.name,
+            a.verb,
+            a.resource_path(),
+            a.api_group
+        ),
+    )
+}
+
+/// The node a claim's allocation is on, as the API server reads it: a
+/// node selector of exactly one term with exactly one
+/// `metadata.name In [node]` field match; empty otherwise.
+fn allocated_node(allocation: &Value) -> String {
+    let terms = &allocation["nodeSelector"]["nodeSelectorTerms"];
+    let [term] = terms.as_array().map(Vec::as_slice).unwrap_or_default() else {
+        return String::new();
+    };
+    let expressions = term["matchExpressions"].as_array().map_or(0, Vec::len);
+    let fields = term["matchFields"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    match fields {
+        [f] if expressions == 0
+            && f["key"] == "metadata.name"
+            && f["operator"] == "In"
+            && f["values"].as_array().map_or(0, Vec::len) == 1 =>
+        {
+            f["values"][0].as_str().unwrap_or_default().to_string()
+        }
+        _ => String::new(),
+    }
+}
+
+/// The drivers whose `status.devices` entries (by driver, pool, device
+/// and shareID) were added, removed or changed from `old` to `new`.
+fn modified_drivers(old: &Value, new: &Value) -> std::collections::BTreeSet<String> {
+    let key = |d: &Value| {
+        (
+            d["driver"].clone(),
+            d["pool"].clone(),
+            d["device"].clone(),
+            d["shareID"].clone(),
+        )
+    };
+    let list = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    let mut before: BTreeMap<String, Value> = list(old)
+        .iter()
+        .map(|d| (format!("{:?}", key(d)), d.clone()))
+        .collect();
+    let mut out = std::collections::BTreeSet::new();
+    for d in list(new) {
+        let k = format!("{:?}", key(&d));
+        if before.remove(&k).as_ref() != Some(&d) {
+            out.insert(d["driver"].as_str().unwrap_or_default().to_string());
+        }
+    }
+    for d in before.values() {
+        out.insert(d["driver"].as_str().unwrap_or_default().to_string());
+    }
+    out
+}
+
+/// 1.36's check of a status write of claim `namespace/name` from `old` to
+/// `new` by a request of `verb`: the message of the 422, if refused.
+fn device_status_refused(
+    s: &mut State,
+    verb: &str,
+    namespace: &str,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Option<String> {
+    if new["allocation"].is_null() {
+        return None;
+    }
+    let node = allocated_node(&new["allocation"]);
+    let verbs: Vec<String> = if !node.is_empty() && s.token_node.as_deref() == Some(node.as_str()) {
+        vec![
+            format!("associated-node:{verb}"),
+            format!("arbitrary-node:{verb}"),
+        ]
+    } else {
+        vec![format!("arbitrary-node:{verb}")]
+    };
+    let mut refused = Vec::new();
+    for driver in modified_drivers(&old["devices"], &new["devices"]) {
+        let mut allowed = false;
+        for v in &verbs {
+            if s.authorize(Attributes {
+                verb: v.clone(),
+                api_group: "resource.k8s.io".into(),
+                resource: "resourceclaims".into(),
+                subresource: "driver".into(),
+                namespace: namespace.into(),
+                name: driver.clone(),
+            }) {
+                allowed = true;
+                break;
+            }
+        }
+        if !allowed {
+            refused.push(format!(
+                "status.devices: Forbidden: changing status.devices requires resource=\"resourceclaims/driver\", verb=\"[{}]\" permission: User \"{USER}\" cannot {} resource \"resourceclaims/driver\" in API group \"resource.k8s.io\" in the namespace \"{namespace}\"",
+                verbs.join(" "),
+                verbs[0],
+            ));
+        }
+    }
+    (!refused.is_empty()).then(|| {
+        format!(
+            "ResourceClaim.resource.k8s.io \"{name}\" is invalid: {}",
+            refused.join(", ")
+        )
+    })
 }
 
 fn parse_query(q: &str) -> BTreeMap<String, String> {
@@ -633,6 +1037,16 @@ fn route(
             _ => (405, status(405, "MethodNotAllowed", method)),
         };
     }
+    if let Some(name) = path.strip_prefix("/api/v1/nodes/") {
+        return match (method, s.nodes.get(name)) {
+            ("GET", Some(n)) => (200, n.clone()),
+            ("GET", None) => (
+                404,
+                status(404, "NotFound", &format!("nodes \"{name}\" not found")),
+            ),
+            _ => (405, status(405, "MethodNotAllowed", method)),
+        };
+    }
     if let Some(rest) = path.strip_prefix(&format!("{GROUP}/namespaces/")) {
         let parts: Vec<&str> = rest.split('/').collect();
         let (ns, name, sub) = match parts.as_slice() {
@@ -666,6 +1080,15 @@ fn route(
                 // The status subresource: only status changes.
                 let mut next = c.clone();
                 merge_patch(&mut next, &patch);
+                let old = c["status"].clone();
+                if let Some(message) =
+                    device_status_refused(s, "patch", ns, name, &old, &next["status"])
+                {
+                    return (422, status(422, "Invalid", &message));
+                }
+                let Some(c) = s.claims.get_mut(&key) else {
+                    return not_found("resourceclaims", name);
+                };
                 c["status"] = next["status"].clone();
                 c["metadata"]["resourceVersion"] = json!(rv.to_string());
                 let stored = c.clone();
