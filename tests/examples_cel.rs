@@ -11,9 +11,11 @@
 //! that satisfies its `matchAttribute` constraints. Every class must also
 //! evaluate without error on every fixture: a CEL runtime error (such as a
 //! missing attribute) fails the whole allocation on that node, as the
-//! scheduler does. The DRA objects in README.md's YAML blocks must be
-//! those of `deploy/`, and the README's device plugin example must match
-//! the example machine's CDI spec.
+//! scheduler does. The DRA objects in README.md (its YAML blocks and
+//! here-documents) must be those of `deploy/`, except the kind recipe's,
+//! which are for a kind node's /dev/fuse: they are evaluated on the slices
+//! `--print-slices` gives for such a node, made here. The README's device
+//! plugin example must match the example machine's CDI spec.
 //!
 //! The CEL environment mirrors Kubernetes': one variable `device` with the
 //! fields `driver`, `attributes`, `capacity` and `allowMultipleAllocations`;
@@ -23,8 +25,9 @@
 //! (`no such key`). The interpreter is the `cel` crate; what it does not
 //! have (type checking) is done here for what the selectors can get wrong:
 //! undeclared variables and unknown fields of `device`. Quantities
-//! (capacity) and semantic versions are not emulated: a selector that uses
-//! one fails here with an error instead of selecting silently.
+//! (capacity), semantic versions and Kubernetes' CEL libraries (`cel.bind`,
+//! `quantity()`, `semver()`) are not emulated: a selector that uses one
+//! fails here with an error instead of selecting silently.
 
 #![allow(
     clippy::unwrap_used,
@@ -420,8 +423,10 @@ fn matches(program: &Program, device: Box<dyn Val>) -> Result<bool, String> {
     }
 }
 
-/// Where the selectors come from, for messages as the scheduler words them
-/// ("class X" or "claim Y").
+/// The devices (of `candidates`, when given) that all `selectors` match,
+/// evaluated in order as the scheduler's allocator does: the first
+/// compile or runtime error fails the whole selection, in its words
+/// (`owner` is "class X" or "claim Y").
 fn select<'d>(
     owner: &str,
     selectors: &[DeviceSelector],
