@@ -666,8 +666,9 @@ fn lookup_attribute<'d>(d: &'d Device, qualified: &str) -> Option<&'d DeviceAttr
 
 #[test]
 fn every_deploy_example_declares_its_fixture() {
+    let objects = deploy_objects();
     let mut failures = Vec::new();
-    for (file, d) in deploy_objects() {
+    for (file, d) in &objects {
         let (kind, name) = (kind_of(&d), name_of(&d));
         match EXAMPLES.iter().find(|e| e.kind == kind && e.name == name) {
             None => failures.push(format!(
@@ -688,7 +689,7 @@ fn every_deploy_example_declares_its_fixture() {
         }
     }
     for e in EXAMPLES {
-        if !deploy_objects()
+        if !objects
             .iter()
             .any(|(_, d)| kind_of(d) == e.kind && name_of(d) == e.name)
         {
@@ -706,8 +707,11 @@ fn examples_select_the_expected_devices_of_their_fixture() {
     let classes = classes();
     let objects = deploy_objects();
     let mut failures = Vec::new();
+    let mut slices = BTreeMap::new();
     for e in EXAMPLES {
-        let devices = fixture_devices(e.fixture, e.slices);
+        let devices: &Vec<Device> = slices
+            .entry((e.fixture, e.slices))
+            .or_insert_with(|| fixture_devices(e.fixture, e.slices));
         let Some((_, doc)) = objects
             .iter()
             .find(|(_, d)| kind_of(d) == e.kind && name_of(d) == e.name)
