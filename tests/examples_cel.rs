@@ -669,7 +669,7 @@ fn every_deploy_example_declares_its_fixture() {
     let objects = deploy_objects();
     let mut failures = Vec::new();
     for (file, d) in &objects {
-        let (kind, name) = (kind_of(&d), name_of(&d));
+        let (kind, name) = (kind_of(d), name_of(d));
         match EXAMPLES.iter().find(|e| e.kind == kind && e.name == name) {
             None => failures.push(format!(
                 "{file}: {kind} {name} has no entry in EXAMPLES (tests/examples_cel.rs)"
@@ -678,7 +678,7 @@ fn every_deploy_example_declares_its_fixture() {
                 failures.push(format!("{file}: {kind} {name} is listed under {}", e.file));
             }
             Some(e) => {
-                let text = fs::read_to_string(repo().join(&file)).unwrap();
+                let text = fs::read_to_string(repo().join(file)).unwrap();
                 let named = format!("fixtures/{}", e.fixture);
                 if !text.contains(&named) {
                     failures.push(format!(
@@ -721,9 +721,9 @@ fn examples_select_the_expected_devices_of_their_fixture() {
         };
         let want: BTreeSet<&str> = e.selects.iter().copied().collect();
         let got = if e.kind == "DeviceClass" {
-            class_selects(&classes[e.name], &devices).map(|s| (s, 1))
+            class_selects(&classes[e.name], devices).map(|s| (s, 1))
         } else {
-            claim_selects(e.name, &device_claim(doc), &classes, &devices)
+            claim_selects(e.name, &device_claim(doc), &classes, devices)
         };
         match got {
             Err(err) => failures.push(format!("fixtures/{}: {err}", e.fixture)),
