@@ -743,6 +743,16 @@ fn examples_select_the_expected_devices_of_their_fixture() {
                         got.len()
                     ));
                 }
+                // A tainted (unhealthy) device is not allocated where
+                // DRADeviceTaints is on: the fixture must show healthy ones.
+                for d in devices.iter().filter(|d| got.contains(d.name.as_str())) {
+                    if !d.taints.as_ref().is_none_or(Vec::is_empty) {
+                        failures.push(format!(
+                            "{} {} on fixtures/{}: selects {}, which is tainted",
+                            e.kind, e.name, e.fixture, d.name
+                        ));
+                    }
+                }
             }
         }
     }
@@ -1066,6 +1076,9 @@ fn readme_kind_recipe_selects_fuse() {
         defs.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stderr}");
+    // The device is tainted DeviceNodeMissing here (the root has sysfs
+    // only, no /dev/fuse), as it is not on a kind node: the selectors are
+    // what this checks.
     let slices: Vec<ResourceSlice> = serde_saphyr::from_str_multiple(&stdout).unwrap();
     let devices: Vec<Device> = slices
         .into_iter()
