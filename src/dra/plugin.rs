@@ -8,7 +8,9 @@
 //!   logged and kept ([`Running::registration`]).
 //! - The DRA service, `v1.DRAPlugin` and `v1beta1.DRAPlugin` (the kubelet
 //!   picks the newest it has), on `<plugin dir>/<driver>/dra.sock`; both
-//!   answer through one [`Preparer`].
+//!   answer through one [`Preparer`]. The same socket serves the resource
+//!   health stream, `v1alpha1.DRAResourceHealth` and `v1.DRAResourceHealth`
+//!   ([`super::health`]).
 //!
 //! Each time it starts, the driver removes the sockets a previous run left
 //! (as the plugin watcher asks) and listens anew; it removes only sockets:
@@ -36,6 +38,7 @@ use super::api::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
 use super::api::{self, v1, v1beta1};
+use super::health;
 use super::names::DraDevice;
 use super::prepare::{self, AttributesFn, ClaimRef, Preparer};
 use crate::fsio::FileId;
@@ -73,6 +76,9 @@ pub struct Config {
     pub registry_dir: PathBuf,
     /// How claims are prepared (driver, node, CDI directory, ...).
     pub prepare: prepare::Options,
+    /// How often the health stream repeats its report
+    /// ([`super::health::PERIOD`]).
+    pub health_period: std::time::Duration,
 }
 
 impl Config {
@@ -100,6 +106,7 @@ impl Config {
                 metadata: true,
                 attributes,
             },
+            health_period: super::health::PERIOD,
         }
     }
 
@@ -338,9 +345,15 @@ pub async fn start(
     super::checkpoint::tidy(&config.prepare.driver_dir).map_err(anyhow::Error::msg)?;
     make_dir(&config.registry_dir, 0o750)?;
     let dra_listener = bind(&dra_socket)?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let health = health::Source {
+        pool: config.prepare.node.clone(),
+        devices: devices.clone(),
+        stop: stop_rx.clone(),
+        period: config.health_period,
+    };
     let (preparer, checkpoint_warning) = Preparer::new(config.prepare.clone(), api, devices);
     let preparer = Arc::new(preparer);
-    let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
@@ -351,6 +364,8 @@ pub async fn start(
         .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(
             DraV1beta1(Arc::clone(&preparer)),
         ))
+        .add_service(health::HealthV1alpha1::server(health.clone()))
+        .add_service(health::HealthV1::server(health))
         .serve_with_incoming_shutdown(
             UnixListenerStream::new(dra_listener),
             stopped(stop_rx.clone()),
