@@ -1008,12 +1008,8 @@ const HEALTH_WAIT: Duration = Duration::from_secs(10);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_health_stream_reports_every_device_and_follows_its_health() {
     let env = Env::new(FakeApi::default());
-    env.api.add(claim(
-        "net",
-        UID1,
-        &[(DRIVER, NODE, VF2, "vf")],
-        json!([]),
-    ));
+    env.api
+        .add(claim("net", UID1, &[(DRIVER, NODE, VF2, "vf")], json!([])));
     let (devices_tx, devices_rx) = watch::channel(Arc::new(env.devices.clone()));
     let mut config = env.config(false);
     config.health_period = Duration::from_millis(200);
@@ -1084,14 +1080,21 @@ async fn the_health_stream_reports_every_device_and_follows_its_health() {
     let start = std::time::Instant::now();
     assert_eq!(a.next().await.unwrap(), sick);
     assert_eq!(a.next().await.unwrap(), sick);
-    assert!(start.elapsed() < Duration::from_secs(5), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
 
     // A kubelet that goes away: its stream's task ends.
     let open = devices_tx.receiver_count();
     drop(a);
     let end = std::time::Instant::now() + HEALTH_WAIT;
     while devices_tx.receiver_count() != open - 1 {
-        assert!(std::time::Instant::now() < end, "the stream outlived its kubelet");
+        assert!(
+            std::time::Instant::now() < end,
+            "the stream outlived its kubelet"
+        );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
 

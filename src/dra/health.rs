@@ -79,7 +79,12 @@ pub fn report(devices: &[DraDevice], pool: &str, now: i64, timeout: Duration) ->
             pool: pool.to_string(),
             device: d.name.clone(),
             healthy: d.entry.unhealthy.is_none(),
-            message: d.entry.unhealthy.as_deref().map(message).unwrap_or_default(),
+            message: d
+                .entry
+                .unhealthy
+                .as_deref()
+                .map(message)
+                .unwrap_or_default(),
             last_updated: now,
             timeout_seconds,
         })
@@ -171,7 +176,9 @@ macro_rules! health_service {
 
         impl $name {
             /// The service of `source`, to add to the DRA socket's server.
-            pub fn server(source: Source) -> $v::dra_resource_health_server::DraResourceHealthServer<Self> {
+            pub fn server(
+                source: Source,
+            ) -> $v::dra_resource_health_server::DraResourceHealthServer<Self> {
                 $v::dra_resource_health_server::DraResourceHealthServer::new($name(source))
             }
         }
@@ -290,6 +297,9 @@ mod tests {
         let exact = "x".repeat(MAX_MESSAGE);
         assert_eq!(message(&exact), exact);
         let over = "x".repeat(MAX_MESSAGE + 1);
-        assert_eq!(message(&over), format!("{}...", "x".repeat(MAX_MESSAGE - 3)));
+        assert_eq!(
+            message(&over),
+            format!("{}...", "x".repeat(MAX_MESSAGE - 3))
+        );
     }
 }
