@@ -1201,7 +1201,7 @@ fn driver_streams_its_devices_health() {
             .unwrap()
             .into_inner()
     });
-    let mut next = || {
+    let mut next = || -> Option<h::NodeWatchResourcesResponse> {
         rt.block_on(async {
             tokio::time::timeout(WAIT, stream.message())
                 .await
@@ -1252,7 +1252,6 @@ fn driver_streams_its_devices_health() {
         assert_eq!(read(m), sick);
     }
     // The fake kubelet's connection goes, so the driver need not wait it out.
-    drop(next);
     drop(stream);
     drop(rt);
     assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
