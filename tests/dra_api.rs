@@ -1394,6 +1394,108 @@ fn the_published_address_is_read_inside_the_root() {
     assert_eq!(net["hardwareAddress"], json!(INSIDE), "{}", driver.log());
 }
 
+/// The health stream as the 1.36 kubelet reads it (`v1alpha1`) from
+/// `cdigen dra-driver`: every device of the published slices under the
+/// same names, the prepared one as NodePrepareResources named it,
+/// HEALTHY; its RDMA node renumbered in /dev, it turns UNHEALTHY with the
+/// inventory's reason after the next pass; SIGTERM ends the stream with
+/// OK.
+#[test]
+fn driver_streams_its_devices_health() {
+    use cdigen::dra::api::health_v1alpha1 as h;
+
+    let Prepared {
+        tmp,
+        root,
+        mut driver,
+        rt,
+        device,
+        dra_socket,
+        ..
+    } = prepare_e2e();
+    // (device, health, message) of a report, checking the pool.
+    let read = |m: h::NodeWatchResourcesResponse| -> Vec<(String, String, String)> {
+        m.devices
+            .into_iter()
+            .map(|d| {
+                let id = d.device.clone().unwrap();
+                assert_eq!(id.pool_name, NODE, "{d:?}");
+                assert_eq!(d.health_check_timeout_seconds, 30, "{d:?}");
+                (
+                    id.device_name,
+                    d.health().as_str_name().to_string(),
+                    d.message,
+                )
+            })
+            .collect()
+    };
+    let mut stream = rt.block_on(async {
+        let mut c = h::dra_resource_health_client::DraResourceHealthClient::new(
+            cdigen::deviceplugin::kubelet::connect(&dra_socket)
+                .await
+                .unwrap(),
+        );
+        c.node_watch_resources(h::NodeWatchResourcesRequest {})
+            .await
+            .unwrap()
+            .into_inner()
+    });
+    let mut next = || -> Option<h::NodeWatchResourcesResponse> {
+        rt.block_on(async {
+            tokio::time::timeout(WAIT, stream.message())
+                .await
+                .expect("no health report in time")
+                .unwrap()
+        })
+    };
+    let names: Vec<String> = expected(tmp.path(), 1)
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten().map(|d| d.name.clone()))
+        .collect();
+    let healthy: Vec<(String, String, String)> = names
+        .iter()
+        .map(|n| (n.clone(), "HEALTHY".into(), String::new()))
+        .collect();
+    assert!(names.contains(&device.device_name), "{names:?}");
+    assert_eq!(device.pool_name, NODE);
+    assert_eq!(read(next().unwrap()), healthy, "{}", driver.log());
+
+    // The VF's RDMA node gets other numbers than the kernel's.
+    let manifest = root.join("dev.manifest");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let edited: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("/dev/infiniband/uverbs3 ") {
+                l.replace("231:195", "231:199") + "\n"
+            } else {
+                l.to_string() + "\n"
+            }
+        })
+        .collect();
+    assert_ne!(edited, text);
+    fs::write(&manifest, edited).unwrap();
+    driver.signal("HUP");
+    let mut sick = healthy.clone();
+    let vf = sick.iter_mut().find(|d| d.0 == E2E_VF).unwrap();
+    vf.1 = "UNHEALTHY".into();
+    vf.2 = "/dev/infiniband/uverbs3 is 231:199, the kernel says 231:195".into();
+    let mut got = read(next().unwrap());
+    while got != sick {
+        assert_eq!(got, healthy, "{}", driver.log());
+        got = read(next().unwrap());
+    }
+
+    driver.signal("TERM");
+    while let Some(m) = next() {
+        assert_eq!(read(m), sick);
+    }
+    // The fake kubelet's connection goes, so the driver need not wait it out.
+    drop(stream);
+    drop(rt);
+    assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
+}
+
 /// `cdigen dra-driver` with the API server hung while a prepare waits on
 /// it: NodeUnprepareResources, which needs no API call, answers at once
 /// and removes the claim's files; the prepare completes once the API

@@ -1112,4 +1112,184 @@ async fn a_new_instance_clears_only_the_sockets_of_a_dead_one() {
     assert!(e.starts_with("pod UID \"../x\": not a UID"), "{e}");
     stop_b.send(()).unwrap();
     b.wait().await;
+/// A device in a health report, as a fake kubelet reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Health {
+    pool: String,
+    device: String,
+    health: String,
+    message: String,
+    timeout: i64,
+}
+
+/// A fake kubelet's resource health stream over the DRA socket, of either
+/// version: [`HealthStream::next`] gives each report.
+macro_rules! health_stream {
+    ($name:ident, $v:ident) => {
+        struct $name(tonic::Streaming<cdigen::dra::api::$v::NodeWatchResourcesResponse>);
+
+        impl $name {
+            async fn open(sock: &Path) -> $name {
+                use cdigen::dra::api::$v as h;
+                let mut c = h::dra_resource_health_client::DraResourceHealthClient::new(
+                    cdigen::deviceplugin::kubelet::connect(sock).await.unwrap(),
+                );
+                let s = c
+                    .node_watch_resources(h::NodeWatchResourcesRequest {})
+                    .await
+                    .unwrap()
+                    .into_inner();
+                $name(s)
+            }
+
+            /// The next report, `None` when the stream ended with OK;
+            /// waits at most [`HEALTH_WAIT`].
+            async fn next(&mut self) -> Option<Vec<Health>> {
+                let m = tokio::time::timeout(HEALTH_WAIT, self.0.message())
+                    .await
+                    .expect("no health report in time")
+                    .unwrap()?;
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .unwrap()
+                    .as_secs();
+                Some(
+                    m.devices
+                        .into_iter()
+                        .map(|d| {
+                            let age = now.abs_diff(u64::try_from(d.last_updated_time).unwrap());
+                            assert!(age < 60, "{d:?}");
+                            let id = d.device.clone().unwrap();
+                            Health {
+                                pool: id.pool_name,
+                                device: id.device_name,
+                                health: d.health().as_str_name().to_string(),
+                                message: d.message,
+                                timeout: d.health_check_timeout_seconds,
+                            }
+                        })
+                        .collect(),
+                )
+            }
+        }
+    };
+}
+
+health_stream!(HealthV1alpha1, health_v1alpha1);
+health_stream!(HealthV1, health_v1);
+
+/// How long a health report is waited for.
+const HEALTH_WAIT: Duration = Duration::from_secs(10);
+
+/// The resource health stream as the 1.36 kubelet (`v1alpha1`) and later
+/// ones (`v1`) read it over the DRA socket: a full report when it opens,
+/// every device of the pool under the names the slices publish and
+/// NodePrepareResources answers, HEALTHY; a device whose node stops
+/// matching the kernel's numbers turns UNHEALTHY with the inventory's
+/// reason (the health of the slices' taints); the report comes again
+/// every period unasked; a kubelet that goes away leaves no stream behind;
+/// at shutdown the stream ends with OK.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_health_stream_reports_every_device_and_follows_its_health() {
+    let env = Env::new(FakeApi::default());
+    env.api
+        .add(claim("net", UID1, &[(DRIVER, NODE, VF2, "vf")], json!([])));
+    let (devices_tx, devices_rx) = watch::channel(Arc::new(env.devices.clone()));
+    let mut config = env.config(false);
+    config.health_period = Duration::from_millis(200);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = plugin::start(
+        config,
+        Arc::clone(&env.api) as Arc<dyn ClaimApi>,
+        devices_rx,
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await
+    .unwrap();
+    let sock = running.dra_socket.clone();
+    let healthy: Vec<Health> = env
+        .devices
+        .iter()
+        .map(|d| Health {
+            pool: NODE.into(),
+            device: d.name.clone(),
+            health: "HEALTHY".into(),
+            message: String::new(),
+            timeout: 1,
+        })
+        .collect();
+    assert!(healthy.iter().any(|h| h.device == VF2), "{healthy:?}");
+
+    let mut a = HealthV1alpha1::open(&sock).await;
+    let mut b = HealthV1::open(&sock).await;
+    assert_eq!(a.next().await.unwrap(), healthy);
+    assert_eq!(b.next().await.unwrap(), healthy);
+    // The names NodePrepareResources answers are the reported ones.
+    let r = prepare(&sock, &[("net", UID1)]).await;
+    assert_eq!(ids(&r[UID1])[0].0, VF2);
+
+    // uverbs3 (VF 0000:3b:00.3's) gets other numbers than the kernel's.
+    let manifest = env.path("root/dev.manifest");
+    let text = fs::read_to_string(&manifest).unwrap();
+    let edited: String = text
+        .lines()
+        .map(|l| {
+            if l.starts_with("/dev/infiniband/uverbs3 ") {
+                l.replace("231:195", "231:199") + "\n"
+            } else {
+                l.to_string() + "\n"
+            }
+        })
+        .collect();
+    assert_ne!(edited, text, "no uverbs3 line in the fixture");
+    fs::write(&manifest, edited).unwrap();
+    devices_tx.send_replace(Arc::new(devices(env.tmp.path())));
+    let mut sick = healthy.clone();
+    let vf2 = sick.iter_mut().find(|h| h.device == VF2).unwrap();
+    vf2.health = "UNHEALTHY".into();
+    vf2.message = "/dev/infiniband/uverbs3 is 231:199, the kernel says 231:195".into();
+    let mut got = a.next().await.unwrap();
+    while got != sick {
+        assert_eq!(got, healthy, "neither the old report nor the new");
+        got = a.next().await.unwrap();
+    }
+    let mut got = b.next().await.unwrap();
+    while got != sick {
+        assert_eq!(got, healthy, "neither the old report nor the new");
+        got = b.next().await.unwrap();
+    }
+    // Nothing changes: the report comes again, every period.
+    let start = std::time::Instant::now();
+    assert_eq!(a.next().await.unwrap(), sick);
+    assert_eq!(a.next().await.unwrap(), sick);
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+
+    // A kubelet that goes away: its stream's task ends.
+    let open = devices_tx.receiver_count();
+    drop(a);
+    let end = std::time::Instant::now() + HEALTH_WAIT;
+    while devices_tx.receiver_count() != open - 1 {
+        assert!(
+            std::time::Instant::now() < end,
+            "the stream outlived its kubelet"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+
+    // Shutdown ends the other stream with OK, and the plugin stops.
+    stop.send(()).unwrap();
+    loop {
+        match b.next().await {
+            None => break,
+            Some(r) => assert_eq!(r, sick),
+        }
+    }
+    drop(b);
+    running.wait().await;
 }

@@ -267,8 +267,10 @@ pub enum Command {
     /// standard attributes (resource.kubernetes.io/pciBusID, pcieRoot, numaNode) and cdigen's.
     /// The slices are re-created when the kubelet wipes them, updated on hotplug and deleted on
     /// exit. The kubelet finds the driver through its registration socket in --registry-dir;
-    /// NodePrepareResources answers with cdigen's CDI names (v1 and v1beta1). It needs API-server
-    /// access (deploy/kubernetes/dra). Serve a node by device plugin or by DRA, never both.
+    /// NodePrepareResources answers with cdigen's CDI names (v1 and v1beta1), and
+    /// NodeWatchResources streams every device's health, the one its taint says
+    /// (DRAResourceHealth v1alpha1 and v1). It needs API-server access (deploy/kubernetes/dra).
+    /// Serve a node by device plugin or by DRA, never both.
     ///
     /// With --print-slices it reads the host once, prints the ResourceSlices it would publish (as
     /// YAML that `kubectl apply --dry-run=client` accepts) and exits: no cluster is needed.

@@ -8,8 +8,9 @@
 //!   across reboots, from the device plugin ID).
 //! - [`slices`]: the ResourceSlices publishing them.
 //! - [`api`]: the generated gRPC code of the kubelet's DRA service (v1 and
-//!   v1beta1).
+//!   v1beta1) and resource health service (v1alpha1 and v1).
 //! - [`plugin`]: the kubelet-facing registration and DRA sockets.
+//! - [`health`]: the devices' health streamed to the kubelet (KEP-4680).
 //! - [`prepare`]: NodePrepareResources and NodeUnprepareResources.
 //! - [`checkpoint`]: the prepared claims, kept across restarts.
 //! - [`metadata`]: the device metadata file of a prepared claim.
@@ -25,6 +26,7 @@
 
 pub mod api;
 pub mod checkpoint;
+pub mod health;
 pub mod kubeapi;
 pub mod metadata;
 pub mod names;

@@ -8,7 +8,9 @@
 //!   logged and kept ([`Running::registration`]).
 //! - The DRA service, `v1.DRAPlugin` and `v1beta1.DRAPlugin` (the kubelet
 //!   picks the newest it has), on `<plugin dir>/<driver>/dra.sock`; both
-//!   answer through one [`Preparer`].
+//!   answer through one [`Preparer`]. The same socket serves the resource
+//!   health stream, `v1alpha1.DRAResourceHealth` and `v1.DRAResourceHealth`
+//!   ([`super::health`]).
 //!
 //! With a pod UID ([`Config::pod_uid`], `--pod-uid`: a rolling update
 //! of the DaemonSet), each instance has its own sockets,
@@ -46,6 +48,7 @@ use super::api::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
 use super::api::{self, v1, v1beta1};
+use super::health;
 use super::names::DraDevice;
 use super::prepare::{self, AttributesFn, ClaimRef, Preparer};
 use crate::fsio::FileId;
@@ -116,6 +119,9 @@ pub struct Config {
     /// instance's own and the checkpoint is shared
     /// ([`prepare::Options::serialize`]); `None`: the only instance.
     pub pod_uid: Option<String>,
+    /// How often the health stream repeats its report
+    /// ([`super::health::PERIOD`]).
+    pub health_period: std::time::Duration,
 }
 
 impl Config {
@@ -145,6 +151,7 @@ impl Config {
                 serialize: false,
             },
             pod_uid: None,
+            health_period: super::health::PERIOD,
         }
     }
 
@@ -489,9 +496,15 @@ pub async fn start(
     make_dir(&config.registry_dir, 0o750)?;
     clear_stale(&config);
     let dra_listener = bind(&dra_socket)?;
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let health = health::Source {
+        pool: config.prepare.node.clone(),
+        devices: devices.clone(),
+        stop: stop_rx.clone(),
+        period: config.health_period,
+    };
     let (preparer, checkpoint_warning) = Preparer::new(config.prepare.clone(), api, devices);
     let preparer = Arc::new(preparer);
-    let (stop_tx, stop_rx) = watch::channel(false);
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };
@@ -502,6 +515,8 @@ pub async fn start(
         .add_service(v1beta1::dra_plugin_server::DraPluginServer::new(
             DraV1beta1(Arc::clone(&preparer)),
         ))
+        .add_service(health::HealthV1alpha1::server(health.clone()))
+        .add_service(health::HealthV1::server(health))
         .serve_with_incoming_shutdown(
             UnixListenerStream::new(dra_listener),
             stopped(stop_rx.clone()),
