@@ -27,7 +27,6 @@ use anyhow::Context as _;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use super::ClaimApi;
@@ -352,7 +351,7 @@ pub async fn start(
             DraV1beta1(Arc::clone(&preparer)),
         ))
         .serve_with_incoming_shutdown(
-            UnixListenerStream::new(dra_listener),
+            crate::front::incoming(dra_listener, "the DRA socket"),
             stopped(stop_rx.clone()),
         );
     let dra = tokio::spawn(dra);
@@ -380,7 +379,12 @@ pub async fn start(
     let reg = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(RegistrationServer::new(registrar))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(reg_listener), stopped(stop_rx)),
+            // The plugin watcher's authority is the socket's path, which
+            // h2 refuses: the front replaces it (crate::front).
+            .serve_with_incoming_shutdown(
+                crate::front::incoming(reg_listener, "the registration socket"),
+                stopped(stop_rx),
+            ),
     );
     tracing::info!(
         "DRA driver {}: serving {} and {}",
