@@ -142,6 +142,9 @@ fn put_head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
     out.extend_from_slice(&(stream & 0x7fff_ffff).to_be_bytes());
 }
 
+/// A decoded header list: (name, value) pairs.
+pub type Fields = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// A header block awaiting its CONTINUATIONs.
 #[derive(Debug)]
 struct Block {
@@ -391,7 +394,7 @@ impl Front {
 
     /// The header list of a complete block, authorities `h2` would refuse
     /// replaced.
-    fn decode(&mut self, block: &Block) -> Result<Vec<(Vec<u8>, Vec<u8>)>, Refused> {
+    fn decode(&mut self, block: &Block) -> Result<Fields, Refused> {
         let mut fields = Vec::new();
         let mut size = 0usize;
         self.decoder

@@ -311,7 +311,8 @@ async fn a_fake_plugin_watcher_registers_the_driver() {
         .await
         .unwrap();
     assert!(
-        reg.authority().starts_with("%2F") && reg.authority().ends_with("%2Fdra.cdigen.io-reg.sock"),
+        reg.authority().starts_with("%2F")
+            && reg.authority().ends_with("%2Fdra.cdigen.io-reg.sock"),
         "{}",
         reg.authority()
     );

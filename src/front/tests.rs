@@ -46,8 +46,11 @@ fn go_encode(enc: &mut httlib_hpack::Encoder<'_>, fields: &[(&str, &str)]) -> Ve
         if shorter(v) {
             flags |= httlib_hpack::Encoder::HUFFMAN_VALUE;
         }
-        enc.encode((n.as_bytes().to_vec(), v.as_bytes().to_vec(), flags), &mut out)
-            .unwrap();
+        enc.encode(
+            (n.as_bytes().to_vec(), v.as_bytes().to_vec(), flags),
+            &mut out,
+        )
+        .unwrap();
     }
     out
 }
@@ -72,7 +75,10 @@ fn request(path: &str, authority: &str) -> Vec<(String, String)> {
 }
 
 fn pairs(fields: &[(String, String)]) -> Vec<(&str, &str)> {
-    fields.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect()
+    fields
+        .iter()
+        .map(|(n, v)| (n.as_str(), v.as_str()))
+        .collect()
 }
 
 /// Feeds `input` in chunks of `chunk` bytes.
@@ -121,7 +127,9 @@ type Decoded = (u32, bool, Option<Vec<u8>>, Vec<(String, String)>);
 
 fn blocks(out: &[u8]) -> Vec<Decoded> {
     let mut v = Vec::new();
-    let mut open: Option<(u32, bool, Option<Vec<u8>>, Vec<u8>)> = None;
+    // (stream, END_STREAM, priority, fragment) of the block being read.
+    type Open = (u32, bool, Option<Vec<u8>>, Vec<u8>);
+    let mut open: Option<Open> = None;
     for f in frames(out) {
         match f.kind {
             HEADERS => {
@@ -153,12 +161,7 @@ fn blocks(out: &[u8]) -> Vec<Decoded> {
                 .decode(&frag)
                 .unwrap()
                 .into_iter()
-                .map(|(n, v)| {
-                    (
-                        String::from_utf8(n).unwrap(),
-                        String::from_utf8(v).unwrap(),
-                    )
-                })
+                .map(|(n, v)| (String::from_utf8(n).unwrap(), String::from_utf8(v).unwrap()))
                 .collect();
             v.push((s, e, p, fields));
         }
@@ -180,7 +183,10 @@ fn with_authority(fields: &[(String, String)], authority: &str) -> Vec<(String, 
 #[test]
 fn the_plugin_watchers_authority_is_replaced_across_two_calls() {
     let mut enc = httlib_hpack::Encoder::default();
-    let get_info = request("/pluginregistration.Registration/GetInfo", WATCHER_AUTHORITY);
+    let get_info = request(
+        "/pluginregistration.Registration/GetInfo",
+        WATCHER_AUTHORITY,
+    );
     let notify = request(
         "/pluginregistration.Registration/NotifyRegistrationStatus",
         WATCHER_AUTHORITY,
@@ -192,7 +198,10 @@ fn the_plugin_watchers_authority_is_replaced_across_two_calls() {
     // Table after the first: 62 grpc-timeout ... 67 :authority, 68 :path;
     // the new :path goes in first, so the authority is 68 by then.
     // Every field after the new :path is a dynamic table index.
-    assert!(b2.ends_with(&[0xc4, 0xc3, 0xc2, 0xc1, 0xc0, 0xbf]), "{b2:02x?}");
+    assert!(
+        b2.ends_with(&[0xc4, 0xc3, 0xc2, 0xc1, 0xc0, 0xbf]),
+        "{b2:02x?}"
+    );
     assert!(b2.len() + 40 < b1.len(), "{} {}", b1.len(), b2.len());
     let mut input = start();
     input.extend(frame(HEADERS, END_HEADERS, 1, &b1));
@@ -212,12 +221,15 @@ fn the_plugin_watchers_authority_is_replaced_across_two_calls() {
             ]
         );
         let fs = frames(&out);
-        assert_eq!(fs[0], Out {
-            kind: 0x4,
-            flags: 0,
-            stream: 0,
-            payload: vec![]
-        });
+        assert_eq!(
+            fs[0],
+            Out {
+                kind: 0x4,
+                flags: 0,
+                stream: 0,
+                payload: vec![]
+            }
+        );
         // DATA passes unchanged.
         assert_eq!(fs[2].payload, [0, 0, 0, 0, 0]);
         assert_eq!(fs[2].flags, END_STREAM);
@@ -251,7 +263,11 @@ fn a_valid_authority_is_kept_and_nothing_else_changes() {
 #[test]
 fn continuation_padding_and_priority_are_read() {
     let fields = request("/p", WATCHER_AUTHORITY);
-    let block = loona_hpack::Encoder::new().encode(pairs(&fields).iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+    let block = loona_hpack::Encoder::new().encode(
+        pairs(&fields)
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+    );
     let (a, rest) = block.split_at(10);
     let (b, c) = rest.split_at(20);
     // HEADERS padded (7 bytes) with a priority, then two CONTINUATIONs.
@@ -289,7 +305,11 @@ fn a_large_header_list_is_written_in_frames_the_server_takes() {
         (":authority".to_string(), WATCHER_AUTHORITY.to_string()),
         ("x-big".to_string(), big),
     ];
-    let block = loona_hpack::Encoder::new().encode(pairs(&fields).iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())));
+    let block = loona_hpack::Encoder::new().encode(
+        pairs(&fields)
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), v.as_bytes())),
+    );
     let mut input = start();
     let (a, b) = block.split_at(16_000);
     input.extend(frame(HEADERS, 0, 1, a));
@@ -366,7 +386,12 @@ fn an_hpack_bomb_is_refused() {
     assert_eq!(r, Err(Refused::ListTooLarge(1)));
     // A table size over the default.
     let mut input = start();
-    input.extend(frame(HEADERS, END_HEADERS, 1, &[0x3f, 0xe1, 0xff, 0x03, 0x82]));
+    input.extend(frame(
+        HEADERS,
+        END_HEADERS,
+        1,
+        &[0x3f, 0xe1, 0xff, 0x03, 0x82],
+    ));
     let (_, r) = run(&input, 4096);
     assert_eq!(
         r,
@@ -400,10 +425,7 @@ fn garbage_is_refused() {
     );
     // A frame between HEADERS and its CONTINUATION.
     assert_eq!(
-        refused(&[
-            frame(HEADERS, 0, 1, &[0x82]),
-            frame(0x6, 0, 0, &[0; 8]),
-        ]),
+        refused(&[frame(HEADERS, 0, 1, &[0x82]), frame(0x6, 0, 0, &[0; 8]),]),
         Err(Refused::Interleaved {
             kind: 6,
             got: 0,

@@ -59,9 +59,7 @@ const PRIORITY: u8 = 0x20;
 /// grpc-go's `encodeAuthority`: RFC 3986's unreserved characters,
 /// sub-delimiters and `:[]@` kept, every other byte `%XX`.
 pub fn encode_authority(target: &str) -> String {
-    let keep = |c: u8| {
-        c.is_ascii_alphanumeric() || b"-_.~!$&'()*+,;=:[]@".contains(&c)
-    };
+    let keep = |c: u8| c.is_ascii_alphanumeric() || b"-_.~!$&'()*+,;=:[]@".contains(&c);
     let mut out = String::new();
     for &c in target.as_bytes() {
         if keep(c) {
@@ -77,7 +75,12 @@ pub fn encode_authority(target: &str) -> String {
 pub fn encode_duration(d: Duration) -> String {
     const MAX: u128 = 100_000_000 - 1;
     let n = d.as_nanos();
-    for (unit, per) in [("n", 1u128), ("u", 1_000), ("m", 1_000_000), ("S", 1_000_000_000)] {
+    for (unit, per) in [
+        ("n", 1u128),
+        ("u", 1_000),
+        ("m", 1_000_000),
+        ("S", 1_000_000_000),
+    ] {
         let v = n.div_ceil(per);
         if v <= MAX {
             return format!("{v}{unit}");
@@ -129,7 +132,10 @@ impl Watcher {
         };
         let mut hello = PREFACE.to_vec();
         hello.extend(frame(SETTINGS, 0, 0, &[]));
-        w.stream.write_all(&hello).await.map_err(|e| e.to_string())?;
+        w.stream
+            .write_all(&hello)
+            .await
+            .map_err(|e| e.to_string())?;
         loop {
             let (kind, flags, _, payload) = w.read_frame().await?;
             if kind == SETTINGS && flags & ACK == 0 {
@@ -167,7 +173,10 @@ impl Watcher {
             PING if flags & ACK == 0 => frame(PING, ACK, 0, payload),
             _ => return Ok(()),
         };
-        self.stream.write_all(&reply).await.map_err(|e| e.to_string())
+        self.stream
+            .write_all(&reply)
+            .await
+            .map_err(|e| e.to_string())
     }
 
     /// The header fields of one call, in grpc-go's order.
@@ -207,7 +216,10 @@ impl Watcher {
                 flags |= httlib_hpack::Encoder::HUFFMAN_VALUE;
             }
             self.enc
-                .encode((n.as_bytes().to_vec(), v.as_bytes().to_vec(), flags), &mut out)
+                .encode(
+                    (n.as_bytes().to_vec(), v.as_bytes().to_vec(), flags),
+                    &mut out,
+                )
                 .unwrap();
         }
         out
@@ -263,7 +275,10 @@ impl Watcher {
         msg.extend(u32::try_from(body.len()).unwrap().to_be_bytes());
         msg.extend(body);
         out.extend(frame(DATA, END_STREAM, id, &msg));
-        self.stream.write_all(&out).await.map_err(|e| e.to_string())?;
+        self.stream
+            .write_all(&out)
+            .await
+            .map_err(|e| e.to_string())?;
         let reply = self.read_reply(id).await?;
         let get = |fields: &[(String, String)], name: &str| {
             fields
@@ -302,7 +317,10 @@ impl Watcher {
         };
         let len = usize::try_from(u32::from_be_bytes([*a, *b, *c, *d])).unwrap();
         if *flag != 0 || rest.len() != len {
-            return Err(format!("a bad response message: flag {flag}, {len} of {}", rest.len()));
+            return Err(format!(
+                "a bad response message: flag {flag}, {len} of {}",
+                rest.len()
+            ));
         }
         Ok(rest.to_vec())
     }
@@ -356,7 +374,10 @@ impl Watcher {
                         let n = u32::try_from(payload.len()).unwrap();
                         let mut out = frame(WINDOW_UPDATE, 0, 0, &n.to_be_bytes());
                         out.extend(frame(PING, 0, 0, &[2, 4, 16, 16, 9, 14, 7, 7]));
-                        self.stream.write_all(&out).await.map_err(|e| e.to_string())?;
+                        self.stream
+                            .write_all(&out)
+                            .await
+                            .map_err(|e| e.to_string())?;
                     }
                     reply.data.extend(&payload);
                     flags & END_STREAM != 0
@@ -423,7 +444,10 @@ pub async fn register(socket: &Path) -> Result<PluginInfo, String> {
     let error = if ok {
         String::new()
     } else {
-        format!("RegisterPlugin error -- no handler registered for plugin type: {}", info.r#type)
+        format!(
+            "RegisterPlugin error -- no handler registered for plugin type: {}",
+            info.r#type
+        )
     };
     w.notify(ok, &error).await?;
     Ok(info)
