@@ -205,6 +205,9 @@ impl Env {
     }
 }
 
+/// A DRA client as the kubelet's DRA manager dials one: `connect` sends
+/// `:authority` `localhost`, as its `grpc.NewClient("unix:" + endpoint)`
+/// does (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go).
 async fn v1_client(
     sock: &Path,
 ) -> v1::dra_plugin_client::DraPluginClient<tonic::transport::Channel> {
