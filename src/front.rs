@@ -251,9 +251,11 @@ impl Front {
                     if !want.starts_with(part) {
                         return Err(Refused::Preface);
                     }
-                    out.extend_from_slice(part);
                     *got += part.len();
                     if *got == PREFACE.len() {
+                        // Passed on whole, so that what the server gets
+                        // does not depend on how the bytes came.
+                        out.extend_from_slice(PREFACE);
                         self.state = State::Head {
                             buf: [0; 9],
                             got: 0,

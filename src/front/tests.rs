@@ -404,7 +404,7 @@ fn an_hpack_bomb_is_refused() {
 
 #[test]
 fn garbage_is_refused() {
-    let (out, r) = run(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n", 3);
+    let (out, r) = run(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n", 1);
     assert_eq!(r, Err(Refused::Preface));
     assert!(out.is_empty());
     assert_eq!(
@@ -640,7 +640,9 @@ proptest! {
     ) {
         let mut input = PREFACE.to_vec();
         input.extend(&body);
-        let (out, _) = run(&input, chunk);
+        let (out, r) = run(&input, chunk);
         prop_assert!(out.len() <= input.len() + 2 * MAX_LIST);
+        // The same output and verdict however the bytes are cut.
+        prop_assert_eq!((out, r), run(&input, input.len()));
     }
 }
