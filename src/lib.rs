@@ -37,6 +37,8 @@
 //! - [`deviceplugin`]: `cdigen device-plugin`, the kubelet's device plugin
 //!   API over the watch's plans; [`dra`]: `cdigen dra-driver`, the same
 //!   devices as DRA ResourceSlices and the kubelet's DRA plugin service.
+//!   Their kubelet-facing sockets accept connections through [`front`],
+//!   which makes what grpc-go clients send acceptable to tonic.
 //! - [`trust`]: whether a host program may be run as root (hook paths,
 //!   `--ldconfig`).
 //! - [`text`]: escaping of host-derived text for terminals and logs.
@@ -58,6 +60,7 @@ pub mod devinfo;
 pub mod discover;
 pub mod dra;
 pub mod elf;
+pub mod front;
 pub mod fsio;
 pub mod generate;
 pub mod generator;

@@ -17,6 +17,8 @@
 mod apiserver;
 #[path = "support/machine.rs"]
 mod support;
+#[path = "support/watcher.rs"]
+mod watcher;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -1084,8 +1086,6 @@ fn prepare_e2e() -> Prepared {
 /// [`prepare_e2e`] with the machine changed first by `change` (given the
 /// tempdir and the root).
 fn prepare_e2e_with(change: impl FnOnce(&Path, &Path)) -> Prepared {
-    use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
-    use cdigen::dra::api::pluginregistration::{InfoRequest, RegistrationStatus};
     use cdigen::dra::api::v1;
 
     let (tmp, root) = support::machine("example");
@@ -1121,18 +1121,8 @@ fn prepare_e2e_with(change: impl FnOnce(&Path, &Path)) -> Prepared {
         thread::sleep(Duration::from_millis(10));
     }
     let (info, answer) = rt.block_on(async {
-        let mut reg = RegistrationClient::new(
-            cdigen::deviceplugin::kubelet::connect(&reg_socket)
-                .await
-                .unwrap(),
-        );
-        let info = reg.get_info(InfoRequest {}).await.unwrap().into_inner();
-        reg.notify_registration_status(RegistrationStatus {
-            plugin_registered: true,
-            error: String::new(),
-        })
-        .await
-        .unwrap();
+        // The plugin watcher as the kubelet's grpc-go client sends it.
+        let info = watcher::register(&reg_socket).await.unwrap();
         let mut dra = v1::dra_plugin_client::DraPluginClient::new(
             cdigen::deviceplugin::kubelet::connect(&dra_socket)
                 .await

@@ -13,6 +13,8 @@
 
 #[path = "support/machine.rs"]
 mod support;
+#[path = "support/watcher.rs"]
+mod watcher;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -21,8 +23,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
-use cdigen::dra::api::pluginregistration::{InfoRequest, RegistrationStatus};
 use cdigen::dra::api::{v1, v1beta1};
 use cdigen::dra::names::DraDevice;
 use cdigen::dra::plugin::{self, Config, RegistrationState, Running};
@@ -205,6 +205,9 @@ impl Env {
     }
 }
 
+/// A DRA client as the kubelet's DRA manager dials one: `connect` sends
+/// `:authority` `localhost`, as its `grpc.NewClient("unix:" + endpoint)`
+/// does (pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go).
 async fn v1_client(
     sock: &Path,
 ) -> v1::dra_plugin_client::DraPluginClient<tonic::transport::Channel> {
@@ -290,9 +293,11 @@ fn valid_spec(path: &Path) -> cdigen::cdi::spec::Spec {
     spec
 }
 
-/// The plugin watcher's side: GetInfo, then NotifyRegistrationStatus;
-/// old sockets are replaced, anything else is refused; both sockets go at
-/// shutdown.
+/// The plugin watcher's side, as the kubelet's grpc-go client sends it
+/// (the socket's path, percent-encoded, as `:authority`; tests/support/
+/// watcher.rs): GetInfo, then NotifyRegistrationStatus on the same
+/// connection; old sockets are replaced, anything else is refused; both
+/// sockets go at shutdown.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_fake_plugin_watcher_registers_the_driver() {
     let env = Env::new(FakeApi::default());
@@ -305,12 +310,16 @@ async fn a_fake_plugin_watcher_registers_the_driver() {
         env.path("registry").join("dra.cdigen.io-reg.sock")
     );
     assert!(running.checkpoint_warning.is_none());
-    let mut reg = RegistrationClient::new(
-        cdigen::deviceplugin::kubelet::connect(&running.registration_socket)
-            .await
-            .unwrap(),
+    let mut reg = watcher::Watcher::dial(&running.registration_socket)
+        .await
+        .unwrap();
+    assert!(
+        reg.authority().starts_with("%2F")
+            && reg.authority().ends_with("%2Fdra.cdigen.io-reg.sock"),
+        "{}",
+        reg.authority()
     );
-    let info = reg.get_info(InfoRequest {}).await.unwrap().into_inner();
+    let info = reg.get_info().await.unwrap();
     assert_eq!(info.r#type, "DRAPlugin");
     assert_eq!(info.name, DRIVER);
     assert_eq!(Path::new(&info.endpoint), env.dra_socket());
@@ -321,22 +330,12 @@ async fn a_fake_plugin_watcher_registers_the_driver() {
     // The endpoint answers (an empty request).
     assert!(prepare(Path::new(&info.endpoint), &[]).await.is_empty());
     assert_eq!(*running.registration.borrow(), RegistrationState::Pending);
-    reg.notify_registration_status(RegistrationStatus {
-        plugin_registered: false,
-        error: "version mismatch".into(),
-    })
-    .await
-    .unwrap();
+    reg.notify(false, "version mismatch").await.unwrap();
     assert_eq!(
         *running.registration.borrow_and_update(),
         RegistrationState::Failed("version mismatch".into())
     );
-    reg.notify_registration_status(RegistrationStatus {
-        plugin_registered: true,
-        error: String::new(),
-    })
-    .await
-    .unwrap();
+    reg.notify(true, "").await.unwrap();
     running.registration.changed().await.unwrap();
     assert_eq!(
         *running.registration.borrow(),
@@ -377,6 +376,70 @@ async fn a_fake_plugin_watcher_registers_the_driver() {
         !dra.exists(),
         "the DRA socket is removed when the start fails"
     );
+}
+
+/// Hostile clients on the registration and DRA sockets (not HTTP/2, a
+/// never-ending header block, a silent one) get their connections closed
+/// or wait alone: the plugin watcher still registers the driver on its
+/// own connection, and the DRA service still answers, to a client sending
+/// the watcher's kind of authority too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hostile_clients_do_not_keep_the_watcher_out() {
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+
+    let env = Env::new(FakeApi::default());
+    let (running, stop) = env.start(false).await;
+    let closed = |mut c: tokio::net::UnixStream| async move {
+        let mut sink = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut sink))
+            .await
+            .expect("the connection is closed")
+            .map(|_| ())
+    };
+    let mut silent_ones = Vec::new();
+    for sock in [&running.registration_socket, &running.dra_socket] {
+        let mut silent = tokio::net::UnixStream::connect(sock).await.unwrap();
+        silent.write_all(b"PRI * HTTP/2.0\r\n").await.unwrap();
+        let mut garbage = tokio::net::UnixStream::connect(sock).await.unwrap();
+        garbage
+            .write_all(b"GET / HTTP/1.1\r\nHost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let _ = closed(garbage).await;
+        let mut endless = tokio::net::UnixStream::connect(sock).await.unwrap();
+        let mut hello = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        hello.extend([0, 0, 0, 4, 0, 0, 0, 0, 0]);
+        // HEADERS without END_HEADERS, then CONTINUATIONs past 64 KiB.
+        hello.extend([0, 0, 1, 1, 0, 0, 0, 0, 1, 0x82]);
+        endless.write_all(&hello).await.unwrap();
+        for _ in 0..80 {
+            let mut f = vec![0, 4, 0, 9, 0, 0, 0, 0, 1];
+            f.extend([0x82; 1024]);
+            if endless.write_all(&f).await.is_err() {
+                break;
+            }
+        }
+        let _ = closed(endless).await;
+        silent_ones.push(silent);
+    }
+    let info = watcher::register(&running.registration_socket)
+        .await
+        .unwrap();
+    assert_eq!(info.name, DRIVER);
+    let mut w = running.registration.clone();
+    tokio::time::timeout(
+        Duration::from_secs(5),
+        w.wait_for(|s| *s == RegistrationState::Registered),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    assert!(prepare(&running.dra_socket, &[]).await.is_empty());
+    drop(silent_ones);
+    stop.send(()).unwrap();
+    tokio::time::timeout(Duration::from_secs(10), running.wait())
+        .await
+        .unwrap();
 }
 
 /// An allocated claim resolves to cdigen's CDI names plus the per-claim

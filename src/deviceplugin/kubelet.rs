@@ -20,7 +20,14 @@ pub const VERSION: &str = "v1beta1";
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A gRPC channel to the Unix socket `path` (the URI is a placeholder:
-/// every connection goes to the socket).
+/// every connection goes to the socket). Its requests carry `:authority`
+/// `localhost`, as the kubelet's own clients of a plugin do: the device
+/// manager's (`grpc.WithAuthority("localhost")`,
+/// pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go) and the DRA
+/// manager's (`grpc.NewClient("unix:" + endpoint)`, whose unix resolver
+/// overrides the authority to `localhost`,
+/// pkg/kubelet/cm/dra/plugin/dra_plugin_manager.go). The plugin watcher
+/// sends the socket's path instead (see [`crate::front`]).
 ///
 /// # Errors
 /// When the socket cannot be connected to.

@@ -30,7 +30,6 @@ use tokio::net::UnixListener;
 use tokio::sync::Notify;
 use tokio::sync::watch as tw;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::UnixListenerStream;
 
 use super::api::v1beta1::device_plugin_server::DevicePluginServer;
 use super::inventory::Inventory;
@@ -424,9 +423,12 @@ async fn serve_resource(
         let server = tokio::spawn(
             tonic::transport::Server::builder()
                 .add_service(service)
-                .serve_with_incoming_shutdown(UnixListenerStream::new(listener), async move {
-                    let _ = end_rx.wait_for(|e| *e).await;
-                }),
+                .serve_with_incoming_shutdown(
+                    crate::front::incoming(listener, "a device plugin socket"),
+                    async move {
+                        let _ = end_rx.wait_for(|e| *e).await;
+                    },
+                ),
         );
         // Serving first, then registering (the kubelet dials back at once).
         let registered = kubelet::register(&kubelet_sock, &resource, &name, options()).await;

@@ -39,7 +39,6 @@ use anyhow::Context as _;
 use tokio::net::UnixListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
-use tokio_stream::wrappers::UnixListenerStream;
 use tonic::{Request, Response, Status};
 
 use super::ClaimApi;
@@ -518,7 +517,7 @@ pub async fn start(
         .add_service(health::HealthV1alpha1::server(health.clone()))
         .add_service(health::HealthV1::server(health))
         .serve_with_incoming_shutdown(
-            UnixListenerStream::new(dra_listener),
+            crate::front::incoming(dra_listener, "the DRA socket"),
             stopped(stop_rx.clone()),
         );
     let dra = tokio::spawn(dra);
@@ -546,7 +545,12 @@ pub async fn start(
     let reg = tokio::spawn(
         tonic::transport::Server::builder()
             .add_service(RegistrationServer::new(registrar))
-            .serve_with_incoming_shutdown(UnixListenerStream::new(reg_listener), stopped(stop_rx)),
+            // The plugin watcher's authority is the socket's path, which
+            // h2 refuses: the front replaces it (crate::front).
+            .serve_with_incoming_shutdown(
+                crate::front::incoming(reg_listener, "the registration socket"),
+                stopped(stop_rx),
+            ),
     );
     tracing::info!(
         "DRA driver {}: serving {} and {}",

@@ -118,6 +118,10 @@ fn mine<'a>(st: &'a mut State, resource: &str, generation: usize) -> Option<&'a 
         .filter(|p| p.registrations == generation)
 }
 
+/// Dials a plugin as the kubelet's device manager does: `:authority`
+/// `localhost`, which `connect` sends and the kubelet sets with
+/// `grpc.WithAuthority("localhost")`
+/// (pkg/kubelet/cm/devicemanager/plugin/v1beta1/client.go).
 async fn dial(path: &Path) -> Result<Channel, String> {
     cdigen::deviceplugin::kubelet::connect(path)
         .await
