@@ -23,6 +23,8 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cdigen::dra::api::pluginregistration::InfoRequest;
+use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
 use cdigen::dra::api::{v1, v1beta1};
 use cdigen::dra::names::DraDevice;
 use cdigen::dra::plugin::{self, Config, RegistrationState, Running};
@@ -1175,6 +1177,8 @@ async fn a_new_instance_clears_only_the_sockets_of_a_dead_one() {
     assert!(e.starts_with("pod UID \"../x\": not a UID"), "{e}");
     stop_b.send(()).unwrap();
     b.wait().await;
+}
+
 /// A device in a health report, as a fake kubelet reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Health {
