@@ -23,8 +23,6 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use cdigen::dra::api::pluginregistration::InfoRequest;
-use cdigen::dra::api::pluginregistration::registration_client::RegistrationClient;
 use cdigen::dra::api::{v1, v1beta1};
 use cdigen::dra::names::DraDevice;
 use cdigen::dra::plugin::{self, Config, RegistrationState, Running};
@@ -1054,16 +1052,11 @@ async fn two_instances_of_a_rolling_update_share_the_checkpoint() {
             format!("{DRIVER}-{POD_B}-reg.sock")
         ]
     );
-    // Both registered: each one's GetInfo names its own DRA socket.
+    // Both registered, as the kubelet's plugin watcher does it (its
+    // percent-encoded socket path as :authority): each one's GetInfo names
+    // its own DRA socket.
     for r in [&a, &b] {
-        let channel = cdigen::deviceplugin::kubelet::connect(&r.registration_socket)
-            .await
-            .unwrap();
-        let info = RegistrationClient::new(channel)
-            .get_info(InfoRequest {})
-            .await
-            .unwrap()
-            .into_inner();
+        let info = watcher::register(&r.registration_socket).await.unwrap();
         assert_eq!(info.name, DRIVER);
         assert_eq!(Path::new(&info.endpoint), r.dra_socket);
     }
