@@ -89,25 +89,16 @@ fn renumber(root: &Path, class_dir: &str, node: &str, old: (u32, u32), new: (u32
     let target = fs::read_link(chr.join(format!("{}:{}", old.0, old.1))).unwrap();
     fs::remove_file(chr.join(format!("{}:{}", old.0, old.1))).unwrap();
     std::os::unix::fs::symlink(target, chr.join(format!("{}:{}", new.0, new.1))).unwrap();
-    edit_manifest(root, |line| {
-        if line.split_whitespace().next() == Some(node) {
+    support::edit_manifest(root, |line| {
+        Some(if line.split_whitespace().next() == Some(node) {
             line.replace(
                 &format!(" {}:{} ", old.0, old.1),
                 &format!(" {}:{} ", new.0, new.1),
             )
         } else {
             line.to_string()
-        }
+        })
     });
-}
-
-/// Rewrites each line of the machine's dev manifest.
-fn edit_manifest(root: &Path, f: impl Fn(&str) -> String) {
-    let path = root.join("dev.manifest");
-    let text = fs::read_to_string(&path).unwrap();
-    let out: String = text.lines().map(|l| f(l) + "\n").collect();
-    assert_ne!(out, text, "the manifest changed");
-    fs::write(&path, out).unwrap();
 }
 
 /// Removes the manifest entry of `node`.

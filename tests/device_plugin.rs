@@ -1074,20 +1074,6 @@ fn unplug_vf(root: &Path, addr: &str, virtfn: &str) -> impl FnOnce() {
     }
 }
 
-/// Rewrites `root/dev.manifest`: `edit` gets each line, returns its
-/// replacement (`None`: dropped). Returns the original text.
-fn edit_manifest(root: &Path, edit: impl Fn(&str) -> Option<String>) -> String {
-    let path = root.join("dev.manifest");
-    let text = fs::read_to_string(&path).unwrap();
-    let new: String = text
-        .lines()
-        .filter_map(|l| edit(l).map(|l| l + "\n"))
-        .collect();
-    assert_ne!(new, text, "the edit changed nothing");
-    fs::write(&path, new).unwrap();
-    text
-}
-
 /// The VFs' list through hotplug and health changes under the running
 /// plugin: a VF removed from sysfs leaves the list and comes back; a node
 /// renumbered in /dev makes its VF Unhealthy (Allocate and
@@ -1121,7 +1107,7 @@ fn hotplug_and_health_changes_reach_list_and_watch() {
     kubelet.wait_for_list(VF, WAIT, want(healthy(&VFS)));
 
     // uverbs3's node has other numbers than the kernel's: Unhealthy.
-    let manifest = edit_manifest(&root, |l| {
+    let manifest = support::edit_manifest(&root, |l| {
         Some(if l.starts_with("/dev/infiniband/uverbs3 ") {
             l.replace("231:195", "231:199")
         } else {
@@ -1317,7 +1303,7 @@ fn dgx_gpus_by_uuid_packed_by_numa_with_legacy_edits() {
     );
 
     // /dev/nvidia3 (GPU 2, 0000:3a:00.0) leaves /dev: Unhealthy.
-    let manifest = edit_manifest(&root, |l| {
+    let manifest = support::edit_manifest(&root, |l| {
         (!l.starts_with("/dev/nvidia3 ")).then(|| l.to_string())
     });
     plugin.hup();

@@ -1451,20 +1451,13 @@ fn driver_streams_its_devices_health() {
     assert_eq!(read(next().unwrap()), healthy, "{}", driver.log());
 
     // The VF's RDMA node gets other numbers than the kernel's.
-    let manifest = root.join("dev.manifest");
-    let text = fs::read_to_string(&manifest).unwrap();
-    let edited: String = text
-        .lines()
-        .map(|l| {
-            if l.starts_with("/dev/infiniband/uverbs3 ") {
-                l.replace("231:195", "231:199") + "\n"
-            } else {
-                l.to_string() + "\n"
-            }
+    support::edit_manifest(&root, |l| {
+        Some(if l.starts_with("/dev/infiniband/uverbs3 ") {
+            l.replace("231:195", "231:199")
+        } else {
+            l.to_string()
         })
-        .collect();
-    assert_ne!(edited, text);
-    fs::write(&manifest, edited).unwrap();
+    });
     driver.signal("HUP");
     let mut sick = healthy.clone();
     let vf = sick.iter_mut().find(|d| d.0 == E2E_VF).unwrap();

@@ -185,10 +185,16 @@ impl Env {
     }
 
     async fn start(&self, metadata: bool) -> (Running, oneshot::Sender<()>) {
+        self.start_with(self.config(metadata)).await
+    }
+
+    /// Starts the plugin with `config` over this environment's devices and
+    /// API, until the returned sender is used or dropped.
+    async fn start_with(&self, config: Config) -> (Running, oneshot::Sender<()>) {
         let (_tx, rx) = watch::channel(Arc::new(self.devices.clone()));
         let (stop, stopped) = oneshot::channel::<()>();
         let running = plugin::start(
-            self.config(metadata),
+            config,
             Arc::clone(&self.api) as Arc<dyn ClaimApi>,
             rx,
             async move {
@@ -1000,19 +1006,7 @@ impl Env {
     /// Starts the instance of pod `uid` (a rolling update's) over this
     /// environment's directories.
     async fn start_pod(&self, uid: &str) -> (Running, oneshot::Sender<()>) {
-        let (_tx, rx) = watch::channel(Arc::new(self.devices.clone()));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let running = plugin::start(
-            self.config(true).with_pod_uid(uid),
-            Arc::clone(&self.api) as Arc<dyn ClaimApi>,
-            rx,
-            async move {
-                let _ = stopped.await;
-            },
-        )
-        .await
-        .unwrap();
-        (running, stop)
+        self.start_with(self.config(true).with_pod_uid(uid)).await
     }
 }
 
@@ -1291,20 +1285,13 @@ async fn the_health_stream_reports_every_device_and_follows_its_health() {
     assert_eq!(ids(&r[UID1])[0].0, VF2);
 
     // uverbs3 (VF 0000:3b:00.3's) gets other numbers than the kernel's.
-    let manifest = env.path("root/dev.manifest");
-    let text = fs::read_to_string(&manifest).unwrap();
-    let edited: String = text
-        .lines()
-        .map(|l| {
-            if l.starts_with("/dev/infiniband/uverbs3 ") {
-                l.replace("231:195", "231:199") + "\n"
-            } else {
-                l.to_string() + "\n"
-            }
+    support::edit_manifest(&env.path("root"), |l| {
+        Some(if l.starts_with("/dev/infiniband/uverbs3 ") {
+            l.replace("231:195", "231:199")
+        } else {
+            l.to_string()
         })
-        .collect();
-    assert_ne!(edited, text, "no uverbs3 line in the fixture");
-    fs::write(&manifest, edited).unwrap();
+    });
     devices_tx.send_replace(Arc::new(devices(env.tmp.path())));
     let mut sick = healthy.clone();
     let vf2 = sick.iter_mut().find(|h| h.device == VF2).unwrap();

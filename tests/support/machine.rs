@@ -227,3 +227,18 @@ impl Drop for Daemon {
         let _ = self.child.wait();
     }
 }
+
+/// Rewrites `root/dev.manifest`: `edit` gets each line and returns its
+/// replacement (`None`: dropped). Fails when nothing changed. Returns the
+/// original text.
+pub fn edit_manifest(root: &Path, edit: impl Fn(&str) -> Option<String>) -> String {
+    let path = root.join("dev.manifest");
+    let text = fs::read_to_string(&path).unwrap();
+    let new: String = text
+        .lines()
+        .filter_map(|l| edit(l).map(|l| l + "\n"))
+        .collect();
+    assert_ne!(new, text, "the edit changed nothing");
+    fs::write(&path, new).unwrap();
+    text
+}
