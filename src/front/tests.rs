@@ -10,6 +10,10 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 
 use super::*;
 
+#[path = "../../tests/support/grpc_go.rs"]
+mod grpc_go;
+use grpc_go::hpack_encode;
+
 /// The kubelet plugin watcher's authority for a registration socket, as
 /// grpc-go writes it (`encodeAuthority` of the passthrough target).
 const WATCHER_AUTHORITY: &str =
@@ -28,50 +32,10 @@ fn start() -> Vec<u8> {
     v
 }
 
-/// Fields as grpc-go's HPACK encoder writes them: indexed when in a
-/// table, otherwise literal with incremental indexing (name indexed when
-/// found), each string Huffman-coded when that is strictly shorter.
-fn go_encode(enc: &mut httlib_hpack::Encoder<'_>, fields: &[(&str, &str)]) -> Vec<u8> {
-    let shorter = |s: &str| {
-        let mut h = Vec::new();
-        httlib_huffman::encode(s.as_bytes(), &mut h).unwrap();
-        h.len() < s.len()
-    };
-    let mut out = Vec::new();
-    for (n, v) in fields {
-        let mut flags = httlib_hpack::Encoder::WITH_INDEXING | httlib_hpack::Encoder::BEST_FORMAT;
-        if shorter(n) {
-            flags |= httlib_hpack::Encoder::HUFFMAN_NAME;
-        }
-        if shorter(v) {
-            flags |= httlib_hpack::Encoder::HUFFMAN_VALUE;
-        }
-        enc.encode(
-            (n.as_bytes().to_vec(), v.as_bytes().to_vec(), flags),
-            &mut out,
-        )
-        .unwrap();
-    }
-    out
-}
-
 /// The header fields grpc-go 1.79.3 sends for a call of `path` with a
 /// deadline, in its order.
 fn request(path: &str, authority: &str) -> Vec<(String, String)> {
-    [
-        (":method", "POST"),
-        (":scheme", "http"),
-        (":path", path),
-        (":authority", authority),
-        ("content-type", "application/grpc"),
-        ("user-agent", "grpc-go/1.79.3"),
-        ("te", "trailers"),
-        ("grpc-accept-encoding", "gzip"),
-        ("grpc-timeout", "999871u"),
-    ]
-    .iter()
-    .map(|(n, v)| (n.to_string(), v.to_string()))
-    .collect()
+    grpc_go::request_fields(path, authority, "999871u")
 }
 
 fn pairs(fields: &[(String, String)]) -> Vec<(&str, &str)> {
@@ -191,8 +155,8 @@ fn the_plugin_watchers_authority_is_replaced_across_two_calls() {
         "/pluginregistration.Registration/NotifyRegistrationStatus",
         WATCHER_AUTHORITY,
     );
-    let b1 = go_encode(&mut enc, &pairs(&get_info));
-    let b2 = go_encode(&mut enc, &pairs(&notify));
+    let b1 = hpack_encode(&mut enc, &get_info);
+    let b2 = hpack_encode(&mut enc, &notify);
     // The second block names the authority by its dynamic table index
     // only: the front must keep the client's table.
     // Table after the first: 62 grpc-timeout ... 67 :authority, 68 :path;
@@ -246,7 +210,7 @@ fn a_valid_authority_is_kept_and_nothing_else_changes() {
             HEADERS,
             END_HEADERS,
             1,
-            &go_encode(&mut enc, &pairs(&fields)),
+            &hpack_encode(&mut enc, &fields),
         ));
         let (out, r) = run(&input, 100);
         r.unwrap();
@@ -614,7 +578,7 @@ proptest! {
         let mut want = Vec::new();
         for (i, (fields, f, end_stream)) in reqs.iter().enumerate() {
             let stream = 2 * u32::try_from(i).unwrap() + 1;
-            let block = go_encode(&mut enc, &pairs(fields));
+            let block = hpack_encode(&mut enc, fields);
             input.extend(framed(&block, f, stream, *end_stream));
             input.extend(frame(0x0, END_STREAM, stream, b"\0\0\0\0\0"));
             let fixed = fields

@@ -35,6 +35,9 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+#[path = "grpc_go.rs"]
+mod grpc_go;
+
 use cdigen::dra::api::pluginregistration::{
     InfoRequest, PluginInfo, RegistrationStatus, RegistrationStatusResponse,
 };
@@ -182,47 +185,12 @@ impl Watcher {
     /// The header fields of one call, in grpc-go's order.
     fn header_fields(&self, path: &str, deadline: Instant) -> Vec<(String, String)> {
         let left = deadline.saturating_duration_since(Instant::now());
-        [
-            (":method", "POST".to_string()),
-            (":scheme", "http".to_string()),
-            (":path", path.to_string()),
-            (":authority", self.authority.clone()),
-            ("content-type", "application/grpc".to_string()),
-            ("user-agent", "grpc-go/1.79.3".to_string()),
-            ("te", "trailers".to_string()),
-            ("grpc-accept-encoding", "gzip".to_string()),
-            ("grpc-timeout", encode_duration(left)),
-        ]
-        .into_iter()
-        .map(|(n, v)| (n.to_string(), v))
-        .collect()
+        grpc_go::request_fields(path, &self.authority, &encode_duration(left))
     }
 
     /// The fields HPACK-encoded as golang.org/x/net/http2/hpack does.
     fn encode(&mut self, fields: &[(String, String)]) -> Vec<u8> {
-        let shorter = |s: &str| {
-            let mut h = Vec::new();
-            httlib_huffman::encode(s.as_bytes(), &mut h).unwrap();
-            h.len() < s.len()
-        };
-        let mut out = Vec::new();
-        for (n, v) in fields {
-            let mut flags =
-                httlib_hpack::Encoder::WITH_INDEXING | httlib_hpack::Encoder::BEST_FORMAT;
-            if shorter(n) {
-                flags |= httlib_hpack::Encoder::HUFFMAN_NAME;
-            }
-            if shorter(v) {
-                flags |= httlib_hpack::Encoder::HUFFMAN_VALUE;
-            }
-            self.enc
-                .encode(
-                    (n.as_bytes().to_vec(), v.as_bytes().to_vec(), flags),
-                    &mut out,
-                )
-                .unwrap();
-        }
-        out
+        grpc_go::hpack_encode(&mut self.enc, fields)
     }
 
     /// Decodes a response header block (HEADERS and CONTINUATIONs).
