@@ -1,4 +1,5 @@
-//! The Kubernetes examples select what the README says they select.
+//! The Kubernetes examples select what the documentation (README.md and
+//! docs/) says they select.
 //!
 //! Every DeviceClass, ResourceClaim and ResourceClaimTemplate under
 //! `deploy/` is written for a shipped fixture machine, declared in
@@ -900,9 +901,26 @@ fn errors_are_reported_as_kubernetes_reports_them() {
     );
 }
 
-/// The fenced YAML blocks of README.md.
+/// The user documentation: README.md and docs/*.md, one after the other
+/// (the Kubernetes sections live in docs/).
+fn user_docs() -> String {
+    let mut files: Vec<_> = fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    files.sort();
+    files.insert(0, repo().join("README.md"));
+    files
+        .iter()
+        .map(|p| fs::read_to_string(p).unwrap())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The fenced YAML blocks of the user documentation.
 fn readme_yaml_blocks() -> Vec<String> {
-    let text = fs::read_to_string(repo().join("README.md")).unwrap();
+    let text = user_docs();
     let mut out = Vec::new();
     let mut block: Option<String> = None;
     for line in text.lines() {
@@ -922,10 +940,10 @@ fn readme_yaml_blocks() -> Vec<String> {
     out
 }
 
-/// The YAML documents of README.md: its YAML blocks and its shell
-/// here-documents (`<<'YAML'`), as JSON values.
+/// The YAML documents of the user documentation: its YAML blocks and its
+/// shell here-documents (`<<'YAML'`), as JSON values.
 fn readme_documents() -> Vec<serde_json::Value> {
-    let readme = fs::read_to_string(repo().join("README.md")).unwrap();
+    let readme = user_docs();
     let heredocs = readme
         .split("<<'YAML'\n")
         .skip(1)
@@ -1112,7 +1130,7 @@ fn readme_kind_recipe_selects_fuse() {
 /// spec, with the device-info files it names.
 #[test]
 fn readme_device_plugin_example_matches_the_example_fixture() {
-    let readme = fs::read_to_string(repo().join("README.md")).unwrap();
+    let readme = user_docs();
     assert!(readme.contains("`0000:3b:00.3` (`fixtures/example`)"));
     let expected = repo().join("fixtures/example/expected");
     let spec: serde_json::Value = serde_saphyr::from_str(
