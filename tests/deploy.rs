@@ -83,6 +83,18 @@ fn violations(what: &str, ds: &Value) -> Vec<String> {
     };
     let subcommand = main["args"][0].as_str().unwrap_or_default().to_string();
     let volumes = pod["volumes"].as_array().cloned().unwrap_or_default();
+    // Other tools' specs are read where the runtimes read them: the
+    // host's spec directories, mounted at their paths (the host's /var/run
+    // is not under /host).
+    for dir in cdigen::cdi::DEFAULT_SPEC_DIRS {
+        let flag = format!("--spec-dir={dir}");
+        if !main["args"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| *x == flag.as_str()))
+        {
+            bad.push(format!("{what}: no {flag}"));
+        }
+    }
     for v in &volumes {
         let Some(path) = v["hostPath"]["path"].as_str() else {
             continue;
@@ -221,7 +233,7 @@ spec:
       hostPID: true
       containers:
         - name: cdigen
-          args: [watch]
+          args: [watch, --spec-dir=/etc/cdi]
           securityContext:
             readOnlyRootFilesystem: true
             allowPrivilegeEscalation: false
@@ -242,6 +254,7 @@ spec:
     let bad = violations("ds", &ds);
     let expected = [
         "ds: hostPID",
+        "ds: no --spec-dir=/var/run/cdi",
         "ds: hostPath / (volume \"host\") is not one `cdigen watch` needs",
         // The device plugin's, not the watcher's.
         "ds: hostPath /var/lib/kubelet/device-plugins (volume \"kubelet\") is not one `cdigen watch` needs",
