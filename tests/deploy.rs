@@ -269,3 +269,129 @@ spec:
     ];
     assert_eq!(bad, expected);
 }
+
+/// The host paths `manifest`'s container sees under `/host`.
+fn host_mounts(manifest: &str) -> Vec<String> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(manifest);
+    let ds: Value = serde_saphyr::from_str(&fs::read_to_string(path).unwrap()).unwrap();
+    ds["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|m| m["mountPath"].as_str()?.strip_prefix("/host/"))
+        .map(str::to_string)
+        .collect()
+}
+
+/// The files under `dir` with their contents, by path relative to it.
+fn tree(dir: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![dir.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        let Ok(entries) = fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                let text = fs::read(&p).unwrap();
+                out.push((p.strip_prefix(dir).unwrap().to_path_buf(), text));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Every fixture machine generates the same specs and device-info files
+/// from what the DaemonSets mount of it as from all of it: the mounts
+/// cover what discovery reads (sysfs, procfs, devfs, the driver's files
+/// and the GPU operator's driver root).
+#[test]
+fn the_mounted_host_paths_are_all_that_generation_reads_on_every_fixture() {
+    let mounted = host_mounts("deploy/kubernetes/overlays/generate/daemonset.yaml");
+    for other in [
+        "deploy/kubernetes/overlays/device-plugin/daemonset.yaml",
+        "deploy/kubernetes/overlays/dra/daemonset.yaml",
+    ] {
+        assert_eq!(host_mounts(other), mounted, "{other}");
+    }
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+    let mut roots: Vec<PathBuf> = fs::read_dir(&fixtures)
+        .unwrap()
+        .map(|e| e.unwrap().path().join("root"))
+        .filter(|r| r.is_dir())
+        .collect();
+    roots.sort();
+    assert!(roots.len() >= 10, "{roots:?}");
+    let tmp = tempfile::tempdir().unwrap();
+    let mut generated = 0;
+    for (i, root) in roots.iter().enumerate() {
+        // The pod's /host: the mounted paths of the fixture, its devfs
+        // manifest standing for /dev.
+        let host = tmp.path().join(format!("host-{i}"));
+        fs::create_dir(&host).unwrap();
+        for rel in &mounted {
+            if rel == "dev" {
+                fs::copy(root.join("dev.manifest"), host.join("dev.manifest")).unwrap();
+            }
+            let from = root.join(rel);
+            if !from.exists() {
+                continue;
+            }
+            let to = host.join(rel);
+            fs::create_dir_all(to.parent().unwrap()).unwrap();
+            let status = std::process::Command::new("cp")
+                .arg("-a")
+                .arg(&from)
+                .arg(&to)
+                .status()
+                .unwrap();
+            assert!(status.success());
+        }
+        let generate = |root: &Path, out: &str| {
+            let out = tmp.path().join(format!("{out}-{i}"));
+            let status = std::process::Command::new(env!("CARGO_BIN_EXE_cdigen"))
+                .arg("generate")
+                .arg("--root")
+                .arg(root)
+                .arg("--output-dir")
+                .arg(out.join("cdi"))
+                .arg("--devinfo-dir")
+                .arg(out.join("devinfo"))
+                .env_remove("CDIGEN_GENERATORS")
+                .env_remove("CDIGEN_TEMPLATES")
+                .env_remove("CDIGEN_DRIVER_ROOT")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .unwrap();
+            (status.code(), tree(&out))
+        };
+        let (all, mounted_only) = (generate(root, "all"), generate(&host, "mounted"));
+        if all
+            .1
+            .iter()
+            .any(|(name, _)| name.extension().is_some_and(|x| x == "yaml"))
+        {
+            generated += 1;
+        }
+        assert_eq!(all.0, mounted_only.0, "{}: exit status", root.display());
+        let names = |t: &[(PathBuf, Vec<u8>)]| t.iter().map(|f| f.0.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&all.1), names(&mounted_only.1), "{}", root.display());
+        for ((name, a), (_, b)) in all.1.iter().zip(&mounted_only.1) {
+            assert!(
+                a == b,
+                "{}: {} differs:\n{}\n---\n{}",
+                root.display(),
+                name.display(),
+                String::from_utf8_lossy(a),
+                String::from_utf8_lossy(b)
+            );
+        }
+    }
+    // Not a comparison of nothing with nothing.
+    assert!(generated >= 10, "{generated} fixtures generated specs");
+}
