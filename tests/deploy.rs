@@ -226,6 +226,51 @@ fn every_rendered_daemonset_mounts_only_what_its_mode_needs_unprivileged() {
         .expect("CDIGEN_DEPLOY_RENDERED: the directory of the rendered manifests");
     // kustomize's overlay and the chart, for each mode.
     check(Path::new(&dir), 2);
+    // And both give a mode's container the same arguments and the same
+    // host paths at the same places, equally writable.
+    let mut by_mode: std::collections::BTreeMap<String, Vec<(PathBuf, Value)>> =
+        std::collections::BTreeMap::new();
+    for (path, ds) in daemonsets(Path::new(&dir)) {
+        let pod = &ds["spec"]["template"]["spec"];
+        let c = &pod["containers"][0];
+        let volumes = pod["volumes"].as_array().unwrap();
+        let mut mounts: Vec<Value> = c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let v = volumes.iter().find(|v| v["name"] == m["name"]).unwrap();
+                serde_json::json!([m["mountPath"], v["hostPath"]["path"], m["readOnly"] == true])
+            })
+            .collect();
+        mounts.sort_by_key(|m| m.to_string());
+        // The chart passes the periodic pass's interval and the driver's
+        // name, at their defaults; the overlays leave them out.
+        let dra_driver = format!("--driver-name={}", cdigen::dra::DRIVER_NAME);
+        let defaults = ["--interval=10m", dra_driver.as_str()];
+        let args: Vec<&Value> = c["args"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|a| !a.as_str().is_some_and(|a| defaults.contains(&a)))
+            .collect();
+        let mode = c["args"][0].as_str().unwrap().to_string();
+        by_mode
+            .entry(mode)
+            .or_default()
+            .push((path, serde_json::json!({"args": args, "mounts": mounts})));
+    }
+    for (mode, all) in by_mode {
+        for (path, sig) in &all[1..] {
+            assert_eq!(
+                sig,
+                &all[0].1,
+                "{mode}: {} and {}",
+                all[0].0.display(),
+                path.display()
+            );
+        }
+    }
 }
 
 #[test]
