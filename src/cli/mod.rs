@@ -269,7 +269,7 @@ pub enum Command {
     /// exit. The kubelet finds the driver through its registration socket in --registry-dir;
     /// NodePrepareResources answers with cdigen's CDI names (v1 and v1beta1), and
     /// NodeWatchResources streams every device's health, the one its taint says
-    /// (DRAResourceHealth v1alpha1 and v1). It needs API-server access (deploy/kubernetes/dra).
+    /// (DRAResourceHealth v1alpha1 and v1). It needs API-server access (deploy/kubernetes/overlays/dra).
     /// Serve a node by device plugin or by DRA, never both.
     ///
     /// With --print-slices it reads the host once, prints the ResourceSlices it would publish (as

@@ -12,7 +12,7 @@
 //!
 //! Every request is authorized as the real server authorizes the driver's
 //! service account: against the ClusterRole of
-//! `deploy/kubernetes/dra/rbac.yaml` (RBAC's matching of API group,
+//! `deploy/kubernetes/overlays/dra/rbac.yaml` (RBAC's matching of API group,
 //! resource, subresource, verb and resourceNames; 403 when no rule
 //! allows), the token naming the pod's node. A status write that changes
 //! `status.devices` of an allocated claim is checked as 1.36's
@@ -134,10 +134,10 @@ pub fn cluster_role(path: &Path, name: &str) -> Vec<Rule> {
         .collect()
 }
 
-/// The driver's ClusterRole as deployed (deploy/kubernetes/dra/rbac.yaml).
+/// The driver's ClusterRole as deployed (deploy/kubernetes/overlays/dra/rbac.yaml).
 pub fn shipped_rules() -> Vec<Rule> {
     cluster_role(
-        &Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/dra/rbac.yaml"),
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/kubernetes/overlays/dra/rbac.yaml"),
         "cdigen-dra",
     )
 }
