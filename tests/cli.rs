@@ -540,10 +540,78 @@ fn missing_subcommand_and_bad_value_are_usage_errors() {
 #[test]
 fn version() {
     let dir = TempDir::new().unwrap();
-    let (code, out, err) = run(dir.path(), &["--version"]);
+    let (code, out, err) = run(dir.path(), &["-V"]);
     assert_eq!(out, format!("cdigen {}\n", env!("CARGO_PKG_VERSION")));
-    assert_eq!(err, "");
-    assert_eq!(code, 0);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, out, err) = run(dir.path(), &["--version"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_version(&out, "cdigen");
+    let hook = std::process::Command::new(env!("CARGO_BIN_EXE_cdigen-hook"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(hook.status.code(), Some(0));
+    assert_version(&String::from_utf8(hook.stdout).unwrap(), "cdigen-hook");
+}
+
+/// `out` is what `PROGRAM --version` prints for this tree. A tree with
+/// changes now may have had them only in files the build does not watch
+/// (tests, docs): then the revision may lack its `-dirty`.
+fn assert_version(out: &str, program: &str) {
+    let want = expected_version(program);
+    let lenient = want.replacen("-dirty\n", "\n", 1);
+    assert!(out == want || out == lenient, "{out:?}, expected {want:?}");
+}
+
+/// What `PROGRAM --version` prints: the version, the commit this tree
+/// is at (with `-dirty` when tracked files differ; `unknown` without git)
+/// and the features this test was built with.
+fn expected_version(program: &str) -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8(o.stdout).unwrap().trim().to_string())
+    };
+    let top = git(&["rev-parse", "--show-toplevel"]).map(|t| Path::new(&t).canonicalize().unwrap());
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .canonicalize()
+        .unwrap();
+    let revision = match std::env::var("CDIGEN_BUILD_REVISION") {
+        Ok(r) if !r.is_empty() => r,
+        _ if top.as_deref() == Some(here.as_path()) => {
+            let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap();
+            let dirty = !git(&["status", "--porcelain", "--untracked-files=no"])
+                .unwrap()
+                .is_empty();
+            if dirty {
+                format!("{commit}-dirty")
+            } else {
+                commit
+            }
+        }
+        _ => "unknown".into(),
+    };
+    let mut features = Vec::new();
+    if cfg!(feature = "nvml") {
+        features.push("nvml");
+    }
+    if cfg!(feature = "udev") {
+        features.push("udev");
+    }
+    let features = if features.is_empty() {
+        "none".to_string()
+    } else {
+        features.join(",")
+    };
+    format!(
+        "{program} {}\nrevision: {revision}\nfeatures: {features}\n",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 #[test]

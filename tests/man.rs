@@ -51,15 +51,16 @@ fn pages() -> BTreeMap<String, Vec<u8>> {
     let mut pages = BTreeMap::new();
     // The exit status gets a section of its own below, instead of the
     // after-help text (which clap_mangen puts under "EXTRA"); the version is
-    // in the footer already.
+    // in the footer already (and the long one names the build's revision).
     let page = top
         .clone()
         .after_help(None::<&str>)
         .after_long_help(None::<&str>)
-        .version(None::<&str>);
+        .version(None::<&str>)
+        .long_version(None::<&str>);
     pages.insert(
         format!("{top_name}.{SECTION}"),
-        render(page, &source, &sub_pages, DEFAULT_EXITS),
+        render(page, &source, &sub_pages, LOCKING_EXITS),
     );
     for (sub, page_name) in subs.into_iter().zip(&sub_pages) {
         // A command with steps of its own (`cdigen hook`) gets a page per

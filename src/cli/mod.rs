@@ -39,12 +39,29 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FINDINGS: u8 = 1;
 /// Exit code: usage or environment error.
 pub const EXIT_ERROR: u8 = 2;
+/// Exit code: another process held an output directory's lock for longer
+/// than `--lock-timeout`.
+pub const EXIT_LOCK_TIMEOUT: u8 = 3;
+
+/// What `--version` prints after the program's name: the version, then
+/// the source revision (`git` commit, `-dirty` when the tree had changes,
+/// `unknown` when built outside a git checkout; a packager may set
+/// `CDIGEN_BUILD_REVISION` at build time) and the enabled cargo features,
+/// a line each (see build.rs). `-V` prints the first line alone.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\nrevision: ",
+    env!("CDIGEN_BUILD_REVISION"),
+    "\nfeatures: ",
+    env!("CDIGEN_BUILD_FEATURES"),
+);
 
 /// Discover a host's devices and write CDI specs and device-info files.
 #[derive(Debug, Parser)]
 #[command(
     name = "cdigen",
     version,
+    long_version = LONG_VERSION,
     about,
     long_about = "Discover the devices a Linux host has (DRM GPUs, VFIO, SR-IOV VFs, vDPA, NVIDIA \
 GPUs with MIG, and any character device a generator definition describes) and write the Container Device Interface (CDI) specs and device-info files that \
