@@ -1000,3 +1000,78 @@ fn yaml_is_read_as_runtimes_read_it_yaml_1_1() {
     );
     assert_eq!(code, 0);
 }
+
+/// A run that finds the output directory locked by another says so after
+/// a second, naming the lock file and the PID the holder wrote in it, and
+/// with --lock-timeout gives up with exit status 3 and a message.
+#[test]
+fn generate_waiting_for_the_lock_says_who_holds_it_and_times_out() {
+    use std::io::Write as _;
+    let dir = TempDir::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
+    let out = dir.path().join("cdi");
+    std::fs::create_dir(&out).unwrap();
+    let lock_path = out.join(".cdigen.lock");
+    let mut lock = std::fs::File::create(&lock_path).unwrap();
+    lock.lock().unwrap();
+    writeln!(lock, "{}", std::process::id()).unwrap();
+    let generate = |timeout: &str| {
+        let started = std::time::Instant::now();
+        let o = cdigen(dir.path())
+            .env("CDIGEN_DEVINFO_DIR", dir.path().join("devinfo"))
+            .args(["generate", "--root", root.to_str().unwrap(), "--output-dir"])
+            .arg(&out)
+            .args(["--lock-timeout", timeout])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8(o.stderr).unwrap(),
+            started.elapsed(),
+        )
+    };
+    let (code, err, took) = generate("2s");
+    assert_eq!(code, Some(3), "{err}");
+    assert!(took >= std::time::Duration::from_secs(2), "{took:?}");
+    let waiting = format!(
+        "waiting for the lock {}, held by PID {} (another cdigen run writing {}): waiting for up to 2s\n",
+        lock_path.display(),
+        std::process::id(),
+        out.display()
+    );
+    assert_eq!(err.matches(&waiting).count(), 1, "{err}");
+    assert!(
+        err.ends_with(&format!(
+            "cdigen: cannot write to {}: timed out after 2s waiting for the lock {}, held by PID {} (another cdigen run writing {}; --lock-timeout)\n",
+            out.display(),
+            lock_path.display(),
+            std::process::id(),
+            out.display()
+        )),
+        "{err}"
+    );
+    // Under a second it says nothing until it gives up.
+    let (code, err, _) = generate("300ms");
+    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "cdigen: cannot write to {}: timed out after 300ms waiting for the lock {}, held by PID {} (another cdigen run writing {}; --lock-timeout)\n",
+            out.display(),
+            lock_path.display(),
+            std::process::id(),
+            out.display()
+        )
+    );
+    // Released: the run goes through.
+    drop(lock);
+    let (code, err, _) = generate("2s");
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    // It wrote its PID in the lock file (its own, not this test's).
+    let pid = std::fs::read_to_string(&lock_path).unwrap();
+    assert!(
+        pid.ends_with('\n') && pid.trim().parse::<u32>().is_ok(),
+        "{pid:?}"
+    );
+    assert_ne!(pid, format!("{}\n", std::process::id()));
+}

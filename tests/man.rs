@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cdigen::cli::{Cli, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK};
+use cdigen::cli::{Cli, EXIT_ERROR, EXIT_FINDINGS, EXIT_LOCK_TIMEOUT, EXIT_OK};
 use clap::CommandFactory;
 use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
@@ -128,9 +128,22 @@ fn exit_status(subcommand: &str) -> &'static [(u8, &'static str)] {
             ),
             (EXIT_ERROR, "Usage errors: bad arguments."),
         ],
+        "generate" => LOCKING_EXITS,
         _ => DEFAULT_EXITS,
     }
 }
+
+/// The exit codes of `generate`, which waits for an output directory's
+/// lock (`--lock-timeout`; the long-running commands retry instead).
+const LOCKING_EXITS: &[(u8, &str)] = &[
+    DEFAULT_EXITS[0],
+    DEFAULT_EXITS[1],
+    DEFAULT_EXITS[2],
+    (
+        EXIT_LOCK_TIMEOUT,
+        "generate: another run held an output directory's lock for longer than --lock-timeout.",
+    ),
+];
 
 fn render(cmd: clap::Command, source: &str, see_also: &[String], exits: &[(u8, &str)]) -> Vec<u8> {
     let mut out = Vec::new();

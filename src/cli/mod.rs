@@ -67,7 +67,8 @@ pub const LONG_VERSION: &str = concat!(
 GPUs with MIG, and any character device a generator definition describes) and write the Container Device Interface (CDI) specs and device-info files that \
 container runtimes and Kubernetes need to hand them to containers.",
     after_help = "Exit status: 0 success, 1 findings or failures (invalid specs, a file not \
-written), 2 usage or environment errors."
+written), 2 usage or environment errors, 3 (generate) another run held an output directory's \
+lock for longer than --lock-timeout."
 )]
 pub struct Cli {
     /// Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence).
@@ -400,6 +401,12 @@ pub struct WatchArgs {
     /// remove it on exit. Its directory must exist.
     #[arg(long, value_name = "FILE")]
     pub ready_file: Option<PathBuf>,
+    /// Give up waiting for the lock of an output directory another cdigen process is writing
+    /// after DURATION (30s, 5m, ...): generate then fails with exit status 3, a long-running
+    /// command logs the error and retries later [default: wait as long as it takes]. After 1s of
+    /// waiting a warning names the lock file and the PID holding it.
+    #[arg(long, value_name = "DURATION", env = "CDIGEN_LOCK_TIMEOUT", value_parser = lock_timeout)]
+    pub lock_timeout: Option<std::time::Duration>,
 }
 
 /// Arguments of `cdigen device-plugin`.
@@ -608,6 +615,12 @@ pub struct GenerateArgs {
     /// With --dry-run, also print a unified diff of each change.
     #[arg(long, requires = "dry_run")]
     pub diff: bool,
+    /// Give up waiting for the lock of an output directory another cdigen process is writing
+    /// after DURATION (30s, 5m, ...): generate then fails with exit status 3, a long-running
+    /// command logs the error and retries later [default: wait as long as it takes]. After 1s of
+    /// waiting a warning names the lock file and the PID holding it.
+    #[arg(long, value_name = "DURATION", env = "CDIGEN_LOCK_TIMEOUT", value_parser = lock_timeout)]
+    pub lock_timeout: Option<std::time::Duration>,
 }
 
 /// Arguments of `cdigen check`.
@@ -863,9 +876,24 @@ pub fn main(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 return EXIT_OK;
             }
             let _ = print_error(err, &e);
-            EXIT_ERROR
+            if is_lock_timeout(&e) {
+                EXIT_LOCK_TIMEOUT
+            } else {
+                EXIT_ERROR
+            }
         }
     }
+}
+
+/// True when `e` is, wherever in its chain, a wait for a lock that timed
+/// out ([`crate::write::Error::LockTimeout`]).
+fn is_lock_timeout(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::write::Error>(),
+            Some(crate::write::Error::LockTimeout { .. })
+        )
+    })
 }
 
 /// Prints `e` on one line, `cdigen: ` then its chain, escaped
@@ -885,9 +913,17 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Parses `--lock-timeout`: a duration such as `30s` or `5m`.
+fn lock_timeout(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (a duration such as 30s or 5m)"))
+}
+
 fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     match &cli.command {
-        Command::Generate(args) => generate::run(args, out, err),
+        Command::Generate(args) => {
+            crate::write::set_lock_timeout(args.lock_timeout);
+            generate::run(args, out, err)
+        }
         Command::Discover(args) => discover::run(args, out),
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
@@ -895,9 +931,18 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Inject(args) => inject::run(args, out, err),
         Command::Snapshot(args) => snapshot(args, out),
         Command::Plugin(args) => plugin::run(args, out),
-        Command::Watch(args) => watch::run(args),
-        Command::DevicePlugin(args) => device_plugin::run(args),
-        Command::DraDriver(args) => dra_driver::run(args, out),
+        Command::Watch(args) => {
+            crate::write::set_lock_timeout(args.lock_timeout);
+            watch::run(args)
+        }
+        Command::DevicePlugin(args) => {
+            crate::write::set_lock_timeout(args.watch.lock_timeout);
+            device_plugin::run(args)
+        }
+        Command::DraDriver(args) => {
+            crate::write::set_lock_timeout(args.watch.lock_timeout);
+            dra_driver::run(args, out)
+        }
         Command::Hook(args) => Ok(hook::run(args, &mut io::stdin().lock(), err)),
         Command::Completions(args) => completions::run(args, out),
     }
