@@ -1001,6 +1001,69 @@ fn yaml_is_read_as_runtimes_read_it_yaml_1_1() {
     assert_eq!(code, 0);
 }
 
+/// A cdigen run from a build directory (as this test's is) or a download
+/// never writes its own path into a spec's hooks: that file moves or
+/// goes, and someone other than root may change it. The hooks name the
+/// package's /usr/bin/cdigen-hook, and a warning says so; --hook-path
+/// chooses.
+#[test]
+fn generate_from_a_build_directory_names_the_installed_hook_and_warns() {
+    let dir = TempDir::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
+    let exe = Path::new(env!("CARGO_BIN_EXE_cdigen"))
+        .canonicalize()
+        .unwrap();
+    let generate = |out: &str, hook_path: Option<&str>| {
+        let mut cmd = cdigen(dir.path());
+        cmd.env_remove("CDIGEN_HOOK_PATH")
+            .env(
+                "CDIGEN_DEVINFO_DIR",
+                dir.path().join(format!("{out}-devinfo")),
+            )
+            .args([
+                "generate",
+                "--root",
+                root.to_str().unwrap(),
+                "--output-dir",
+                out,
+            ]);
+        if let Some(p) = hook_path {
+            cmd.args(["--hook-path", p]);
+        }
+        let o = cmd.output().unwrap();
+        let spec =
+            std::fs::read_to_string(dir.path().join(out).join("nvidia.com-gpu.yaml")).unwrap();
+        (o.status.code(), String::from_utf8(o.stderr).unwrap(), spec)
+    };
+    let (code, err, spec) = generate("cdi", None);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        spec.matches("path: '/usr/bin/cdigen-hook'\n").count(),
+        3,
+        "{spec}"
+    );
+    let build_dir = exe.parent().unwrap().display().to_string();
+    assert!(!spec.contains(&build_dir), "{spec}");
+    let warning = format!(
+        "cdigen runs from {}, not from an installed location (/usr/bin, /usr/sbin, /usr/local/bin, \
+         /usr/local/sbin, /bin, /sbin, /opt/cdigen/bin): the hooks of NVIDIA specs name \
+         /usr/bin/cdigen-hook instead; give --hook-path (or CDIGEN_HOOK_PATH) to name another \
+         installed, root-owned program\n",
+        exe.display()
+    );
+    assert_eq!(err.matches(&warning).count(), 1, "{err}");
+    // Chosen: no warning.
+    let (code, err, spec) = generate("cdi2", Some("/opt/cdigen/bin/cdigen-hook"));
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(
+        spec.matches("path: '/opt/cdigen/bin/cdigen-hook'\n")
+            .count(),
+        3,
+        "{spec}"
+    );
+    assert!(!spec.contains("/usr/bin/cdigen-hook"), "{spec}");
+}
+
 /// A run that finds the output directory locked by another says so after
 /// a second, naming the lock file and the PID the holder wrote in it, and
 /// with --lock-timeout gives up with exit status 3 and a message.

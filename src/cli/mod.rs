@@ -518,8 +518,11 @@ pub struct SourceArgs {
     pub library_search_path: Vec<PathBuf>,
     /// Where container runtimes find the hook program on the host, for the `cdigen hook` steps
     /// NVIDIA specs ask them to run: the static cdigen-hook (no LD_PRELOAD of a container reaches
-    /// it), or cdigen [default: cdigen-hook beside this cdigen, else this cdigen's own path]. In a
-    /// container (a DaemonSet), the path of a cdigen-hook installed on the host.
+    /// it), or cdigen; an installed, root-owned program, which stays there [default: when this
+    /// cdigen is installed (in /usr/bin, /usr/local/bin, /opt/cdigen/bin, ...), the cdigen-hook
+    /// beside it, else this cdigen; run from anywhere else (a build directory, a download),
+    /// /usr/bin/cdigen-hook, with a warning]. In a container (a DaemonSet), the path of a
+    /// cdigen-hook installed on the host.
     #[arg(long, value_name = "PATH", env = "CDIGEN_HOOK_PATH")]
     pub hook_path: Option<PathBuf>,
     /// Never load NVIDIA's NVML library (loading a library runs its code): procfs and sysfs alone
