@@ -266,7 +266,9 @@ mod tests {
 
     #[test]
     #[allow(clippy::unwrap_used)]
-    fn the_hooks_default_to_cdigen_hook_beside_cdigen() {
+    fn the_hooks_default_to_the_packages_hook_unless_cdigen_is_installed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        // A build directory, a download: never named by a spec.
         let t = tempfile::tempdir().unwrap();
         let exe = t.path().join("cdigen");
         std::fs::write(&exe, "").unwrap();

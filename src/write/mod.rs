@@ -930,10 +930,14 @@ pub fn lock_instance(dir: &Path, name: &str) -> Result<DirLock, Error> {
         }
         Err(fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &path)(e)),
     }
-    file.set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| writeln!(file, "{}", std::process::id()))
-        .map_err(io_err("cannot write", &path))?;
+    {
+        use std::io::Seek as _;
+        let mut f = &file;
+        f.set_len(0)
+            .and_then(|()| f.rewind())
+            .and_then(|()| writeln!(f, "{}", std::process::id()))
+            .map_err(io_err("cannot write", &path))?;
+    }
     Ok(DirLock { _file: file })
 }
 
