@@ -535,6 +535,16 @@ impl HostRoot {
         }
     }
 
+    /// Whether the host path `path` is a program only the host's root
+    /// could have put there ([`crate::trust::program_in`] on this root):
+    /// how the hooks of specs are looked at (never run).
+    ///
+    /// # Errors
+    /// [`crate::trust::Untrusted`], naming the host path at fault.
+    pub fn program(&self, path: &Path) -> Result<PathBuf, crate::trust::Untrusted> {
+        crate::trust::program_in(&self.base, path)
+    }
+
     /// Whether this is the running host's own `/` (no `--root`).
     pub fn is_host(&self) -> bool {
         self.base == Path::new("/")

@@ -154,7 +154,8 @@ fn validate_warns_about_devices_setting_one_variable_to_different_values() {
 
 /// Any producer's spec: a createContainer hook without env (runc gives it
 /// the container's environment: an image's LD_PRELOAD) is an error; so is
-/// a program others can write; a missing program is a warning.
+/// a program others can write, and a program missing or not executable
+/// (every container given the device fails to start).
 #[test]
 fn validate_reports_hooks_that_run_a_containers_code_as_root() {
     let dir = TempDir::new().unwrap();
@@ -175,10 +176,18 @@ fn validate_reports_hooks_that_run_a_containers_code_as_root() {
     {{"hookName": "createContainer", "path": "/bin/sh", "args": ["sh", "-c", "true"]}},
     {{"hookName": "createContainer", "path": "/nonexistent/hook", "env": ["A=1"]}}]}},
   "devices": [{{"name": "a", "containerEdits": {{"hooks": [
-    {{"hookName": "poststop", "path": "{}/hook"}}]}}}}]}}"#,
-            open.display()
+    {{"hookName": "poststop", "path": "{}/hook"}},
+    {{"hookName": "poststop", "path": "{}/data"}}]}}}}]}}"#,
+            open.display(),
+            dir.path().display()
         ),
     );
+    write(dir.path(), "data", "#!/bin/sh\n");
+    std::fs::set_permissions(
+        dir.path().join("data"),
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o644),
+    )
+    .unwrap();
     let (code, out, err) = run(dir.path(), &["validate", "hooks.json"]);
     let out = out.replace(&dir.path().display().to_string(), "T");
     assert_eq!(
@@ -187,11 +196,13 @@ fn validate_reports_hooks_that_run_a_containers_code_as_root() {
          runtimes run it with the container's environment, so an image's LD_PRELOAD or LD_AUDIT \
          loads the image's code into it, as root on the host (give it an env, such as \
          [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])\n\
+         hooks.json: error: containerEdits.hooks[1]: \"createContainer\" hook \"/nonexistent/hook\": \
+         /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it\n\
          hooks.json: error: device \"a\": containerEdits.hooks[0]: \"poststop\" hook \"T/open/hook\": \
          T/open is writable by others: whoever can change it runs code as root on the host\n\
-         hooks.json: warning: containerEdits.hooks[1]: \"createContainer\" hook \"/nonexistent/hook\": \
-         /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it\n\
-         1 file checked: 2 errors, 1 warning\n"
+         hooks.json: error: device \"a\": containerEdits.hooks[1]: \"poststop\" hook \"T/data\": \
+         is not executable (mode 0644): runtimes fail to start a container given it\n\
+         1 file checked: 4 errors, 0 warnings\n"
     );
     assert_eq!(err, "");
     assert_eq!(code, 1);

@@ -135,13 +135,13 @@ pub enum Command {
     /// cannot produce its spec), unsafe-hook (a hook of any spec in these directories, whoever
     /// wrote it, that lets a container run code as root on the host: a createContainer,
     /// createRuntime or startContainer hook without env, or a program not owned by root or
-    /// writable by others).
+    /// writable by others), missing-hook (a hook's program does not exist under --root or is not
+    /// executable: runtimes fail to start every container given the device).
     ///
     /// Warnings: shadows (ours overrides the device in an earlier --spec-dir: runtimes use ours),
     /// unowned (current, but not recorded as cdigen's: generate will refuse to update it when it
     /// changes), not-loaded (--output-dir is not one of the --spec-dir directories; shadowing is
-    /// then not checked), missing-hook (a hook's program does not exist: runtimes fail to start
-    /// a container given the device).
+    /// then not checked).
     ///
     /// With -o json: one document {"current": bool, "checked": {"specs": N, "deviceInfo": N},
     /// "findings": [{"kind", "severity" (error|warning), "file", "generator"?, "device"?,
