@@ -43,15 +43,14 @@ impl Host {
     /// # Errors
     /// When the root cannot be used or is not a host.
     pub fn open(&self) -> anyhow::Result<HostRoot> {
-        let hook_path = match &self.hook_path {
-            Some(p) => p.clone(),
+        let (hook_path, warning) = match &self.hook_path {
+            Some(p) => (p.clone(), None),
             None => {
                 let exe = std::env::current_exe().ok();
                 let chosen = default_hook_path(exe.clone());
-                if !chosen.installed {
-                    warn_hook_path_once(exe.as_deref(), &chosen.path);
-                }
-                chosen.path
+                let warning =
+                    (!chosen.installed).then(|| hook_path_warning(exe.as_deref(), &chosen.path));
+                (chosen.path, warning)
             }
         };
         let root = match HostRoot::open_host(&self.root) {
@@ -63,11 +62,15 @@ impl Host {
                     .context(format!("cannot use {} as the root", text::path(&self.root))));
             }
         };
-        Ok(root
+        let root = root
             .with_driver_root_or_detect(self.driver_root.as_deref())
             .with_library_search_path(&self.library_search_path)
             .with_hook_path(&hook_path)
-            .with_nvml(!self.no_nvml))
+            .with_nvml(!self.no_nvml);
+        Ok(match warning {
+            Some(w) => root.with_hook_path_warning(w),
+            None => root,
+        })
     }
 }
 
@@ -130,23 +133,20 @@ pub fn default_hook_path(exe: Option<PathBuf>) -> DefaultHook {
     }
 }
 
-/// Says, once a process, that this cdigen (`exe`) is not installed, so
-/// the specs' hooks name `hook` (the package's) and not it.
-fn warn_hook_path_once(exe: Option<&Path>, hook: &Path) {
-    static WARNED: std::sync::Once = std::sync::Once::new();
-    WARNED.call_once(|| {
-        let exe = exe.map_or_else(
-            || "an unknown path".to_string(),
-            |e| text::path(e).to_string(),
-        );
-        tracing::warn!(
-            "cdigen runs from {exe}, not from an installed location ({}): the hooks of NVIDIA \
-             specs name {} instead; give --hook-path (or CDIGEN_HOOK_PATH) to name another \
-             installed, root-owned program",
-            INSTALLED_DIRS.join(", "),
-            text::path(hook)
-        );
-    });
+/// What a run of this cdigen (`exe`), not installed, says when the
+/// hooks of a spec name `hook` (the package's) instead of it.
+fn hook_path_warning(exe: Option<&Path>, hook: &Path) -> String {
+    let exe = exe.map_or_else(
+        || "an unknown path".to_string(),
+        |e| text::path(e).to_string(),
+    );
+    format!(
+        "cdigen runs from {exe}, not from an installed location ({}): the hooks of NVIDIA \
+         specs name {} instead; give --hook-path (or CDIGEN_HOOK_PATH) to name another \
+         installed, root-owned program",
+        INSTALLED_DIRS.join(", "),
+        text::path(hook)
+    )
 }
 
 /// Which generator definitions and templates to use (`--generators`,
