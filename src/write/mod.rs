@@ -829,9 +829,14 @@ fn read_holder(file: &File) -> Holder {
 }
 
 /// Writes this process's PID into the lock file it now holds, for the
-/// next process that waits ([`Holder`]); a failure only costs that note.
+/// next process that waits ([`Holder`]), unless the file says so already
+/// (a long-running process takes the lock again and again: the file is
+/// then not touched); a failure only costs that note.
 fn write_holder(mut file: &File, lock_path: &Path) {
     use std::io::Seek as _;
+    if read_holder(file) == Holder(Some(std::process::id())) {
+        return;
+    }
     let written = file
         .set_len(0)
         .and_then(|()| file.rewind())
