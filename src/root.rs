@@ -272,6 +272,9 @@ pub struct HostRoot {
     /// Where container runtimes find cdigen on the host (for the hooks
     /// specs ask them to run).
     hook_path: PathBuf,
+    /// What to say once when a spec's hooks are given [`Self::hook_path`]
+    /// (a default chosen for want of an installed cdigen).
+    hook_path_warning: Option<String>,
     /// Whether NVIDIA's NVML library may be loaded (`--no-nvml` turns it
     /// off): loading a library runs its code.
     nvml: bool,
@@ -319,6 +322,7 @@ impl HostRoot {
             driver_root: PathBuf::from("/"),
             library_search_path: Vec::new(),
             hook_path: PathBuf::from(DEFAULT_HOOK_PATH),
+            hook_path_warning: None,
             nvml: true,
             links: Mutex::new(std::collections::HashMap::new()),
             dirs: Mutex::new(std::collections::HashMap::new()),
@@ -449,9 +453,26 @@ impl HostRoot {
         self
     }
 
+    /// Sets what to say (once a process, as a warning) when a spec's
+    /// hooks are given the hook path: why it is that one.
+    pub fn with_hook_path_warning(mut self, warning: String) -> Self {
+        self.hook_path_warning = Some(warning);
+        self
+    }
+
     /// Where container runtimes find cdigen on the host
     /// ([`DEFAULT_HOOK_PATH`] unless set).
     pub fn hook_path(&self) -> &Path {
+        &self.hook_path
+    }
+
+    /// [`Self::hook_path`] for the hooks of a spec: says the warning set
+    /// with [`Self::with_hook_path_warning`], once a process.
+    pub fn hook_path_for_spec(&self) -> &Path {
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        if let Some(w) = &self.hook_path_warning {
+            WARNED.call_once(|| tracing::warn!("{w}"));
+        }
         &self.hook_path
     }
 
@@ -529,10 +550,21 @@ impl HostRoot {
             driver_root: self.driver_root.clone(),
             library_search_path: self.library_search_path.clone(),
             hook_path: self.hook_path.clone(),
+            hook_path_warning: self.hook_path_warning.clone(),
             nvml: self.nvml,
             links: Mutex::new(std::collections::HashMap::new()),
             dirs: Mutex::new(std::collections::HashMap::new()),
         }
+    }
+
+    /// Whether the host path `path` is a program only the host's root
+    /// could have put there ([`crate::trust::program_in`] on this root):
+    /// how the hooks of specs are looked at (never run).
+    ///
+    /// # Errors
+    /// [`crate::trust::Untrusted`], naming the host path at fault.
+    pub fn program(&self, path: &Path) -> Result<PathBuf, crate::trust::Untrusted> {
+        crate::trust::program_in(&self.base, path)
     }
 
     /// Whether this is the running host's own `/` (no `--root`).

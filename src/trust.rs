@@ -56,6 +56,13 @@ pub enum Untrusted {
         /// `its group`, `others`.
         by: &'static str,
     },
+    /// A regular file no one may execute (no `x` bit).
+    NotExecutable {
+        /// The file.
+        at: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// More than [`MAX_LINKS`] symlinks.
     Loop {
         /// The entry where the limit was reached.
@@ -71,10 +78,14 @@ pub enum Untrusted {
 }
 
 impl Untrusted {
-    /// Whether the program is simply not there (a runtime fails the
-    /// container's start; no one else's code runs).
+    /// Whether the program is simply not there to run: missing, or not
+    /// executable (a runtime fails the container's start; no one else's
+    /// code runs).
     pub fn is_missing(&self) -> bool {
-        matches!(self, Untrusted::Missing { .. })
+        matches!(
+            self,
+            Untrusted::Missing { .. } | Untrusted::NotExecutable { .. }
+        )
     }
 }
 
@@ -106,6 +117,9 @@ impl fmt::Display for Untrusted {
                 write!(f, "{} is owned by uid {uid}, not root", p(at))
             }
             Untrusted::Writable { at, by } => write!(f, "{} is writable by {by}", p(at)),
+            Untrusted::NotExecutable { at, mode } => {
+                write!(f, "{} is not executable (mode {mode:04o})", p(at))
+            }
             Untrusted::Loop { at } => write!(f, "{}: more than {MAX_LINKS} symlinks", p(at)),
             Untrusted::Io { at, cause } => write!(f, "{}: {cause}", p(at)),
         }
@@ -118,16 +132,30 @@ impl fmt::Display for Untrusted {
 /// # Errors
 /// [`Untrusted`], naming the first entry at fault.
 pub fn program(path: &Path) -> Result<PathBuf, Untrusted> {
+    program_in(Path::new("/"), path)
+}
+
+/// [`program`] for the host whose `/` is the directory `root` (`--root`:
+/// a DaemonSet's `/host`, a fixture): `path` and the symlinks on the way
+/// are resolved in that tree, never above `root`, and the entries are
+/// checked there, from `root` down. Errors and the result name host paths
+/// (as seen from `root`).
+///
+/// # Errors
+/// As [`program`].
+pub fn program_in(root: &Path, path: &Path) -> Result<PathBuf, Untrusted> {
     if !path.is_absolute() {
         return Err(Untrusted::Relative);
     }
     let me = rustix::process::geteuid().as_raw();
     let owner_ok = |uid: u32| uid == 0 || uid == me;
+    // `at` is the host path; `real` where it is here.
+    let real = |at: &Path| root.join(at.strip_prefix("/").unwrap_or(at));
     let mut todo: Vec<OsString> = Vec::new();
     push_components(&mut todo, path);
     let mut at = PathBuf::from("/");
-    let root = fs::metadata(&at).map_err(|e| io_error(&at, &e))?;
-    check_dir(&at, &root, owner_ok)?;
+    let top = fs::metadata(real(&at)).map_err(|e| io_error(&at, &e))?;
+    check_dir(&at, &top, owner_ok)?;
     let mut links = 0;
     let mut file = false;
     while let Some(name) = todo.pop() {
@@ -136,7 +164,7 @@ pub fn program(path: &Path) -> Result<PathBuf, Untrusted> {
             continue;
         }
         let next = at.join(&name);
-        let meta = fs::symlink_metadata(&next).map_err(|e| io_error(&next, &e))?;
+        let meta = fs::symlink_metadata(real(&next)).map_err(|e| io_error(&next, &e))?;
         if meta.file_type().is_symlink() {
             if !owner_ok(meta.uid()) {
                 return Err(Untrusted::Owner {
@@ -148,7 +176,7 @@ pub fn program(path: &Path) -> Result<PathBuf, Untrusted> {
             if links > MAX_LINKS {
                 return Err(Untrusted::Loop { at: next });
             }
-            let target = fs::read_link(&next).map_err(|e| io_error(&next, &e))?;
+            let target = fs::read_link(real(&next)).map_err(|e| io_error(&next, &e))?;
             if target.is_absolute() {
                 at = PathBuf::from("/");
             }
@@ -169,6 +197,12 @@ pub fn program(path: &Path) -> Result<PathBuf, Untrusted> {
                 });
             }
             writable(&next, meta.mode(), false)?;
+            if meta.mode() & 0o111 == 0 {
+                return Err(Untrusted::NotExecutable {
+                    at: next,
+                    mode: meta.mode() & 0o7777,
+                });
+            }
             file = true;
         } else if meta.is_dir() {
             check_dir(&next, &meta, owner_ok)?;
@@ -377,6 +411,44 @@ mod tests {
         assert_eq!(
             program(&link).unwrap_err().to_string(),
             format!("{} is owned by uid 1000, not root", link.display())
+        );
+    }
+
+    #[test]
+    fn a_file_no_one_may_execute_is_not_a_program() {
+        let t = tempfile::tempdir().unwrap();
+        let p = program_in(t.path());
+        fs::set_permissions(&p, fs::Permissions::from_mode(0o644)).unwrap();
+        let e = program(&p).unwrap_err();
+        assert!(e.is_missing());
+        assert_eq!(
+            e.to_string(),
+            format!("{} is not executable (mode 0644)", p.display())
+        );
+    }
+
+    #[test]
+    fn under_a_root_paths_and_links_resolve_in_that_tree() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        program_in(root);
+        // /bin/hook of that host; an absolute link stays in it, and so
+        // does a `..` above its `/`.
+        symlink("/bin/hook", root.join("abs")).unwrap();
+        symlink("../../../bin/hook", root.join("up")).unwrap();
+        for p in ["/bin/hook", "/abs", "/up", "/../bin/hook"] {
+            assert_eq!(
+                super::program_in(root, Path::new(p)).unwrap(),
+                Path::new("/bin/hook"),
+                "{p}"
+            );
+        }
+        // This machine's /bin/sh is not that host's: named as the host's.
+        let e = super::program_in(root, Path::new("/usr/bin/cdigen-hook")).unwrap_err();
+        assert!(e.is_missing());
+        assert_eq!(
+            e.to_string(),
+            "/usr: No such file or directory (os error 2)"
         );
     }
 }

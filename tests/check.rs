@@ -119,8 +119,12 @@ fn drop_node(root: &Path, node: &str) {
 #[test]
 fn current_right_after_generate_and_check_touches_nothing() {
     let (tmp, _root) = machine("example");
-    // The NVIDIA spec's hooks name a program every test machine has, so
-    // that no missing-hook warning depends on the machine.
+    // The NVIDIA spec's hooks name a program the machine (under --root)
+    // has: a missing one is a problem.
+    let hook = tmp.path().join("root/usr/bin/cdigen-hook");
+    fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    fs::write(&hook, "#!/bin/sh\n").unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
     let (code, out, err) = cdigen(
         tmp.path(),
         &[
@@ -130,7 +134,7 @@ fn current_right_after_generate_and_check_touches_nothing() {
             "--output-dir",
             "cdi",
             "--hook-path",
-            "/bin/sh",
+            "/usr/bin/cdigen-hook",
         ],
     );
     assert_eq!(code, 0, "{err}");
@@ -139,12 +143,33 @@ fn current_right_after_generate_and_check_touches_nothing() {
         tree(&tmp.path().join("cdi")),
         tree(&tmp.path().join("devinfo")),
     );
-    let (code, out) = check(tmp.path(), &["--hook-path", "/bin/sh"]);
+    let (code, out) = check(tmp.path(), &["--hook-path", "/usr/bin/cdigen-hook"]);
     assert_eq!(
         out,
         "current: 6 spec files and 6 device-info files checked, 0 problems, 0 warnings\n"
     );
     assert_eq!(code, 0);
+    // Gone from the host: every NVIDIA container would fail to start.
+    fs::remove_file(&hook).unwrap();
+    let (code, out) = check(tmp.path(), &["--hook-path", "/usr/bin/cdigen-hook"]);
+    assert!(
+        out.starts_with(
+            "missing-hook: cdi/nvidia.com-gpu.yaml: containerEdits.hooks[0]: \"createContainer\" hook \"/usr/bin/cdigen-hook\": No such file or directory (os error 2): runtimes fail to start a container given it\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.ends_with(
+            "not current: 6 spec files and 6 device-info files checked, 3 problems, 0 warnings\n"
+        ),
+        "{out}"
+    );
+    assert_eq!(code, 1);
+    let after_removal = (
+        tree(&tmp.path().join("cdi")),
+        tree(&tmp.path().join("devinfo")),
+    );
+    assert_eq!(before, after_removal, "check changed a file or an mtime");
     let after = (
         tree(&tmp.path().join("cdi")),
         tree(&tmp.path().join("devinfo")),
@@ -518,37 +543,44 @@ fn another_tools_spec_in_another_spec_dir_is_competing() {
 }
 
 /// Any producer's spec in the spec directories: a hook without env, or
-/// whose program others can change, is an error; a missing program a
-/// warning.
+/// whose program others can change, is an error; so is one whose program
+/// is not there to run (missing, or not executable), looked for on the
+/// host under --root, not on this machine.
 #[test]
 fn unsafe_hooks_in_any_spec_are_errors() {
     let (tmp, _root) = machine("intel-laptop");
     generate(tmp.path());
     fs::create_dir(tmp.path().join("other")).unwrap();
-    let open = tmp.path().join("open");
-    fs::create_dir(&open).unwrap();
-    fs::write(open.join("hook"), "#!/bin/sh\n").unwrap();
-    fs::set_permissions(&open, fs::Permissions::from_mode(0o777)).unwrap();
-    let spec = format!(
-        r#"{{"cdiVersion": "0.5.0", "kind": "vendor.example/thing",
-  "containerEdits": {{"hooks": [
-    {{"hookName": "createContainer", "path": "/bin/sh", "args": ["sh", "-c", "true"]}},
-    {{"hookName": "poststop", "path": "/nonexistent/hook", "env": ["A=1"]}}]}},
-  "devices": [{{"name": "a", "containerEdits": {{"env": ["X=1"], "hooks": [
-    {{"hookName": "startContainer", "path": "{}", "env": ["A=1"]}}]}}}}]}}"#,
-        open.join("hook").display()
-    );
+    let root = tmp.path().join("root");
+    let program = |host: &str, mode: u32| {
+        let p = root.join(host.trim_start_matches('/'));
+        fs::create_dir_all(p.parent().unwrap()).unwrap();
+        fs::write(&p, "#!/bin/sh\n").unwrap();
+        fs::set_permissions(&p, fs::Permissions::from_mode(mode)).unwrap();
+    };
+    program("/usr/bin/tool", 0o755);
+    program("/usr/bin/data", 0o644);
+    program("/opt/open/hook", 0o755);
+    fs::set_permissions(root.join("opt/open"), fs::Permissions::from_mode(0o777)).unwrap();
+    let spec = r#"{"cdiVersion": "0.5.0", "kind": "vendor.example/thing",
+  "containerEdits": {"hooks": [
+    {"hookName": "createContainer", "path": "/usr/bin/tool", "args": ["sh", "-c", "true"]},
+    {"hookName": "poststop", "path": "/nonexistent/hook", "env": ["A=1"]},
+    {"hookName": "poststop", "path": "/usr/bin/data", "env": ["A=1"]},
+    {"hookName": "poststop", "path": "/usr/bin/tool", "env": ["A=1"]}]},
+  "devices": [{"name": "a", "containerEdits": {"env": ["X=1"], "hooks": [
+    {"hookName": "startContainer", "path": "/opt/open/hook", "env": ["A=1"]}]}}]}"#;
     fs::write(tmp.path().join("other/thing.json"), spec).unwrap();
     let (code, out) = check(tmp.path(), &["--spec-dir", "other"]);
-    let out = out.replace(&tmp.path().display().to_string(), "T");
     assert_eq!(
         out,
-        "unsafe-hook: other/thing.json: containerEdits.hooks[0]: \"createContainer\" hook \"/bin/sh\": no env: runtimes run it with the container's environment, so an image's LD_PRELOAD or LD_AUDIT loads the image's code into it, as root on the host (give it an env, such as [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])\n\
-         missing-hook (warning): other/thing.json: containerEdits.hooks[1]: \"poststop\" hook \"/nonexistent/hook\": /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it\n\
-         unsafe-hook: other/thing.json: vendor.example/thing=a: device \"a\": containerEdits.hooks[0]: \"startContainer\" hook \"T/open/hook\": T/open is writable by others: whoever can change it runs code as root on the host\n\
-         not current: 2 spec files and 0 device-info files checked, 2 problems, 1 warning\n"
+        "unsafe-hook: other/thing.json: containerEdits.hooks[0]: \"createContainer\" hook \"/usr/bin/tool\": no env: runtimes run it with the container's environment, so an image's LD_PRELOAD or LD_AUDIT loads the image's code into it, as root on the host (give it an env, such as [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])\n\
+         missing-hook: other/thing.json: containerEdits.hooks[1]: \"poststop\" hook \"/nonexistent/hook\": /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it\n\
+         missing-hook: other/thing.json: containerEdits.hooks[2]: \"poststop\" hook \"/usr/bin/data\": is not executable (mode 0644): runtimes fail to start a container given it\n\
+         unsafe-hook: other/thing.json: vendor.example/thing=a: device \"a\": containerEdits.hooks[0]: \"startContainer\" hook \"/opt/open/hook\": /opt/open is writable by others: whoever can change it runs code as root on the host\n\
+         not current: 2 spec files and 0 device-info files checked, 4 problems, 0 warnings\n"
     );
-    assert_eq!(code, 1, "an unsafe hook turns a monitor red");
+    assert_eq!(code, 1, "an unsafe or missing hook turns a monitor red");
 }
 
 #[test]

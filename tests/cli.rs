@@ -154,7 +154,8 @@ fn validate_warns_about_devices_setting_one_variable_to_different_values() {
 
 /// Any producer's spec: a createContainer hook without env (runc gives it
 /// the container's environment: an image's LD_PRELOAD) is an error; so is
-/// a program others can write; a missing program is a warning.
+/// a program others can write, and a program missing or not executable
+/// (every container given the device fails to start).
 #[test]
 fn validate_reports_hooks_that_run_a_containers_code_as_root() {
     let dir = TempDir::new().unwrap();
@@ -175,10 +176,18 @@ fn validate_reports_hooks_that_run_a_containers_code_as_root() {
     {{"hookName": "createContainer", "path": "/bin/sh", "args": ["sh", "-c", "true"]}},
     {{"hookName": "createContainer", "path": "/nonexistent/hook", "env": ["A=1"]}}]}},
   "devices": [{{"name": "a", "containerEdits": {{"hooks": [
-    {{"hookName": "poststop", "path": "{}/hook"}}]}}}}]}}"#,
-            open.display()
+    {{"hookName": "poststop", "path": "{}/hook"}},
+    {{"hookName": "poststop", "path": "{}/data"}}]}}}}]}}"#,
+            open.display(),
+            dir.path().display()
         ),
     );
+    write(dir.path(), "data", "#!/bin/sh\n");
+    std::fs::set_permissions(
+        dir.path().join("data"),
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o644),
+    )
+    .unwrap();
     let (code, out, err) = run(dir.path(), &["validate", "hooks.json"]);
     let out = out.replace(&dir.path().display().to_string(), "T");
     assert_eq!(
@@ -187,11 +196,13 @@ fn validate_reports_hooks_that_run_a_containers_code_as_root() {
          runtimes run it with the container's environment, so an image's LD_PRELOAD or LD_AUDIT \
          loads the image's code into it, as root on the host (give it an env, such as \
          [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])\n\
+         hooks.json: error: containerEdits.hooks[1]: \"createContainer\" hook \"/nonexistent/hook\": \
+         /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it\n\
          hooks.json: error: device \"a\": containerEdits.hooks[0]: \"poststop\" hook \"T/open/hook\": \
          T/open is writable by others: whoever can change it runs code as root on the host\n\
-         hooks.json: warning: containerEdits.hooks[1]: \"createContainer\" hook \"/nonexistent/hook\": \
-         /nonexistent: No such file or directory (os error 2): runtimes fail to start a container given it\n\
-         1 file checked: 2 errors, 1 warning\n"
+         hooks.json: error: device \"a\": containerEdits.hooks[1]: \"poststop\" hook \"T/data\": \
+         is not executable (mode 0644): runtimes fail to start a container given it\n\
+         1 file checked: 4 errors, 0 warnings\n"
     );
     assert_eq!(err, "");
     assert_eq!(code, 1);
@@ -540,10 +551,78 @@ fn missing_subcommand_and_bad_value_are_usage_errors() {
 #[test]
 fn version() {
     let dir = TempDir::new().unwrap();
-    let (code, out, err) = run(dir.path(), &["--version"]);
+    let (code, out, err) = run(dir.path(), &["-V"]);
     assert_eq!(out, format!("cdigen {}\n", env!("CARGO_PKG_VERSION")));
-    assert_eq!(err, "");
-    assert_eq!(code, 0);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let (code, out, err) = run(dir.path(), &["--version"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_version(&out, "cdigen");
+    let hook = std::process::Command::new(env!("CARGO_BIN_EXE_cdigen-hook"))
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert_eq!(hook.status.code(), Some(0));
+    assert_version(&String::from_utf8(hook.stdout).unwrap(), "cdigen-hook");
+}
+
+/// `out` is what `PROGRAM --version` prints for this tree. A tree with
+/// changes now may have had them only in files the build does not watch
+/// (tests, docs): then the revision may lack its `-dirty`.
+fn assert_version(out: &str, program: &str) {
+    let want = expected_version(program);
+    let lenient = want.replacen("-dirty\n", "\n", 1);
+    assert!(out == want || out == lenient, "{out:?}, expected {want:?}");
+}
+
+/// What `PROGRAM --version` prints: the version, the commit this tree
+/// is at (with `-dirty` when tracked files differ; `unknown` without git)
+/// and the features this test was built with.
+fn expected_version(program: &str) -> String {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .env("GIT_OPTIONAL_LOCKS", "0")
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8(o.stdout).unwrap().trim().to_string())
+    };
+    let top = git(&["rev-parse", "--show-toplevel"]).map(|t| Path::new(&t).canonicalize().unwrap());
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .canonicalize()
+        .unwrap();
+    let revision = match std::env::var("CDIGEN_BUILD_REVISION") {
+        Ok(r) if !r.is_empty() => r,
+        _ if top.as_deref() == Some(here.as_path()) => {
+            let commit = git(&["rev-parse", "--short=12", "HEAD"]).unwrap();
+            let dirty = !git(&["status", "--porcelain", "--untracked-files=no"])
+                .unwrap()
+                .is_empty();
+            if dirty {
+                format!("{commit}-dirty")
+            } else {
+                commit
+            }
+        }
+        _ => "unknown".into(),
+    };
+    let mut features = Vec::new();
+    if cfg!(feature = "nvml") {
+        features.push("nvml");
+    }
+    if cfg!(feature = "udev") {
+        features.push("udev");
+    }
+    let features = if features.is_empty() {
+        "none".to_string()
+    } else {
+        features.join(",")
+    };
+    format!(
+        "{program} {}\nrevision: {revision}\nfeatures: {features}\n",
+        env!("CARGO_PKG_VERSION")
+    )
 }
 
 #[test]
@@ -931,4 +1010,142 @@ fn yaml_is_read_as_runtimes_read_it_yaml_1_1() {
          1.1, which runtimes read: they see \"true\"; quote it\n"
     );
     assert_eq!(code, 0);
+}
+
+/// A cdigen run from a build directory (as this test's is) or a download
+/// never writes its own path into a spec's hooks: that file moves or
+/// goes, and someone other than root may change it. The hooks name the
+/// package's /usr/bin/cdigen-hook, and a warning says so; --hook-path
+/// chooses.
+#[test]
+fn generate_from_a_build_directory_names_the_installed_hook_and_warns() {
+    let dir = TempDir::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
+    let exe = Path::new(env!("CARGO_BIN_EXE_cdigen"))
+        .canonicalize()
+        .unwrap();
+    let generate = |out: &str, hook_path: Option<&str>| {
+        let mut cmd = cdigen(dir.path());
+        cmd.env_remove("CDIGEN_HOOK_PATH")
+            .env(
+                "CDIGEN_DEVINFO_DIR",
+                dir.path().join(format!("{out}-devinfo")),
+            )
+            .args([
+                "generate",
+                "--root",
+                root.to_str().unwrap(),
+                "--output-dir",
+                out,
+            ]);
+        if let Some(p) = hook_path {
+            cmd.args(["--hook-path", p]);
+        }
+        let o = cmd.output().unwrap();
+        let spec =
+            std::fs::read_to_string(dir.path().join(out).join("nvidia.com-gpu.yaml")).unwrap();
+        (o.status.code(), String::from_utf8(o.stderr).unwrap(), spec)
+    };
+    let (code, err, spec) = generate("cdi", None);
+    assert_eq!(code, Some(0), "{err}");
+    assert_eq!(
+        spec.matches("path: '/usr/bin/cdigen-hook'\n").count(),
+        3,
+        "{spec}"
+    );
+    let build_dir = exe.parent().unwrap().display().to_string();
+    assert!(!spec.contains(&build_dir), "{spec}");
+    let warning = format!(
+        "cdigen runs from {}, not from an installed location (/usr/bin, /usr/sbin, /usr/local/bin, \
+         /usr/local/sbin, /bin, /sbin, /opt/cdigen/bin): the hooks of NVIDIA specs name \
+         /usr/bin/cdigen-hook instead; give --hook-path (or CDIGEN_HOOK_PATH) to name another \
+         installed, root-owned program\n",
+        exe.display()
+    );
+    assert_eq!(err.matches(&warning).count(), 1, "{err}");
+    // Chosen: no warning.
+    let (code, err, spec) = generate("cdi2", Some("/opt/cdigen/bin/cdigen-hook"));
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    assert_eq!(
+        spec.matches("path: '/opt/cdigen/bin/cdigen-hook'\n")
+            .count(),
+        3,
+        "{spec}"
+    );
+    assert!(!spec.contains("/usr/bin/cdigen-hook"), "{spec}");
+}
+
+/// A run that finds the output directory locked by another says so after
+/// a second, naming the lock file and the PID the holder wrote in it, and
+/// with --lock-timeout gives up with exit status 3 and a message.
+#[test]
+fn generate_waiting_for_the_lock_says_who_holds_it_and_times_out() {
+    use std::io::Write as _;
+    let dir = TempDir::new().unwrap();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
+    let out = dir.path().join("cdi");
+    std::fs::create_dir(&out).unwrap();
+    let lock_path = out.join(".cdigen.lock");
+    let mut lock = std::fs::File::create(&lock_path).unwrap();
+    lock.lock().unwrap();
+    writeln!(lock, "{}", std::process::id()).unwrap();
+    let generate = |timeout: &str| {
+        let started = std::time::Instant::now();
+        let o = cdigen(dir.path())
+            .env("CDIGEN_DEVINFO_DIR", dir.path().join("devinfo"))
+            .args(["generate", "--root", root.to_str().unwrap(), "--output-dir"])
+            .arg(&out)
+            .args(["--lock-timeout", timeout])
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8(o.stderr).unwrap(),
+            started.elapsed(),
+        )
+    };
+    let (code, err, took) = generate("2s");
+    assert_eq!(code, Some(3), "{err}");
+    assert!(took >= std::time::Duration::from_secs(2), "{took:?}");
+    let waiting = format!(
+        "waiting for the lock {}, held by PID {} (another cdigen run writing {}): waiting for up to 2s\n",
+        lock_path.display(),
+        std::process::id(),
+        out.display()
+    );
+    assert_eq!(err.matches(&waiting).count(), 1, "{err}");
+    assert!(
+        err.ends_with(&format!(
+            "cdigen: cannot write to {}: timed out after 2s waiting for the lock {}, held by PID {} (another cdigen run writing {}; --lock-timeout)\n",
+            out.display(),
+            lock_path.display(),
+            std::process::id(),
+            out.display()
+        )),
+        "{err}"
+    );
+    // Under a second it says nothing until it gives up.
+    let (code, err, _) = generate("300ms");
+    assert_eq!(code, Some(3), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "cdigen: cannot write to {}: timed out after 300ms waiting for the lock {}, held by PID {} (another cdigen run writing {}; --lock-timeout)\n",
+            out.display(),
+            lock_path.display(),
+            std::process::id(),
+            out.display()
+        )
+    );
+    // Released: the run goes through.
+    drop(lock);
+    let (code, err, _) = generate("2s");
+    assert_eq!((code, err.as_str()), (Some(0), ""));
+    // It wrote its PID in the lock file (its own, not this test's).
+    let pid = std::fs::read_to_string(&lock_path).unwrap();
+    assert!(
+        pid.ends_with('\n') && pid.trim().parse::<u32>().is_ok(),
+        "{pid:?}"
+    );
+    assert_ne!(pid, format!("{}\n", std::process::id()));
 }

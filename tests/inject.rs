@@ -803,3 +803,45 @@ fn inject_needs_a_device_and_a_readable_root() {
         "{err}"
     );
 }
+
+/// A hook's program is looked for on the host under --root, as the
+/// runtime there would: one missing there (though this machine has it)
+/// is a warning naming the spec file, the device and the path; one there
+/// is fine (though this machine has none).
+#[test]
+fn inject_warns_of_a_hook_program_missing_on_the_host_under_root() {
+    use std::os::unix::fs::PermissionsExt as _;
+    let tmp = machine();
+    write(
+        tmp.path(),
+        "hooked/thing.json",
+        r#"{"cdiVersion": "0.5.0", "kind": "example.com/thing",
+  "devices": [{"name": "a", "containerEdits": {"env": ["X=1"], "hooks": [
+    {"hookName": "createContainer", "path": "/bin/sh", "env": ["PATH=/bin"]},
+    {"hookName": "createContainer", "path": "/opt/vendor/bin/vendor-hook", "env": ["PATH=/bin"]}]}}]}"#,
+    );
+    let hook = tmp.path().join("root/opt/vendor/bin/vendor-hook");
+    write(tmp.path(), "root/opt/vendor/bin/vendor-hook", "#!/bin/sh\n");
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "inject",
+            "--spec-dir",
+            "hooked",
+            "--root",
+            "root",
+            "example.com/thing=a",
+        ],
+    );
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(
+        out.lines()
+            .filter(|l| l.starts_with("warning: "))
+            .collect::<Vec<_>>(),
+        [
+            "warning: missing-host-path: /bin/sh: hooked/thing.json: device \"a\": containerEdits.hooks[0]: \"createContainer\" hook \"/bin/sh\": /bin: No such file or directory (os error 2): runtimes fail to start a container given it"
+        ],
+        "{out}"
+    );
+}

@@ -16,7 +16,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use cdigen::cli::{Cli, EXIT_ERROR, EXIT_FINDINGS, EXIT_OK};
+use cdigen::cli::{Cli, EXIT_ERROR, EXIT_FINDINGS, EXIT_LOCK_TIMEOUT, EXIT_OK};
 use clap::CommandFactory;
 use clap_mangen::Man;
 use clap_mangen::roff::{Roff, bold, roman};
@@ -51,15 +51,16 @@ fn pages() -> BTreeMap<String, Vec<u8>> {
     let mut pages = BTreeMap::new();
     // The exit status gets a section of its own below, instead of the
     // after-help text (which clap_mangen puts under "EXTRA"); the version is
-    // in the footer already.
+    // in the footer already (and the long one names the build's revision).
     let page = top
         .clone()
         .after_help(None::<&str>)
         .after_long_help(None::<&str>)
-        .version(None::<&str>);
+        .version(None::<&str>)
+        .long_version(None::<&str>);
     pages.insert(
         format!("{top_name}.{SECTION}"),
-        render(page, &source, &sub_pages, DEFAULT_EXITS),
+        render(page, &source, &sub_pages, LOCKING_EXITS),
     );
     for (sub, page_name) in subs.into_iter().zip(&sub_pages) {
         // A command with steps of its own (`cdigen hook`) gets a page per
@@ -127,9 +128,22 @@ fn exit_status(subcommand: &str) -> &'static [(u8, &'static str)] {
             ),
             (EXIT_ERROR, "Usage errors: bad arguments."),
         ],
+        "generate" => LOCKING_EXITS,
         _ => DEFAULT_EXITS,
     }
 }
+
+/// The exit codes of `generate`, which waits for an output directory's
+/// lock (`--lock-timeout`; the long-running commands retry instead).
+const LOCKING_EXITS: &[(u8, &str)] = &[
+    DEFAULT_EXITS[0],
+    DEFAULT_EXITS[1],
+    DEFAULT_EXITS[2],
+    (
+        EXIT_LOCK_TIMEOUT,
+        "generate: another run held an output directory's lock for longer than --lock-timeout.",
+    ),
+];
 
 fn render(cmd: clap::Command, source: &str, see_also: &[String], exits: &[(u8, &str)]) -> Vec<u8> {
     let mut out = Vec::new();

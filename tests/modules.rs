@@ -717,7 +717,8 @@ const READERS: &[(&str, &str)] = &[
     ),
     (
         "trust",
-        "the ownership and modes of the host programs hooks name, and of their directories",
+        "the ownership and modes of the host programs hooks name, and of their directories \
+         (on this machine or under --root, for HostRoot::program)",
     ),
     ("deviceplugin::run", "its own sockets and the kubelet's"),
     (

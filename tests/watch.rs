@@ -923,11 +923,15 @@ fn sigterm_ends_the_wait_for_a_lock_another_process_holds() {
     let (tmp, _root) = machine("intel-laptop");
     let held = cdigen::write::lock_dir(&tmp.path().join("cdi")).unwrap();
     let mut child = spawn_watch(tmp.path(), &[], &[]);
-    // Warned after 2 s of waiting.
+    // Warned after 1 s of waiting, naming the holder (this test, whose
+    // PID the lock file holds).
+    let warning = format!(
+        " WARN waiting for the lock cdi/.cdigen.lock, held by PID {} (another cdigen run writing \
+         cdi): waiting until it ends (--lock-timeout sets a limit)",
+        std::process::id()
+    );
     eventually("waiting for the lock", || {
-        log_of(tmp.path()).contains(
-            " WARN still waiting for another cdigen run on cdi (it holds cdi/.cdigen.lock)",
-        )
+        log_of(tmp.path()).contains(&warning)
     });
     let t = Instant::now();
     signal(&child, "TERM");

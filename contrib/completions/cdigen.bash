@@ -238,7 +238,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__device__subcmd__plugin)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --plugin-dir --pod-resources-socket --legacy-edits --pod-uid --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --lock-timeout --plugin-dir --pod-resources-socket --legacy-edits --pod-uid --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -309,6 +309,10 @@ _cdigen() {
                     return 0
                     ;;
                 --ready-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
@@ -382,7 +386,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__dra__subcmd__driver)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --driver-name --node --print-slices --plugin-dir --registry-dir --pod-uid --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --lock-timeout --driver-name --node --print-slices --plugin-dir --registry-dir --pod-uid --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -456,6 +460,10 @@ _cdigen() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 --driver-name)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
@@ -484,7 +492,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__generate)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --output --format --dry-run --diff --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --output --format --dry-run --diff --lock-timeout --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -540,6 +548,10 @@ _cdigen() {
                     ;;
                 --format)
                     COMPREPLY=($(compgen -W "json yaml" -- "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
+                    COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
                 *)
@@ -1114,7 +1126,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__watch)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --lock-timeout --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -1185,6 +1197,10 @@ _cdigen() {
                     return 0
                     ;;
                 --ready-file)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --lock-timeout)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

@@ -295,13 +295,11 @@ fn load_one(out: &mut Scan, path: PathBuf, input: usize) -> Option<Loaded> {
         }
         // The hooks of a spec runtimes load: run as root on the host.
         if problems.is_empty() {
-            for h in super::hook_check::inspect(&spec) {
+            // A program missing is an error too: every container given
+            // the device fails to start.
+            for h in super::hook_check::inspect(&spec, &crate::trust::program) {
                 report.findings.push(Finding {
-                    severity: if h.missing {
-                        Severity::Warning
-                    } else {
-                        Severity::Error
-                    },
+                    severity: Severity::Error,
                     location: h.location,
                     message: h.message,
                 });

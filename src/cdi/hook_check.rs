@@ -10,11 +10,16 @@
 //! program someone other than root could replace runs that someone's code.
 //! So each of those three hooks must have an `env` (not empty: the CDI
 //! library drops an empty one), and every hook's `path` must be a program
-//! [`crate::trust::program`] trusts, looked at on this machine's
-//! filesystem (where the runtime runs). A program that does not exist is a
-//! warning: the runtime fails the container's start, and nothing runs.
+//! [`crate::trust::program`] trusts, looked at on the host the runtime
+//! runs on (this machine's `/`, or the `--root` of `check` and `inject`).
+//! A program that does not exist or is not executable is reported apart
+//! ([`HookFinding::missing`]): the runtime fails the start of every
+//! container given the device, and nothing runs.
+
+use std::path::{Path, PathBuf};
 
 use super::spec::{ContainerEdits, Hook, Spec};
+use crate::trust::Untrusted;
 
 /// The hooks runc runs with the container's environment when they have no
 /// `env`.
@@ -23,8 +28,9 @@ pub const CONTAINER_ENV_HOOKS: [&str; 3] = ["createContainer", "createRuntime", 
 /// One hook at fault.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HookFinding {
-    /// The program does not exist: a warning (runtimes fail the start),
-    /// where everything else is an error.
+    /// The program does not exist or is not executable: runtimes fail
+    /// the start of the containers given it (each command says how it
+    /// reports that).
     pub missing: bool,
     /// Where in the spec: `containerEdits.hooks[0]`, `device "gpu0":
     /// containerEdits.hooks[1]`.
@@ -38,21 +44,38 @@ pub struct HookFinding {
     pub message: String,
 }
 
-/// The findings of every hook in `spec`, in spec order.
-pub fn inspect(spec: &Spec) -> Vec<HookFinding> {
+/// How a hook's program is looked at: [`crate::trust::program`] on this
+/// machine, [`crate::root::HostRoot::program`] under a `--root`.
+pub type Program<'a> = &'a dyn Fn(&Path) -> Result<PathBuf, Untrusted>;
+
+/// The findings of every hook in `spec`, in spec order, its programs
+/// looked at by `program`. The programs are only looked at, never run.
+pub fn inspect(spec: &Spec, program: Program<'_>) -> Vec<HookFinding> {
     let mut out = Vec::new();
-    edits(&mut out, None, "containerEdits", &spec.container_edits);
+    edits(
+        &mut out,
+        program,
+        None,
+        "containerEdits",
+        &spec.container_edits,
+    );
     for d in &spec.devices {
         let at = format!("device {:?}: containerEdits", d.name);
-        edits(&mut out, Some(&d.name), &at, &d.container_edits);
+        edits(&mut out, program, Some(&d.name), &at, &d.container_edits);
     }
     out
 }
 
-fn edits(out: &mut Vec<HookFinding>, device: Option<&str>, at: &str, e: &ContainerEdits) {
+fn edits(
+    out: &mut Vec<HookFinding>,
+    program: Program<'_>,
+    device: Option<&str>,
+    at: &str,
+    e: &ContainerEdits,
+) {
     for (i, h) in e.hooks.iter().enumerate() {
         let location = format!("{at}.hooks[{i}]");
-        for (missing, why) in hook(h) {
+        for (missing, why) in hook(h, program) {
             out.push(HookFinding {
                 missing,
                 location: location.clone(),
@@ -69,7 +92,7 @@ fn edits(out: &mut Vec<HookFinding>, device: Option<&str>, at: &str, e: &Contain
 }
 
 /// What is wrong with one hook: (the program is missing, why).
-fn hook(h: &Hook) -> Vec<(bool, String)> {
+fn hook(h: &Hook, program: Program<'_>) -> Vec<(bool, String)> {
     let mut out = Vec::new();
     if CONTAINER_ENV_HOOKS.contains(&h.hook_name.as_str()) && h.env.is_empty() {
         out.push((
@@ -80,20 +103,20 @@ fn hook(h: &Hook) -> Vec<(bool, String)> {
                 .to_string(),
         ));
     }
-    match crate::trust::program(std::path::Path::new(&h.path)) {
+    match program(Path::new(&h.path)) {
         Ok(_) => {}
         Err(e) if e.is_missing() => out.push((
             true,
             format!(
                 "{}: runtimes fail to start a container given it",
-                e.reason_for(std::path::Path::new(&h.path))
+                e.reason_for(Path::new(&h.path))
             ),
         )),
         Err(e) => out.push((
             false,
             format!(
                 "{}: whoever can change it runs code as root on the host",
-                e.reason_for(std::path::Path::new(&h.path))
+                e.reason_for(Path::new(&h.path))
             ),
         )),
     }
@@ -150,7 +173,7 @@ mod tests {
                 h("startContainer", "/bin/sh", &[]),
             ],
         );
-        let got: Vec<(String, Option<String>)> = inspect(&s)
+        let got: Vec<(String, Option<String>)> = inspect(&s, &crate::trust::program)
             .into_iter()
             .map(|f| {
                 assert!(!f.missing);
@@ -173,7 +196,7 @@ mod tests {
             ]
         );
         assert_eq!(
-            inspect(&s)[0].message,
+            inspect(&s, &crate::trust::program)[0].message,
             "\"createContainer\" hook \"/bin/sh\": no env: runtimes run it with the container's \
              environment, so an image's LD_PRELOAD or LD_AUDIT loads the image's code into it, as \
              root on the host (give it an env, such as [\"PATH=/usr/sbin:/usr/bin:/sbin:/bin\"])"
@@ -195,7 +218,7 @@ mod tests {
             ],
             vec![],
         );
-        let got: Vec<(bool, String)> = inspect(&s)
+        let got: Vec<(bool, String)> = inspect(&s, &crate::trust::program)
             .into_iter()
             .map(|f| (f.missing, f.message))
             .collect();
@@ -226,7 +249,7 @@ mod tests {
                 vec![],
             );
             assert_eq!(
-                inspect(&s)[0].message,
+                inspect(&s, &crate::trust::program)[0].message,
                 format!(
                     "\"createContainer\" hook \"{}\": is owned by uid 1000, not root: whoever can change it runs code as root on the host",
                     p.display()
@@ -234,6 +257,49 @@ mod tests {
             );
         }
         let fine = spec(vec![h("createContainer", "/bin/sh", &env)], vec![]);
-        assert_eq!(inspect(&fine), []);
+        assert_eq!(inspect(&fine, &crate::trust::program), []);
+    }
+
+    #[test]
+    fn a_hook_program_not_executable_or_not_on_the_roots_host_cannot_run() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path();
+        let bin = root.join("usr/bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        for d in [root.join("usr"), bin.clone()] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        }
+        let p = bin.join("cdigen-hook");
+        std::fs::write(&p, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let env = ["PATH=/bin"];
+        let s = spec(
+            vec![],
+            vec![h("createContainer", "/usr/bin/cdigen-hook", &env)],
+        );
+        let got: Vec<(bool, Option<String>, String)> =
+            inspect(&s, &|p| crate::trust::program_in(root, p))
+                .into_iter()
+                .map(|f| (f.missing, f.device, f.message))
+                .collect();
+        assert_eq!(
+            got,
+            [(
+                true,
+                Some("gpu0".to_string()),
+                "\"createContainer\" hook \"/usr/bin/cdigen-hook\": is not executable (mode 0644): \
+                 runtimes fail to start a container given it"
+                    .to_string()
+            )]
+        );
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(inspect(&s, &|p| crate::trust::program_in(root, p)), []);
+        // /bin/sh is this machine's, not that host's.
+        let s = spec(vec![h("createContainer", "/bin/sh", &env)], vec![]);
+        assert_eq!(
+            inspect(&s, &|p| crate::trust::program_in(root, p))[0].message,
+            "\"createContainer\" hook \"/bin/sh\": /bin: No such file or directory (os error 2): \
+             runtimes fail to start a container given it"
+        );
     }
 }

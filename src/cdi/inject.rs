@@ -375,6 +375,17 @@ pub trait Host {
     fn lstat(&self, path: &str) -> Result<Option<HostEntry>, String>;
     /// Whether a host path exists.
     fn exists(&self, path: &str) -> bool;
+    /// Whether a host path is a program a hook may name
+    /// ([`crate::trust::program`]; only looked at, never run).
+    ///
+    /// # Errors
+    /// Why not, naming the host path at fault.
+    fn program(
+        &self,
+        path: &std::path::Path,
+    ) -> Result<std::path::PathBuf, crate::trust::Untrusted> {
+        crate::trust::program(path)
+    }
 }
 
 impl Host for crate::root::HostRoot {
@@ -398,6 +409,10 @@ impl Host for crate::root::HostRoot {
         let p = Path::new(path);
         // A `/dev` entry of a fixture's manifest exists only there.
         crate::root::HostRoot::exists(self, p) || matches!(self.dev_entry(p), Ok(Some(_)))
+    }
+
+    fn program(&self, path: &Path) -> Result<std::path::PathBuf, crate::trust::Untrusted> {
+        crate::root::HostRoot::program(self, path)
     }
 }
 
@@ -508,7 +523,7 @@ pub fn inject(scan: &Scan, inputs: &[Input], devices: &[String], host: &dyn Host
     let applied = apply(&edits, host);
     findings.extend(applied.findings);
     for ((spec_origin, device_origin), (file, _)) in origins.iter().zip(&picked) {
-        unsafe_hooks(scan, *file, spec_origin, device_origin, &mut findings);
+        unsafe_hooks(scan, *file, spec_origin, device_origin, host, &mut findings);
     }
     Injection {
         devices: devices.to_vec(),
@@ -527,6 +542,7 @@ fn unsafe_hooks(
     file: usize,
     spec_origin: &Origin,
     device_origin: &Origin,
+    host: &dyn Host,
     findings: &mut Vec<Finding>,
 ) {
     let Some(report) = scan.files.get(file) else {
@@ -534,7 +550,7 @@ fn unsafe_hooks(
     };
     let Some(spec) = &report.spec else { return };
     let device_name = device_origin.device.split_once('=').map_or("", |(_, n)| n);
-    for h in super::hook_check::inspect(spec) {
+    for h in super::hook_check::inspect(spec, &|p| host.program(p)) {
         let origin = match &h.device {
             None => spec_origin,
             Some(d) if d == device_name => device_origin,
@@ -551,7 +567,13 @@ fn unsafe_hooks(
             subject: h.path,
             sources: vec![Source::of(origin)],
             files: vec![report.path.clone()],
-            message: format!("{}: {}", h.location, h.message),
+            // The spec file named in the text too: the hook is its.
+            message: format!(
+                "{}: {}: {}",
+                crate::text::path(&report.path),
+                h.location,
+                h.message
+            ),
         };
         // The spec's own hooks come with every device of it, and a device
         // may be asked for twice: once each.

@@ -18,8 +18,8 @@
 //! (`shadowed`), or overriding an earlier one (`shadows`, a warning: ours
 //! is the one used). And, in any producer's spec runtimes load from those
 //! directories, a hook that would let a container run code as root on the
-//! host (`unsafe-hook`; `missing-hook`, a warning, when its program is not
-//! there): [`crate::cdi::hook_check`].
+//! host (`unsafe-hook`), or whose program is not there to run, under the
+//! root (`missing-hook`): [`crate::cdi::hook_check`].
 //!
 //! [`generate::plan_all`]: crate::generate::plan_all
 
@@ -51,8 +51,8 @@ pub struct Dirs {
 }
 
 /// What a finding is about. Every kind is an error (the files are not
-/// current, or a hook is unsafe) except `shadows`, `unowned`, `not-loaded`
-/// and `missing-hook`, which are warnings.
+/// current, or a hook is unsafe or cannot run) except `shadows`, `unowned`
+/// and `not-loaded`, which are warnings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Kind {
@@ -98,8 +98,9 @@ pub enum Kind {
     /// a monitor turns red: any image given those devices can take the
     /// host.
     UnsafeHook,
-    /// Warning: a hook's program does not exist (runtimes fail to start a
-    /// container given those devices).
+    /// A hook's program does not exist on the host (under the root) or
+    /// is not executable: runtimes fail to start every container given
+    /// those devices. An error: the spec is broken for containers.
     MissingHook,
 }
 
@@ -127,9 +128,7 @@ impl Kind {
     /// Whether the kind makes the files not current.
     pub fn severity(self) -> Severity {
         match self {
-            Kind::Shadows | Kind::Unowned | Kind::NotLoaded | Kind::MissingHook => {
-                Severity::Warning
-            }
+            Kind::Shadows | Kind::Unowned | Kind::NotLoaded => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -307,7 +306,8 @@ impl Checker<'_> {
         let view = scan(&inputs);
         for f in &view.files {
             let Some(spec) = &f.spec else { continue };
-            for h in cdi::hook_check::inspect(spec) {
+            let root = self.root;
+            for h in cdi::hook_check::inspect(spec, &|p| root.program(p)) {
                 let kind = if h.missing {
                     Kind::MissingHook
                 } else {

@@ -100,6 +100,7 @@ pub struct UpdateLdcacheArgs {
 #[command(
     name = "cdigen-hook",
     version,
+    long_version = super::LONG_VERSION,
     about = "The OCI createContainer hooks of cdigen's NVIDIA specs (cdigen hook), as a static \
 program: the container runtime runs them, not you."
 )]

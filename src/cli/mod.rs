@@ -39,18 +39,36 @@ pub const EXIT_OK: u8 = 0;
 pub const EXIT_FINDINGS: u8 = 1;
 /// Exit code: usage or environment error.
 pub const EXIT_ERROR: u8 = 2;
+/// Exit code: another process held an output directory's lock for longer
+/// than `--lock-timeout`.
+pub const EXIT_LOCK_TIMEOUT: u8 = 3;
+
+/// What `--version` prints after the program's name: the version, then
+/// the source revision (`git` commit, `-dirty` when the tree had changes,
+/// `unknown` when built outside a git checkout; a packager may set
+/// `CDIGEN_BUILD_REVISION` at build time) and the enabled cargo features,
+/// a line each (see build.rs). `-V` prints the first line alone.
+pub const LONG_VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    "\nrevision: ",
+    env!("CDIGEN_BUILD_REVISION"),
+    "\nfeatures: ",
+    env!("CDIGEN_BUILD_FEATURES"),
+);
 
 /// Discover a host's devices and write CDI specs and device-info files.
 #[derive(Debug, Parser)]
 #[command(
     name = "cdigen",
     version,
+    long_version = LONG_VERSION,
     about,
     long_about = "Discover the devices a Linux host has (DRM GPUs, VFIO, SR-IOV VFs, vDPA, NVIDIA \
 GPUs with MIG, and any character device a generator definition describes) and write the Container Device Interface (CDI) specs and device-info files that \
 container runtimes and Kubernetes need to hand them to containers.",
     after_help = "Exit status: 0 success, 1 findings or failures (invalid specs, a file not \
-written), 2 usage or environment errors."
+written), 2 usage or environment errors, 3 (generate) another run held an output directory's \
+lock for longer than --lock-timeout."
 )]
 pub struct Cli {
     /// Log more on stderr: -v info, -vv debug, -vvv trace (RUST_LOG, when set, takes precedence).
@@ -117,13 +135,13 @@ pub enum Command {
     /// cannot produce its spec), unsafe-hook (a hook of any spec in these directories, whoever
     /// wrote it, that lets a container run code as root on the host: a createContainer,
     /// createRuntime or startContainer hook without env, or a program not owned by root or
-    /// writable by others).
+    /// writable by others), missing-hook (a hook's program does not exist under --root or is not
+    /// executable: runtimes fail to start every container given the device).
     ///
     /// Warnings: shadows (ours overrides the device in an earlier --spec-dir: runtimes use ours),
     /// unowned (current, but not recorded as cdigen's: generate will refuse to update it when it
     /// changes), not-loaded (--output-dir is not one of the --spec-dir directories; shadowing is
-    /// then not checked), missing-hook (a hook's program does not exist: runtimes fail to start
-    /// a container given the device).
+    /// then not checked).
     ///
     /// With -o json: one document {"current": bool, "checked": {"specs": N, "deviceInfo": N},
     /// "findings": [{"kind", "severity" (error|warning), "file", "generator"?, "device"?,
@@ -383,6 +401,12 @@ pub struct WatchArgs {
     /// remove it on exit. Its directory must exist.
     #[arg(long, value_name = "FILE")]
     pub ready_file: Option<PathBuf>,
+    /// Give up waiting for the lock of an output directory another cdigen process is writing
+    /// after DURATION (30s, 5m, ...): generate then fails with exit status 3, a long-running
+    /// command logs the error and retries later [default: wait as long as it takes]. After 1s of
+    /// waiting a warning names the lock file and the PID holding it.
+    #[arg(long, value_name = "DURATION", env = "CDIGEN_LOCK_TIMEOUT", value_parser = lock_timeout)]
+    pub lock_timeout: Option<std::time::Duration>,
 }
 
 /// Arguments of `cdigen device-plugin`.
@@ -494,8 +518,11 @@ pub struct SourceArgs {
     pub library_search_path: Vec<PathBuf>,
     /// Where container runtimes find the hook program on the host, for the `cdigen hook` steps
     /// NVIDIA specs ask them to run: the static cdigen-hook (no LD_PRELOAD of a container reaches
-    /// it), or cdigen [default: cdigen-hook beside this cdigen, else this cdigen's own path]. In a
-    /// container (a DaemonSet), the path of a cdigen-hook installed on the host.
+    /// it), or cdigen; an installed, root-owned program, which stays there [default: when this
+    /// cdigen is installed (in /usr/bin, /usr/local/bin, /opt/cdigen/bin, ...), the cdigen-hook
+    /// beside it, else this cdigen; run from anywhere else (a build directory, a download),
+    /// /usr/bin/cdigen-hook, with a warning]. In a container (a DaemonSet), the path of a
+    /// cdigen-hook installed on the host.
     #[arg(long, value_name = "PATH", env = "CDIGEN_HOOK_PATH")]
     pub hook_path: Option<PathBuf>,
     /// Never load NVIDIA's NVML library (loading a library runs its code): procfs and sysfs alone
@@ -591,6 +618,12 @@ pub struct GenerateArgs {
     /// With --dry-run, also print a unified diff of each change.
     #[arg(long, requires = "dry_run")]
     pub diff: bool,
+    /// Give up waiting for the lock of an output directory another cdigen process is writing
+    /// after DURATION (30s, 5m, ...): generate then fails with exit status 3, a long-running
+    /// command logs the error and retries later [default: wait as long as it takes]. After 1s of
+    /// waiting a warning names the lock file and the PID holding it.
+    #[arg(long, value_name = "DURATION", env = "CDIGEN_LOCK_TIMEOUT", value_parser = lock_timeout)]
+    pub lock_timeout: Option<std::time::Duration>,
 }
 
 /// Arguments of `cdigen check`.
@@ -846,9 +879,24 @@ pub fn main(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> u8 {
                 return EXIT_OK;
             }
             let _ = print_error(err, &e);
-            EXIT_ERROR
+            if is_lock_timeout(&e) {
+                EXIT_LOCK_TIMEOUT
+            } else {
+                EXIT_ERROR
+            }
         }
     }
+}
+
+/// True when `e` is, wherever in its chain, a wait for a lock that timed
+/// out ([`crate::write::Error::LockTimeout`]).
+fn is_lock_timeout(e: &anyhow::Error) -> bool {
+    e.chain().any(|cause| {
+        matches!(
+            cause.downcast_ref::<crate::write::Error>(),
+            Some(crate::write::Error::LockTimeout { .. })
+        )
+    })
 }
 
 /// Prints `e` on one line, `cdigen: ` then its chain, escaped
@@ -868,9 +916,17 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
+/// Parses `--lock-timeout`: a duration such as `30s` or `5m`.
+fn lock_timeout(s: &str) -> Result<std::time::Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (a duration such as 30s or 5m)"))
+}
+
 fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     match &cli.command {
-        Command::Generate(args) => generate::run(args, out, err),
+        Command::Generate(args) => {
+            crate::write::set_lock_timeout(args.lock_timeout);
+            generate::run(args, out, err)
+        }
         Command::Discover(args) => discover::run(args, out),
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
@@ -878,9 +934,18 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
         Command::Inject(args) => inject::run(args, out, err),
         Command::Snapshot(args) => snapshot(args, out),
         Command::Plugin(args) => plugin::run(args, out),
-        Command::Watch(args) => watch::run(args),
-        Command::DevicePlugin(args) => device_plugin::run(args),
-        Command::DraDriver(args) => dra_driver::run(args, out),
+        Command::Watch(args) => {
+            crate::write::set_lock_timeout(args.lock_timeout);
+            watch::run(args)
+        }
+        Command::DevicePlugin(args) => {
+            crate::write::set_lock_timeout(args.watch.lock_timeout);
+            device_plugin::run(args)
+        }
+        Command::DraDriver(args) => {
+            crate::write::set_lock_timeout(args.watch.lock_timeout);
+            dra_driver::run(args, out)
+        }
         Command::Hook(args) => Ok(hook::run(args, &mut io::stdin().lock(), err)),
         Command::Completions(args) => completions::run(args, out),
     }

@@ -43,9 +43,15 @@ impl Host {
     /// # Errors
     /// When the root cannot be used or is not a host.
     pub fn open(&self) -> anyhow::Result<HostRoot> {
-        let hook_path = match &self.hook_path {
-            Some(p) => p.clone(),
-            None => default_hook_path(std::env::current_exe().ok()),
+        let (hook_path, warning) = match &self.hook_path {
+            Some(p) => (p.clone(), None),
+            None => {
+                let exe = std::env::current_exe().ok();
+                let chosen = default_hook_path(exe.clone());
+                let warning =
+                    (!chosen.installed).then(|| hook_path_warning(exe.as_deref(), &chosen.path));
+                (chosen.path, warning)
+            }
         };
         let root = match HostRoot::open_host(&self.root) {
             Ok(r) => r,
@@ -56,26 +62,91 @@ impl Host {
                     .context(format!("cannot use {} as the root", text::path(&self.root))));
             }
         };
-        Ok(root
+        let root = root
             .with_driver_root_or_detect(self.driver_root.as_deref())
             .with_library_search_path(&self.library_search_path)
             .with_hook_path(&hook_path)
-            .with_nvml(!self.no_nvml))
+            .with_nvml(!self.no_nvml);
+        Ok(match warning {
+            Some(w) => root.with_hook_path_warning(w),
+            None => root,
+        })
     }
 }
 
-/// Where the hooks of the specs point when `--hook-path` is not given: the
-/// `cdigen-hook` program beside this cdigen (the static one the package
-/// installs, which no `LD_PRELOAD` of a container reaches), else this
-/// cdigen itself (`cdigen hook`), else [`crate::root::DEFAULT_HOOK_PATH`].
-pub fn default_hook_path(exe: Option<PathBuf>) -> PathBuf {
-    match exe {
+/// The directories a package or an installer puts cdigen in: a cdigen
+/// run from one of them (and trusted there, [`crate::trust::program`])
+/// stays where it is, so the hooks of specs may name it. The DaemonSets
+/// install theirs in `/opt/cdigen/bin` (and set `CDIGEN_HOOK_PATH`).
+pub const INSTALLED_DIRS: &[&str] = &[
+    "/usr/bin",
+    "/usr/sbin",
+    "/usr/local/bin",
+    "/usr/local/sbin",
+    "/bin",
+    "/sbin",
+    "/opt/cdigen/bin",
+];
+
+/// Where the hooks of the specs point when `--hook-path` is not given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultHook {
+    /// The program.
+    pub path: PathBuf,
+    /// Whether it was chosen beside an installed cdigen; `false`: the
+    /// package's [`crate::root::DEFAULT_HOOK_PATH`], because this cdigen
+    /// runs from elsewhere (a build directory, a download), whose files
+    /// move or go and which someone other than root may change.
+    pub installed: bool,
+}
+
+/// Where the hooks of the specs point when `--hook-path` is not given:
+/// when this cdigen (`exe`) is installed, in one of [`INSTALLED_DIRS`] and
+/// trusted there, the `cdigen-hook` beside it (the static one the package
+/// installs, which no `LD_PRELOAD` of a container reaches) when that is
+/// trusted too, else this cdigen itself (`cdigen hook`). Otherwise, the
+/// package's [`crate::root::DEFAULT_HOOK_PATH`]: a spec never names a
+/// program in a build or a user's directory.
+pub fn default_hook_path(exe: Option<PathBuf>) -> DefaultHook {
+    let installed = exe.filter(|exe| {
+        exe.parent()
+            .is_some_and(|d| INSTALLED_DIRS.iter().any(|i| d == Path::new(i)))
+            && crate::trust::program(exe).is_ok()
+    });
+    match installed {
         Some(exe) => {
             let hook = exe.with_file_name("cdigen-hook");
-            if hook.is_file() { hook } else { exe }
+            let path = if crate::trust::program(&hook).is_ok() {
+                hook
+            } else {
+                exe
+            };
+            DefaultHook {
+                path,
+                installed: true,
+            }
         }
-        None => PathBuf::from(crate::root::DEFAULT_HOOK_PATH),
+        None => DefaultHook {
+            path: PathBuf::from(crate::root::DEFAULT_HOOK_PATH),
+            installed: false,
+        },
     }
+}
+
+/// What a run of this cdigen (`exe`), not installed, says when the
+/// hooks of a spec name `hook` (the package's) instead of it.
+fn hook_path_warning(exe: Option<&Path>, hook: &Path) -> String {
+    let exe = exe.map_or_else(
+        || "an unknown path".to_string(),
+        |e| text::path(e).to_string(),
+    );
+    format!(
+        "cdigen runs from {exe}, not from an installed location ({}): the hooks of NVIDIA \
+         specs name {} instead; give --hook-path (or CDIGEN_HOOK_PATH) to name another \
+         installed, root-owned program",
+        INSTALLED_DIRS.join(", "),
+        text::path(hook)
+    )
 }
 
 /// Which generator definitions and templates to use (`--generators`,
@@ -195,14 +266,34 @@ mod tests {
 
     #[test]
     #[allow(clippy::unwrap_used)]
-    fn the_hooks_default_to_cdigen_hook_beside_cdigen() {
+    fn the_hooks_default_to_the_packages_hook_unless_cdigen_is_installed() {
+        use std::os::unix::fs::PermissionsExt as _;
+        // A build directory, a download: never named by a spec.
         let t = tempfile::tempdir().unwrap();
         let exe = t.path().join("cdigen");
         std::fs::write(&exe, "").unwrap();
-        assert_eq!(default_hook_path(Some(exe.clone())), exe);
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
         std::fs::write(t.path().join("cdigen-hook"), "").unwrap();
-        assert_eq!(default_hook_path(Some(exe)), t.path().join("cdigen-hook"));
-        assert_eq!(default_hook_path(None), Path::new("/usr/bin/cdigen-hook"));
+        let package = DefaultHook {
+            path: PathBuf::from("/usr/bin/cdigen-hook"),
+            installed: false,
+        };
+        assert_eq!(default_hook_path(Some(exe)), package);
+        assert_eq!(default_hook_path(None), package);
+        // Installed: beside it (this machine's /bin/sh stands for an
+        // installed cdigen; /bin has no cdigen-hook).
+        assert_eq!(
+            default_hook_path(Some(PathBuf::from("/bin/sh"))),
+            DefaultHook {
+                path: PathBuf::from("/bin/sh"),
+                installed: true,
+            }
+        );
+        // In an installed directory but missing: not installed.
+        assert_eq!(
+            default_hook_path(Some(PathBuf::from("/usr/bin/no-such-cdigen"))),
+            package
+        );
     }
 
     #[test]

@@ -103,6 +103,22 @@ pub enum Error {
         /// not known.
         holder: String,
     },
+    /// Another process held a directory's lock for longer than the lock
+    /// timeout ([`set_lock_timeout`]).
+    #[error(
+        "timed out after {} waiting for the lock {}, held by {holder} (another cdigen run writing {}; --lock-timeout)",
+        humantime::format_duration(*waited),
+        path.display(),
+        path.parent().unwrap_or(Path::new("/")).display()
+    )]
+    LockTimeout {
+        /// The lock file.
+        path: PathBuf,
+        /// Who holds it ([`Holder`]).
+        holder: Holder,
+        /// How long this process waited (the timeout).
+        waited: std::time::Duration,
+    },
     /// The state file exists but cannot be understood.
     #[error("{}: corrupt state file (remove it to start over; cdigen then owns no file in this directory): {reason}", path.display())]
     BadState {
@@ -707,43 +723,55 @@ pub struct DirLock {
 }
 
 /// Creates `dir` (mode [`DIR_MODE`]) if needed and takes its lock, waiting
-/// while another process holds it.
+/// while another process holds it, for at most the lock timeout
+/// ([`set_lock_timeout`]; no limit unless set).
 ///
 /// # Errors
 /// [`Error::Io`] when the directory cannot be created or the lock file
-/// opened or locked.
+/// opened or locked; [`Error::LockTimeout`] when the wait timed out.
 pub fn lock_dir(dir: &Path) -> Result<DirLock, Error> {
-    let (file, lock_path) = open_lock_file(dir)?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            tracing::info!("waiting for another cdigen run on {}", dir.display());
-            file.lock().map_err(io_err("cannot lock", &lock_path))?;
-        }
-        Err(fs::TryLockError::Error(e)) => {
-            return Err(io_err("cannot lock", &lock_path)(e));
-        }
-    }
-    Ok(DirLock { _file: file })
+    lock_dir_until(dir, &|| false)
 }
 
-/// How often [`lock_dir_until`] tries the lock again.
+/// How often a wait for a lock tries it again.
 const LOCK_RETRY: std::time::Duration = std::time::Duration::from_millis(100);
-/// How long [`lock_dir_until`] waits before it warns.
-const LOCK_WARN_AFTER: std::time::Duration = std::time::Duration::from_secs(2);
+/// How long a wait for a lock lasts before it says so (at the default
+/// verbosity: a run that seems to hang is waiting).
+pub const LOCK_WARN_AFTER: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// The process's lock timeout in milliseconds (`u64::MAX`: none).
+static LOCK_TIMEOUT_MS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(u64::MAX);
+
+/// Sets how long this process waits for another process's lock on a
+/// directory it writes (`--lock-timeout`) before it fails with
+/// [`Error::LockTimeout`]; `None` (the default): as long as it takes.
+pub fn set_lock_timeout(timeout: Option<std::time::Duration>) {
+    let ms = timeout.map_or(u64::MAX, |t| {
+        u64::try_from(t.as_millis()).unwrap_or(u64::MAX - 1)
+    });
+    LOCK_TIMEOUT_MS.store(ms, std::sync::atomic::Ordering::Relaxed);
+}
+
+fn lock_timeout() -> Option<std::time::Duration> {
+    match LOCK_TIMEOUT_MS.load(std::sync::atomic::Ordering::Relaxed) {
+        u64::MAX => None,
+        ms => Some(std::time::Duration::from_millis(ms)),
+    }
+}
 
 /// [`lock_dir`] for a long-running process that must stay stoppable: while
 /// another process holds the lock it tries again every 100 ms instead of
 /// blocking, and gives up as soon as `stop` returns true (`cdigen watch`
 /// on SIGTERM, whose handler does not interrupt a blocking lock). A wait
-/// of more than 2 s is logged as a warning (the holder may be stuck).
+/// of more than [`LOCK_WARN_AFTER`] is logged once as a warning naming the
+/// holder.
 ///
 /// # Errors
 /// As [`lock_dir`]; when `stop` ended the wait, [`Error::Io`] with an
 /// [`io::ErrorKind::Interrupted`] cause.
 pub fn lock_dir_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<DirLock, Error> {
     let (file, lock_path) = open_lock_file(dir)?;
-    wait_for_lock(dir, file, lock_path, stop)
+    wait_for_lock(dir, file, lock_path, stop, lock_timeout())
 }
 
 /// [`lock_dir_until`] on the lock file `dir/name` (which `dir` must hold)
@@ -757,23 +785,89 @@ pub fn lock_dir_until(dir: &Path, stop: &dyn Fn() -> bool) -> Result<DirLock, Er
 pub fn lock_file_until(dir: &Path, name: &str, stop: &dyn Fn() -> bool) -> Result<DirLock, Error> {
     let lock_path = dir.join(name);
     let file = crate::fsio::open_owned(&lock_path, true)?;
-    wait_for_lock(dir, file, lock_path, stop)
+    wait_for_lock(dir, file, lock_path, stop, lock_timeout())
+}
+
+/// Who holds a lock, as the PID its holder wrote in the lock file says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Holder(pub Option<u32>);
+
+impl std::fmt::Display for Holder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            Some(pid) => write!(f, "PID {pid}"),
+            None => f.write_str("PID unknown"),
+        }
+    }
+}
+
+/// The PID in a lock file's first bytes: the decimal number cdigen
+/// writes (1 to 10 digits, then at most a newline). The file is anyone's
+/// input (an older cdigen writes nothing, a hostile one anything): what
+/// is not such a number, or is 0 or over `u32`, is no PID.
+pub fn parse_holder(bytes: &[u8]) -> Holder {
+    let digits = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+    if digits.is_empty() || digits.len() > 10 || !digits.iter().all(u8::is_ascii_digit) {
+        return Holder(None);
+    }
+    let pid = std::str::from_utf8(digits)
+        .ok()
+        .and_then(|d| d.parse::<u32>().ok())
+        .filter(|&p| p > 0);
+    Holder(pid)
+}
+
+/// Reads the holder's PID from the lock file `file` (its first 16 bytes,
+/// wherever the file's offset is).
+fn read_holder(file: &File) -> Holder {
+    use std::os::unix::fs::FileExt as _;
+    let mut buf = [0u8; 16];
+    match file.read_at(&mut buf, 0) {
+        Ok(n) => parse_holder(buf.get(..n).unwrap_or_default()),
+        Err(_) => Holder(None),
+    }
+}
+
+/// Writes this process's PID into the lock file it now holds, for the
+/// next process that waits ([`Holder`]), unless the file says so already
+/// (a long-running process takes the lock again and again: the file is
+/// then not touched); a failure only costs that note.
+fn write_holder(mut file: &File, lock_path: &Path) {
+    use std::io::Seek as _;
+    if read_holder(file) == Holder(Some(std::process::id())) {
+        return;
+    }
+    let written = file
+        .set_len(0)
+        .and_then(|()| file.rewind())
+        .and_then(|()| writeln!(file, "{}", std::process::id()));
+    if let Err(e) = written {
+        tracing::debug!(
+            "cannot write this process's PID into {}: {e}",
+            lock_path.display()
+        );
+    }
 }
 
 /// Takes the lock of `file` (at `lock_path`, in `dir`), trying again every
-/// [`LOCK_RETRY`] until `stop`.
+/// [`LOCK_RETRY`] until `stop`, or until `timeout` has passed; writes this
+/// process's PID into it once taken.
 fn wait_for_lock(
     dir: &Path,
     file: File,
     lock_path: PathBuf,
     stop: &dyn Fn() -> bool,
+    timeout: Option<std::time::Duration>,
 ) -> Result<DirLock, Error> {
     let started = std::time::Instant::now();
     let mut waiting = false;
     let mut warned = false;
     loop {
         match file.try_lock() {
-            Ok(()) => return Ok(DirLock { _file: file }),
+            Ok(()) => {
+                write_holder(&file, &lock_path);
+                return Ok(DirLock { _file: file });
+            }
             Err(fs::TryLockError::WouldBlock) => {}
             Err(fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &lock_path)(e)),
         }
@@ -784,19 +878,36 @@ fn wait_for_lock(
                 source: io::Error::new(io::ErrorKind::Interrupted, "asked to stop"),
             });
         }
+        let waited = started.elapsed();
+        if let Some(t) = timeout
+            && waited >= t
+        {
+            let holder = read_holder(&file);
+            return Err(Error::LockTimeout {
+                path: lock_path,
+                holder,
+                waited: t,
+            });
+        }
         if !waiting {
             tracing::info!("waiting for another cdigen run on {}", dir.display());
             waiting = true;
         }
-        if !warned && started.elapsed() >= LOCK_WARN_AFTER {
+        if !warned && waited >= LOCK_WARN_AFTER {
+            let until = match timeout {
+                Some(t) => format!("for up to {}", humantime::format_duration(t)),
+                None => "until it ends (--lock-timeout sets a limit)".to_string(),
+            };
             tracing::warn!(
-                "still waiting for another cdigen run on {} (it holds {})",
+                "waiting for the lock {}, held by {} (another cdigen run writing {}): waiting {until}",
+                lock_path.display(),
+                read_holder(&file),
                 dir.display(),
-                lock_path.display()
             );
             warned = true;
         }
-        std::thread::sleep(LOCK_RETRY);
+        let left = timeout.map_or(LOCK_RETRY, |t| t.saturating_sub(waited).min(LOCK_RETRY));
+        std::thread::sleep(left.max(std::time::Duration::from_millis(1)));
     }
 }
 
@@ -811,18 +922,12 @@ fn wait_for_lock(
 /// the file) when another process holds it; [`Error::Io`] or
 /// [`Error::Read`] when it cannot be opened or locked.
 pub fn lock_instance(dir: &Path, name: &str) -> Result<DirLock, Error> {
-    use std::io::{Read as _, Seek as _};
     let path = dir.join(name);
-    let mut file = crate::fsio::open_owned(&path, true)?;
+    let file = crate::fsio::open_owned(&path, true)?;
     match file.try_lock() {
         Ok(()) => {}
         Err(fs::TryLockError::WouldBlock) => {
-            let mut text = String::new();
-            let pid = (&file)
-                .take(32)
-                .read_to_string(&mut text)
-                .ok()
-                .and_then(|_| text.trim().parse::<u32>().ok());
+            let pid = read_holder(&file).0;
             return Err(Error::Held {
                 path,
                 holder: pid.map_or_else(|| "another process".into(), |p| format!("PID {p}")),
@@ -830,10 +935,14 @@ pub fn lock_instance(dir: &Path, name: &str) -> Result<DirLock, Error> {
         }
         Err(fs::TryLockError::Error(e)) => return Err(io_err("cannot lock", &path)(e)),
     }
-    file.set_len(0)
-        .and_then(|()| file.rewind())
-        .and_then(|()| writeln!(file, "{}", std::process::id()))
-        .map_err(io_err("cannot write", &path))?;
+    {
+        use std::io::Seek as _;
+        let mut f = &file;
+        f.set_len(0)
+            .and_then(|()| f.rewind())
+            .and_then(|()| writeln!(f, "{}", std::process::id()))
+            .map_err(io_err("cannot write", &path))?;
+    }
     Ok(DirLock { _file: file })
 }
 

@@ -1312,3 +1312,80 @@ fn ownership_reports_a_corrupt_state_file_naming_it() {
         )
     );
 }
+
+#[test]
+fn a_lock_file_names_its_holder_by_a_strictly_read_pid() {
+    assert_eq!(parse_holder(b"1234\n"), Holder(Some(1234)));
+    assert_eq!(parse_holder(b"1"), Holder(Some(1)));
+    assert_eq!(parse_holder(b"4294967295\n"), Holder(Some(u32::MAX)));
+    // Anything else is no PID: the file is anyone's input.
+    for bad in [
+        &b""[..],
+        b"\n",
+        b"0\n",
+        b"-1\n",
+        b" 12\n",
+        b"12 \n",
+        b"12\n\n",
+        b"4294967296\n",
+        b"99999999999\n",
+        b"12\x1b[2J",
+        b"\xff\xfe",
+        b"1e3",
+    ] {
+        assert_eq!(parse_holder(bad), Holder(None), "{bad:?}");
+    }
+    assert_eq!(Holder(Some(7)).to_string(), "PID 7");
+    assert_eq!(Holder(None).to_string(), "PID unknown");
+}
+
+#[test]
+fn a_lock_taken_records_the_pid_and_a_wait_times_out_naming_the_holder() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let held = lock_dir(dir).unwrap();
+    let path = dir.join(LOCK_FILE);
+    assert_eq!(
+        fs::read_to_string(&path).unwrap(),
+        format!("{}\n", std::process::id())
+    );
+    let (file, lock_path) = open_lock_file(dir).unwrap();
+    let started = std::time::Instant::now();
+    let e = wait_for_lock(
+        dir,
+        file,
+        lock_path,
+        &|| false,
+        Some(Duration::from_millis(300)),
+    )
+    .unwrap_err();
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(300), "{waited:?}");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    let Error::LockTimeout { holder, .. } = &e else {
+        panic!("{e:?}")
+    };
+    assert_eq!(*holder, Holder(Some(std::process::id())));
+    let text = e.to_string();
+    assert!(
+        text.starts_with("timed out after 300ms waiting for the lock "),
+        "{text}"
+    );
+    assert!(
+        text.ends_with(&format!(
+            "{}, held by PID {} (another cdigen run writing {}; --lock-timeout)",
+            path.display(),
+            std::process::id(),
+            dir.display()
+        )),
+        "{text}"
+    );
+    // A hostile PID in the file: unknown, nothing worse.
+    fs::write(&path, "1; rm -rf /\n").unwrap();
+    let (file, lock_path) = open_lock_file(dir).unwrap();
+    let e = wait_for_lock(dir, file, lock_path, &|| false, Some(Duration::ZERO)).unwrap_err();
+    assert!(e.to_string().contains(", held by PID unknown ("), "{e}");
+    drop(held);
+    let (file, lock_path) = open_lock_file(dir).unwrap();
+    wait_for_lock(dir, file, lock_path, &|| false, Some(Duration::ZERO)).unwrap();
+}

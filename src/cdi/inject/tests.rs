@@ -815,7 +815,7 @@ fn unsafe_hooks_the_container_gets_are_warnings_once_each() {
                     .map(|s| s.origin.to_string())
                     .collect::<Vec<_>>()
                     .join(","),
-                dirs.show(&format!("{}: {}", f.files[0].display(), f.message)),
+                dirs.show(&f.message),
             )
         })
         .collect();

@@ -461,7 +461,7 @@ pub fn find(root: &HostRoot, version: Option<&str>, report: &mut Report) -> Driv
         root: driver_root.display().to_string(),
         files: Vec::new(),
         problem: None,
-        hook_path: root.hook_path().display().to_string(),
+        hook_path: root.hook_path_for_spec().display().to_string(),
     };
     let Some(version) = version else {
         driver.problem = Some(format!(
