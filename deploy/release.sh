@@ -83,6 +83,11 @@ step "cdigen (release, udev feature, for the package)"
 cargo build --release --locked --features udev --bin cdigen
 cp "$target/cdigen" "$work/udev/cdigen"
 
+# Already stripped (profile.release); the compiler's notes go too, as
+# dh_strip does.
+strip --remove-section=.comment --remove-section=.note \
+  "$work/default/cdigen" "$work/default/cdigen-hook" "$work/udev/cdigen"
+
 # The binaries as promised: the default build needs only the C library's
 # own shared objects (NVML is opened with dlopen), the hook none at all.
 for bin in "$work/default/cdigen" "$work/udev/cdigen"; do
@@ -133,8 +138,8 @@ chmod 0644 "$tree/README-install.txt"
 # Files only: extracting over / creates missing directories and leaves
 # existing ones (and their modes) alone.
 (cd "$work/tar" && find "$name" ! -type d -print0 | sort -z |
-  tar --null --files-from=- --no-recursion --mtime="@$SOURCE_DATE_EPOCH" \
-    --owner=0 --group=0 --numeric-owner --format=gnu -cf - | gzip -9n >"$out/$name.tar.gz")
+  tar --no-recursion --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
+    --format=gnu --null -cf - --files-from=- | gzip -9n >"$out/$name.tar.gz")
 
 step "Debian package"
 deb=cdigen_$version-1_$debarch.deb
