@@ -24,7 +24,6 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo"
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-export LC_ALL=C.UTF-8 TZ=UTC
 
 start=$SECONDS
 step() { echo "release: $1 ($((SECONDS - start)) s so far)" >&2; }
@@ -60,10 +59,9 @@ version=$(sed -n 's/^version = "\(.*\)"$/\1/p' Cargo.toml | head -n1)
 [ -n "$version" ] || fail "no version in Cargo.toml"
 arch=$(rustc -vV | sed -n 's/^host: \([^-]*\)-.*/\1/p')
 debarch=$(dpkg --print-architecture)
-if [ -z "${SOURCE_DATE_EPOCH:-}" ]; then
-  SOURCE_DATE_EPOCH=$(git log -1 --format=%ct 2>/dev/null || echo 0)
-fi
-export SOURCE_DATE_EPOCH
+# Exported only after the builds: C build scripts (cc) rebuild on a change
+# of SOURCE_DATE_EPOCH, which would make every release a full rebuild.
+epoch=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || echo 0)}
 if [ -z "${CDIGEN_BUILD_REVISION:-}" ] && rev=$(git rev-parse --short=12 HEAD 2>/dev/null); then
   export CDIGEN_BUILD_REVISION=$rev
 fi
@@ -82,6 +80,8 @@ cp "$target/cdigen-hook" "$work/default/cdigen-hook"
 step "cdigen (release, udev feature, for the package)"
 cargo build --release --locked --features udev --bin cdigen
 cp "$target/cdigen" "$work/udev/cdigen"
+
+export SOURCE_DATE_EPOCH=$epoch LC_ALL=C.UTF-8 TZ=UTC
 
 # Already stripped (profile.release); the compiler's notes go too, as
 # dh_strip does.
