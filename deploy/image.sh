@@ -4,9 +4,10 @@
 # minimal root, as an OCI image archive (an oci-layout tar) that
 # `ctr -n k8s.io images import`, `podman load` and `skopeo` take.
 #
-#   deploy/image.sh OUT.tar [NAME]      (NAME: docker.io/library/cdigen:0.1.0)
+#   deploy/image.sh OUT.tar [NAME]   (NAME: docker.io/library/cdigen:VERSION)
 #
-# Needs root (debootstrap), debootstrap, tar, sha256sum and a Debian mirror
+# deploy/release.sh makes it with the other release artefacts.
+# Needs root (debootstrap), debootstrap, tar, sha256sum, readelf and a Debian mirror
 # (DEBIAN_MIRROR, default http://deb.debian.org/debian). CDIGEN_IMAGE_ROOTFS=DIR
 # reuses a bookworm root made before (it is copied, not changed);
 # CDIGEN_IMAGE_BINARIES=DIR takes cdigen and cdigen-hook from DIR instead of
@@ -20,9 +21,9 @@
 set -euo pipefail
 
 out=${1:?usage: deploy/image.sh OUT.tar [NAME]}
-name=${2:-docker.io/library/cdigen:0.1.0}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+name=${2:-docker.io/library/cdigen:$(sed -n 's/^version = "\(.*\)"$/\1/p' "$repo/Cargo.toml" | head -n1)}
 case $out in /*) ;; *) out=$PWD/$out ;; esac
 
 work=$(mktemp -d)
@@ -37,7 +38,7 @@ else
     cargo rustc --release --locked --bin cdigen-hook -- -C target-feature=+crt-static)
   bins=${CARGO_TARGET_DIR:-$repo/target}/release
 fi
-if file "$bins/cdigen-hook" 2>/dev/null | grep -q 'dynamically linked'; then
+if ! readelf -l "$bins/cdigen-hook" >/dev/null || readelf -l "$bins/cdigen-hook" | grep -q 'program interpreter'; then
   echo "image: $bins/cdigen-hook is not static (build it with -C target-feature=+crt-static)" >&2
   exit 1
 fi

@@ -204,29 +204,52 @@ fn the_udev_rule_restarts_the_generate_unit_on_every_match() {
     assert!(repo("contrib/systemd/cdigen-generate.service").is_file());
 }
 
-/// Every unit in contrib/systemd is one the Debian package installs
-/// (cargo-deb takes `UNIT-NAME.TYPE` for each `systemd-units` entry).
+/// Every unit in contrib/systemd is one the Debian package's maintainer
+/// scripts (contrib/debian, written by hand) handle: enabled or recorded on
+/// install, stopped before removal, masked on removal and forgotten on purge.
+/// A unit added to contrib/systemd but not to the scripts would be left
+/// running, or enabled after a purge.
 #[test]
-fn the_package_installs_every_unit() {
-    let cargo = read("Cargo.toml");
-    let units: Vec<&str> = cargo
+fn the_package_scripts_handle_every_unit() {
+    let postinst = read("contrib/debian/postinst");
+    let prerm = read("contrib/debian/prerm");
+    let postrm = read("contrib/debian/postrm");
+    // The words of the lines of deb-systemd-helper and -invoke calls
+    // (a call continued on the next line with a backslash included).
+    let named = |text: &str, verb: &str| -> Vec<String> {
+        let joined = text.replace("\\\n", " ");
+        joined
+            .lines()
+            .filter(|l| l.contains(verb))
+            .flat_map(|l| l.split_whitespace().map(str::to_owned).collect::<Vec<_>>())
+            .collect()
+    };
+    let listed: Vec<String> = postinst
         .lines()
-        .filter(|l| l.contains("unit-scripts = \"contrib/systemd\""))
-        .map(|l| {
-            l.split("unit-name = \"")
-                .nth(1)
-                .unwrap()
-                .split('"')
-                .next()
-                .unwrap()
-        })
+        .filter(|l| l.starts_with("enabled=\"") || l.starts_with("disabled=\""))
+        .flat_map(|l| l.split(['"', ' ']).map(str::to_owned).collect::<Vec<_>>())
         .collect();
-    for f in visible_names(&repo("contrib/systemd")) {
-        let (stem, _) = f.rsplit_once('.').unwrap();
+    let units = visible_names(&repo("contrib/systemd"));
+    assert!(units.len() >= 4, "{units:?}");
+    for f in &units {
         assert!(
-            units.contains(&stem),
-            "{f}: not in Cargo.toml's systemd-units ({units:?})"
+            listed.contains(f),
+            "{f}: neither in postinst's enabled= nor disabled= list ({listed:?})"
         );
+        assert!(
+            named(&prerm, "deb-systemd-invoke stop").contains(f),
+            "{f}: not stopped by prerm"
+        );
+        for verb in [
+            "deb-systemd-helper mask",
+            "deb-systemd-helper purge",
+            "deb-systemd-helper unmask",
+        ] {
+            assert!(
+                named(&postrm, verb).contains(f),
+                "{f}: not in postrm's `{verb}`"
+            );
+        }
     }
 }
 
