@@ -3,7 +3,7 @@
 #
 #   cdigen-VERSION-ARCH-linux.tar.gz   binaries (default features), man pages,
 #                                      completions, units, udev rule, docs
-#   cdigen_VERSION-1_DEBARCH.deb       the Debian package (udev feature)
+#   cdigen_VERSION-1_DEBARCH.deb       the Debian package
 #   cdigen-VERSION-oci.tar             the DaemonSets' image (deploy/image.sh)
 #   SHA256SUMS                         over the three (`sha256sum -c SHA256SUMS`)
 #
@@ -12,9 +12,10 @@
 # Needs Rust (cargo, rustc) and Debian's packages listed in `need` below;
 # run as root it installs the missing ones with apt-get, otherwise it names
 # them. The image needs root (debootstrap) and a Debian mirror (see
-# deploy/image.sh; its CDIGEN_IMAGE_ROOTFS and DEBIAN_MIRROR apply). Each
-# feature set is built once: `cdigen` with default features (tarball,
-# image), `cdigen` with `udev` (package), the static `cdigen-hook` (all).
+# deploy/image.sh; its CDIGEN_IMAGE_ROOTFS and DEBIAN_MIRROR apply). One
+# build serves all three: `cdigen` with default features (no libudev: `watch`
+# reads the kernel's uevents itself and waits for udev's queue, so the
+# `udev` feature is for builds from source) and the static `cdigen-hook`.
 # Archive members are sorted, owned by root and dated from the last commit
 # (SOURCE_DATE_EPOCH), so the same binaries give the same archives.
 set -euo pipefail
@@ -38,8 +39,6 @@ missing=()
 need() { if ! eval "$1" >/dev/null 2>&1; then missing+=("$2"); fi; }
 need "command -v cc" gcc
 need "test -e /usr/lib/$(gcc -dumpmachine 2>/dev/null)/libc.a" libc6-dev # static cdigen-hook
-need "command -v pkg-config" pkg-config
-need "pkg-config --exists libudev" libudev-dev
 need "command -v dpkg-deb" dpkg
 need "command -v dpkg-shlibdeps" dpkg-dev
 need "command -v readelf" binutils
@@ -69,7 +68,7 @@ target=${CARGO_TARGET_DIR:-$repo/target}/release
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/default" "$work/udev"
+mkdir -p "$work/default"
 
 step "cdigen (release, default features)"
 cargo build --release --locked --bin cdigen
@@ -77,24 +76,20 @@ cp "$target/cdigen" "$work/default/cdigen"
 step "cdigen-hook (release, static)"
 cargo rustc --release --locked --bin cdigen-hook -- -C target-feature=+crt-static
 cp "$target/cdigen-hook" "$work/default/cdigen-hook"
-step "cdigen (release, udev feature, for the package)"
-cargo build --release --locked --features udev --bin cdigen
-cp "$target/cdigen" "$work/udev/cdigen"
 
 export SOURCE_DATE_EPOCH=$epoch LC_ALL=C.UTF-8 TZ=UTC
 
 # Already stripped (profile.release); the compiler's notes go too, as
 # dh_strip does.
 strip --remove-section=.comment --remove-section=.note \
-  "$work/default/cdigen" "$work/default/cdigen-hook" "$work/udev/cdigen"
+  "$work/default/cdigen" "$work/default/cdigen-hook"
 
 # The binaries as promised: the default build needs only the C library's
 # own shared objects (NVML is opened with dlopen), the hook none at all.
-for bin in "$work/default/cdigen" "$work/udev/cdigen"; do
+for bin in "$work/default/cdigen"; do
   while read -r lib; do
     case $lib in
       libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | libgcc_s.so.* | ld-linux*) ;;
-      libudev.so.*) [ "$bin" = "$work/udev/cdigen" ] || fail "$bin needs $lib (only the udev build may)" ;;
       *) fail "$bin needs $lib: only libc-family libraries are allowed" ;;
     esac
   done < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
@@ -123,6 +118,8 @@ stage() {
   install -m 0644 generators/*.yaml "$root/usr/share/cdigen/generators/"
   install -m 0644 templates/*.json.hbs "$root/usr/share/cdigen/templates/"
   install -D -m 0644 README.md "$doc/README.md"
+  install -d "$doc/docs"
+  install -m 0644 docs/*.md "$doc/docs/"
   install -D -m 0644 contrib/README.md "$doc/operations.md"
   install -D -m 0644 contrib/cron/cdigen "$doc/examples/cron.d/cdigen"
   install -D -m 0755 contrib/hooks/cdigen-driver-hook "$doc/examples/cdigen-driver-hook"
@@ -144,7 +141,7 @@ chmod 0644 "$tree/README-install.txt"
 step "Debian package"
 deb=cdigen_$version-1_$debarch.deb
 pkg=$work/deb
-stage "$pkg" "$work/udev"
+stage "$pkg" "$work/default"
 install -m 0644 contrib/debian/copyright "$pkg/usr/share/doc/cdigen/copyright"
 changelog_date=$(date -u -R -d "@$SOURCE_DATE_EPOCH")
 printf '%s\n' "cdigen ($version-1) unstable; urgency=medium" "" \
