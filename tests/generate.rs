@@ -286,7 +286,7 @@ fn foreign_file_defining_the_same_device_is_refused() {
     assert_eq!(out, "");
     assert_eq!(
         err,
-        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd.json, which cdigen did not write (runtimes would drop both definitions); it looks like the output of `amd-ctk cdi generate` (ROCm's container toolkit), which writes it each time it is run: stop running it (a script or cron job may), then remove cdi/amd.json\n"
+        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd.json, which cdigen did not write (runtimes would drop both definitions); it looks like the output of `amd-ctk cdi generate` (ROCm's container toolkit), which writes it each time it is run: stop running it (a script or cron job may), then remove cdi/amd.json; or, to keep that file, turn cdigen's generator \"amd-gpu\" off (`enabled: false` in a copy of its definition in /etc/cdigen/generators.d)\n"
     );
     assert_eq!(code, 1);
     assert_eq!(fs::read_to_string(cdi.join("amd.json")).unwrap(), foreign);
@@ -363,7 +363,7 @@ fn foreign_file_with_a_non_utf8_name_defining_the_same_device_is_refused() {
     assert_eq!(out, "");
     assert_eq!(
         err,
-        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd\u{fffd}.json, which cdigen did not write (runtimes would drop both definitions); remove cdi/amd\u{fffd}.json (or move it out of the spec directories) if cdigen is to provide these devices\n"
+        "cdigen: not writing cdi/amd.com-gpu.yaml: amd.com/gpu=0 is already defined in cdi/amd\u{fffd}.json, which cdigen did not write (runtimes would drop both definitions); remove cdi/amd\u{fffd}.json (or move it out of the spec directories) if cdigen is to provide these devices; or, to keep that file, turn cdigen's generator \"amd-gpu\" off (`enabled: false` in a copy of its definition in /etc/cdigen/generators.d)\n"
     );
     assert_eq!(code, 1);
     assert!(!cdi.join("amd.com-gpu.yaml").exists());
@@ -1004,9 +1004,13 @@ fn nvidia_ctk_fix(file: &str) -> String {
         "it is written by nvidia-ctk's nvidia-cdi-refresh units: stop them with \
          `systemctl disable --now nvidia-cdi-refresh.path nvidia-cdi-refresh.service` and \
          `systemctl mask nvidia-cdi-refresh.service` (the toolkit's udev rule starts the service \
-         whenever the driver's devices appear, enabled or not), then remove {file}"
+         whenever the driver's devices appear, enabled or not), then remove {file}{KEEP_NVIDIA}"
     )
 }
+
+/// The alternative every refusal over another tool's file offers.
+const KEEP_NVIDIA: &str = "; or, to keep that file, turn cdigen's generator \"nvidia\" off \
+    (`enabled: false` in a copy of its definition in /etc/cdigen/generators.d)";
 
 /// The example machine with the host's `/var/run` a link to `/run` (as on
 /// most distributions) and nvidia-ctk's spec in `/run/cdi`: generate
@@ -1149,37 +1153,101 @@ fn cdigens_own_spec_in_the_other_standard_dir_is_not_another_producer() {
 }
 
 #[test]
-fn other_tools_files_are_recognized_by_name_and_kind() {
-    use std::ffi::OsStr;
-
+fn other_tools_files_are_recognized_by_name_directory_and_kind() {
     use cdigen::generate::coexist::Producer;
-    let p = |name: &str, kind: &str| Producer::recognize(OsStr::new(name), kind);
+    let p = |path: &str, kind: &str| Producer::recognize(Path::new(path), kind);
+    // nvidia-cdi-refresh writes /var/run/cdi (= /run/cdi), under any root.
+    for path in [
+        "/var/run/cdi/nvidia.yaml",
+        "/run/cdi/nvidia.yaml",
+        "/host/run/cdi/nvidia.json",
+    ] {
+        assert_eq!(
+            p(path, "nvidia.com/gpu"),
+            Some(Producer::NvidiaCdiRefresh),
+            "{path}"
+        );
+    }
+    // NVIDIA's documented place for a hand-run `nvidia-ctk cdi generate`.
+    for path in ["/etc/cdi/nvidia.yaml", "/host/etc/cdi/nvidia.json"] {
+        assert_eq!(
+            p(path, "nvidia.com/gpu"),
+            Some(Producer::NvidiaCtkGenerate),
+            "{path}"
+        );
+    }
     assert_eq!(
-        p("nvidia.yaml", "nvidia.com/gpu"),
-        Some(Producer::NvidiaCdiRefresh)
+        p("/etc/cdi/amd.json", "amd.com/gpu"),
+        Some(Producer::AmdCtk)
     );
     assert_eq!(
-        p("nvidia.json", "nvidia.com/gpu"),
-        Some(Producer::NvidiaCdiRefresh)
-    );
-    assert_eq!(p("amd.json", "amd.com/gpu"), Some(Producer::AmdCtk));
-    assert_eq!(
-        p("intel.com-gpu.yaml", "intel.com/gpu"),
+        p("/etc/cdi/intel.com-gpu.yaml", "intel.com/gpu"),
         Some(Producer::IntelCdiSpecsGenerator)
     );
     assert_eq!(
-        p("intel.com-npu.yaml", "intel.com/npu"),
+        p("/etc/cdi/intel.com-npu.yaml", "intel.com/npu"),
         Some(Producer::IntelCdiSpecsGenerator)
     );
     // Another name or kind: an unknown producer.
-    assert_eq!(p("nvidia.yaml", "example.com/gpu"), None);
-    assert_eq!(p("gpus.yaml", "nvidia.com/gpu"), None);
-    assert_eq!(p("amd.yaml", "amd.com/gpu"), None);
+    assert_eq!(p("/etc/cdi/nvidia.yaml", "example.com/gpu"), None);
+    assert_eq!(p("/run/cdi/gpus.yaml", "nvidia.com/gpu"), None);
+    assert_eq!(p("/etc/cdi/amd.yaml", "amd.com/gpu"), None);
     assert_eq!(
         Producer::AmdCtk.how_to_stop(Path::new("/etc/cdi/amd.json")),
         "it looks like the output of `amd-ctk cdi generate` (ROCm's container toolkit), which \
          writes it each time it is run: stop running it (a script or cron job may), then remove \
          /etc/cdi/amd.json"
+    );
+    assert_eq!(
+        cdigen::generate::coexist::fix(None, Path::new("/etc/cdi/x.yaml"), "drm"),
+        "remove /etc/cdi/x.yaml (or move it out of the spec directories) if cdigen is to provide \
+         these devices; or, to keep that file, turn cdigen's generator \"drm\" off (`enabled: \
+         false` in a copy of its definition in /etc/cdigen/generators.d)"
+    );
+}
+
+/// NVIDIA's documented `nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`,
+/// met by the boot unit's run into /var/run/cdi: not blamed on the refresh
+/// units (whose advice would not help); the other generators still write,
+/// and the exit status says the run was not whole.
+#[test]
+fn a_hand_written_nvidia_spec_in_etc_cdi_gets_its_own_advice_not_the_refresh_units() {
+    let (tmp, root) = machine("example");
+    fs::create_dir_all(root.join("etc/cdi")).unwrap();
+    fs::write(root.join("etc/cdi/nvidia.yaml"), NVIDIA_CTK_SPEC).unwrap();
+    let args = [
+        "generate",
+        "--root",
+        "root",
+        "--output-dir",
+        "root/run/cdi",
+        "-q",
+    ];
+    let (code, _, err) = cdigen(tmp.path(), &args);
+    assert_eq!(
+        err,
+        format!(
+            "cdigen: not writing root/run/cdi/nvidia.com-gpu.yaml: nvidia.com/gpu=0 is already \
+             defined in root/etc/cdi/nvidia.yaml, which cdigen did not write (runtimes would use \
+             only the definition in the later spec directory); it is not from nvidia-ctk's \
+             nvidia-cdi-refresh units (they write /var/run/cdi/nvidia.yaml) but looks like the \
+             output of `nvidia-ctk cdi generate --output=root/etc/cdi/nvidia.yaml`, which writes \
+             it only when run (by hand, a script or an installer): remove \
+             root/etc/cdi/nvidia.yaml (or move it out of the spec directories) and stop whatever \
+             runs that command{KEEP_NVIDIA}\n"
+        )
+    );
+    assert!(!err.contains("systemctl"), "{err}");
+    assert_eq!(code, 1);
+    assert_eq!(
+        support::visible_names(&root.join("run/cdi")),
+        [
+            "amd.com-gpu.yaml",
+            "cdigen.io-rdma.yaml",
+            "cdigen.io-vdpa.yaml",
+            "cdigen.io-vf.yaml",
+            "cdigen.io-vfio.yaml"
+        ]
     );
 }
 
