@@ -1300,3 +1300,76 @@ fn nvml_of_a_driver_root_is_loaded_only_when_root_alone_could_have_put_it_there(
     assert!(err.contains(" INFO NVML not asked (--no-nvml)\n"), "{err}");
     assert!(!err.contains("not loading NVML"), "{err}");
 }
+
+// ------------------------------------------------- broken user definitions
+
+/// A typo in one user definition fails only the generators it defines: a
+/// copy of the built-in `nvidia` with a misspelt field blocks the built-in
+/// (no silent fallback) and leaves its spec on disk as it was; a file that
+/// is not YAML at all blocks its file stem; every other generator writes,
+/// and the exit status is a partial failure's.
+#[test]
+fn a_broken_definition_fails_only_its_generator_and_never_falls_back_to_the_builtin() {
+    let (tmp, _root) = machine("example");
+    let (code, _, err) = cdigen(
+        tmp.path(),
+        &["generate", "--root", "root", "--output-dir", "cdi", "-q"],
+    );
+    assert_eq!((code, err.as_str()), (0, ""));
+    let nvidia = tmp.path().join("cdi/nvidia.com-gpu.yaml");
+    let before = fs::read(&nvidia).unwrap();
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    let builtin = cdigen::generator::BUILTIN
+        .iter()
+        .find(|(f, _)| *f == "nvidia.yaml")
+        .unwrap()
+        .1;
+    fs::write(
+        gens.join("nvidia.yaml"),
+        builtin.replace("capabilities:", "capabilites:"),
+    )
+    .unwrap();
+    fs::write(gens.join("vfio.yaml"), "name: [vfio\n").unwrap();
+    let args = [
+        "generate",
+        "--root",
+        "root",
+        "--generators",
+        "gens",
+        "--output-dir",
+        "cdi",
+        "-q",
+    ];
+    let (code, _, err) = cdigen(tmp.path(), &args);
+    assert_eq!(code, 1, "{err}");
+    let mut lines = err.lines();
+    assert!(lines.next().unwrap().starts_with(
+        "cdigen: generator \"nvidia\" not run (its files are left as they are): gens/nvidia.yaml: unknown field `capabilites`"
+    ), "{err}");
+    assert!(
+        lines.next().unwrap().starts_with(
+            "cdigen: generator \"vfio\" not run (its files are left as they are): gens/vfio.yaml: "
+        ),
+        "{err}"
+    );
+    assert_eq!(lines.next(), None, "{err}");
+    assert_eq!(fs::read(&nvidia).unwrap(), before);
+    assert_eq!(
+        support::visible_names(&tmp.path().join("cdi")),
+        [
+            "amd.com-gpu.yaml",
+            "cdigen.io-rdma.yaml",
+            "cdigen.io-vdpa.yaml",
+            "cdigen.io-vf.yaml",
+            "cdigen.io-vfio.yaml",
+            "nvidia.com-gpu.yaml"
+        ]
+    );
+    // check and list say the same, and go on with the others.
+    let mut check = vec!["check"];
+    check.extend(&args[1..]);
+    let (code, _, cerr) = cdigen(tmp.path(), &check);
+    assert_eq!(cerr, err);
+    assert_eq!(code, 1);
+}

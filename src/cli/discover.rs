@@ -5,8 +5,15 @@ use std::io::Write;
 use super::output::{OutputFormat, write_structured};
 use super::{DiscoverArgs, EXIT_OK};
 
-pub(crate) fn run(args: &DiscoverArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let generators = super::pipeline::generators(args.generators.as_deref(), &args.only)?;
+pub(crate) fn run(
+    args: &DiscoverArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let (generators, broken) = super::pipeline::generators(args.generators.as_deref(), &args.only)?;
+    // What the backends find does not depend on a broken definition's
+    // generator beyond its scan: said, and the rest is listed.
+    super::pipeline::report_broken(err, &broken)?;
     let (_root, found) = super::pipeline::discover(&args.source, &generators)?;
     match args.output_format {
         OutputFormat::Text => {

@@ -871,10 +871,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
     match &cli.command {
         Command::Generate(args) => generate::run(args, out, err),
-        Command::Discover(args) => discover::run(args, out),
+        Command::Discover(args) => discover::run(args, out, err),
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
-        Command::Check(args) => check::run(args, out),
+        Command::Check(args) => check::run(args, out, err),
         Command::Inject(args) => inject::run(args, out, err),
         Command::Snapshot(args) => snapshot(args, out),
         Command::Plugin(args) => plugin::run(args, out),
