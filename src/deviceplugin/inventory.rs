@@ -871,11 +871,24 @@ mod tests {
     #[test]
     fn resources_default_to_cdigens_own_domain() {
         assert_eq!(default_resource("sriov", "cdigen.io/vf"), "cdigen.io/vf");
-        assert_eq!(default_resource("nvidia", "nvidia.com/gpu"), "cdigen.io/nvidia");
-        assert_eq!(default_resource("amd-gpu", "amd.com/gpu"), "cdigen.io/amd-gpu");
-        assert_eq!(default_resource("gaudi", "intel.com/gaudi"), "cdigen.io/gaudi");
+        assert_eq!(
+            default_resource("nvidia", "nvidia.com/gpu"),
+            "cdigen.io/nvidia"
+        );
+        assert_eq!(
+            default_resource("amd-gpu", "amd.com/gpu"),
+            "cdigen.io/amd-gpu"
+        );
+        assert_eq!(
+            default_resource("gaudi", "intel.com/gaudi"),
+            "cdigen.io/gaudi"
+        );
         let all = crate::generator::load(&[]).unwrap();
-        let names: Vec<String> = resources(&all).unwrap().into_iter().map(|r| r.name).collect();
+        let names: Vec<String> = resources(&all)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
         assert!(
             names.iter().all(|n| n.starts_with("cdigen.io/")),
             "{names:?}"

@@ -77,12 +77,16 @@ pub fn socket_names(resource: &str) -> Vec<String> {
 /// registered; none when it is missing or not the kubelet's JSON.
 pub fn checkpointed(plugin_dir: &Path) -> Vec<String> {
     let path = plugin_dir.join(CHECKPOINT);
-    let Ok(text) = crate::fsio::read_to_string(&path, MAX_CHECKPOINT_BYTES, crate::fsio::Links::Refuse)
+    let Ok(text) =
+        crate::fsio::read_to_string(&path, MAX_CHECKPOINT_BYTES, crate::fsio::Links::Refuse)
     else {
         return Vec::new();
     };
     let Ok(doc) = serde_json::from_str::<serde_json::Value>(&text) else {
-        tracing::debug!("{}: not the kubelet's checkpoint JSON", crate::text::path(&path));
+        tracing::debug!(
+            "{}: not the kubelet's checkpoint JSON",
+            crate::text::path(&path)
+        );
         return Vec::new();
     };
     doc.pointer("/Data/RegisteredDevices")
@@ -106,7 +110,10 @@ fn live(path: &Path) -> bool {
 pub fn check(plugin_dir: &Path, defs: &[ResourceDef]) -> Result<(), Served> {
     let mut registered: Option<Vec<String>> = None;
     for d in defs {
-        if d.name.split_once('/').is_some_and(|(dom, _)| dom == OWN_DOMAIN) {
+        if d.name
+            .split_once('/')
+            .is_some_and(|(dom, _)| dom == OWN_DOMAIN)
+        {
             continue;
         }
         for s in socket_names(&d.name) {
@@ -174,7 +181,9 @@ mod tests {
     fn socket_names_of_the_vendor_plugins() {
         assert!(socket_names("nvidia.com/gpu").contains(&"nvidia-gpu.sock".to_string()));
         assert!(socket_names("amd.com/gpu").contains(&"amd.com_gpu".to_string()));
-        assert!(socket_names("gpu.intel.com/i915").contains(&"gpu.intel.com-i915.sock".to_string()));
+        assert!(
+            socket_names("gpu.intel.com/i915").contains(&"gpu.intel.com-i915.sock".to_string())
+        );
         assert!(socket_names("habana.ai/gaudi").contains(&"gaudi_habanalabs.sock".to_string()));
         assert!(socket_names("no-slash").is_empty());
     }
