@@ -327,12 +327,12 @@ fn registers_once_the_kubelet_appears_and_passes_its_checks() {
     assert_eq!(
         our_sockets(&dir),
         [
-            "cdigen-amd.com_gpu.sock",
+            "cdigen-cdigen.io_amd-gpu.sock",
+            "cdigen-cdigen.io_nvidia.sock",
             "cdigen-cdigen.io_rdma.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-cdigen.io_vf.sock",
             "cdigen-cdigen.io_vfio.sock",
-            "cdigen-nvidia.com_gpu.sock",
         ]
     );
 
@@ -1439,11 +1439,11 @@ fn user_definitions_rename_or_turn_off_a_resource() {
     assert_eq!(
         our_sockets(&kubelet.dir),
         [
-            "cdigen-amd.com_gpu.sock",
+            "cdigen-cdigen.io_amd-gpu.sock",
+            "cdigen-cdigen.io_nvidia.sock",
             "cdigen-cdigen.io_rdma.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-example.com_vf.sock",
-            "cdigen-nvidia.com_gpu.sock",
         ]
     );
     // The specs are still written, under their kinds.
