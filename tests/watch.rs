@@ -1151,3 +1151,31 @@ sys.exit(0 if ok and p.wait() == 0 else 1)
         "filtered out by libudev: {log}"
     );
 }
+
+/// A broken user definition fails its generator only: watch starts, the
+/// others' specs are written, and the log names the file and line.
+#[test]
+fn a_broken_definition_fails_its_generator_and_watch_serves_the_others() {
+    let (tmp, _root) = machine("intel-laptop");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(gens.join("intel-npu.yaml"), "name: intel-npu\nkind: [\n").unwrap();
+    let mut child = spawn_watch(
+        tmp.path(),
+        &[],
+        &[("CDIGEN_GENERATORS", gens.display().to_string())],
+    );
+    eventually("ready file", || tmp.path().join("ready").exists());
+    assert!(tmp.path().join("cdi/intel.com-gpu.yaml").is_file());
+    assert!(!tmp.path().join("cdi/intel.com-npu.yaml").exists());
+    signal(&child, "TERM");
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+    let log = log_of(tmp.path());
+    assert!(
+        log.contains(&format!(
+            "generator \"intel-npu\" not run (its files are left as they are): {}/intel-npu.yaml: ",
+            gens.display()
+        )),
+        "{log}"
+    );
+}

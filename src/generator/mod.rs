@@ -938,7 +938,7 @@ pub fn load_each(user_dirs: &[PathBuf]) -> Result<Definitions, Error> {
             // A good definition of a name an earlier directory's broken
             // file blocked replaces it, as it would that file; one of its
             // own directory stays blocked (the two would be duplicates).
-            for b in &mut broken[..earlier] {
+            for b in broken.iter_mut().take(earlier) {
                 b.names.retain(|n| *n != g.name);
             }
             by_name.insert(
