@@ -114,7 +114,7 @@ pub enum Error {
     /// produces these names ([`coexist`]).
     #[error(
         "not writing {}: {name} is already defined in {}, which cdigen did not write ({}); {}",
-        path.display(), other.display(), consequence(*.same_dir), coexist::fix(*.producer, .other)
+        path.display(), other.display(), consequence(*.same_dir), coexist::fix(*.producer, .other, .generator)
     )]
     Competing {
         /// The file that would be written.
@@ -127,6 +127,8 @@ pub enum Error {
         same_dir: bool,
         /// The tool that writes it, when recognized.
         producer: Option<coexist::Producer>,
+        /// The generator that would write the file.
+        generator: String,
     },
     /// The writer refused or failed.
     #[error(transparent)]

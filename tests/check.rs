@@ -408,7 +408,7 @@ fn foreign_spec_defining_our_name_in_the_same_dir_is_competing() {
     let (code, out) = check(tmp.path(), &[]);
     assert_eq!(
         out,
-        "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in cdi/other.json, which cdigen did not write: runtimes would drop both definitions, and generate will not write this file; remove cdi/other.json (or move it out of the spec directories) if cdigen is to provide these devices\n\
+        "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in cdi/other.json, which cdigen did not write: runtimes would drop both definitions, and generate will not write this file; remove cdi/other.json (or move it out of the spec directories) if cdigen is to provide these devices; or, to keep that file, turn cdigen's generator \"intel-gpu\" off (`enabled: false` in a copy of its definition in /etc/cdigen/generators.d)\n\
          not current: 2 spec files and 0 device-info files checked, 1 problem, 0 warnings\n"
     );
     assert_eq!(code, 1);
@@ -515,7 +515,7 @@ fn another_tools_spec_in_another_spec_dir_is_competing() {
         assert_eq!(
             out,
             format!(
-                "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in {d}/other.json, which cdigen did not write: runtimes would use only the definition in the later spec directory, and generate will not write this file; remove {d}/other.json (or move it out of the spec directories) if cdigen is to provide these devices\n\
+                "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in {d}/other.json, which cdigen did not write: runtimes would use only the definition in the later spec directory, and generate will not write this file; remove {d}/other.json (or move it out of the spec directories) if cdigen is to provide these devices; or, to keep that file, turn cdigen's generator \"intel-gpu\" off (`enabled: false` in a copy of its definition in /etc/cdigen/generators.d)\n\
                  not current: 2 spec files and 0 device-info files checked, 1 problem, 0 warnings\n"
             )
         );
@@ -527,7 +527,7 @@ fn another_tools_spec_in_another_spec_dir_is_competing() {
     let (code, out) = check(tmp.path(), &dirs);
     assert_eq!(
         out,
-        "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in early/intel.com-gpu.yaml, which cdigen did not write: runtimes would use only the definition in the later spec directory, and generate will not write this file; it looks like the output of intel-cdi-specs-generator (Intel's resource drivers for Kubernetes), which writes it each time it is run: stop running it for these devices (a script, cron job or DaemonSet may), then remove early/intel.com-gpu.yaml\n\
+        "competing: cdi/intel.com-gpu.yaml: intel.com/gpu=0: also defined in early/intel.com-gpu.yaml, which cdigen did not write: runtimes would use only the definition in the later spec directory, and generate will not write this file; it looks like the output of intel-cdi-specs-generator (Intel's resource drivers for Kubernetes), which writes it each time it is run: stop running it for these devices (a script, cron job or DaemonSet may), then remove early/intel.com-gpu.yaml; or, to keep that file, turn cdigen's generator \"intel-gpu\" off (`enabled: false` in a copy of its definition in /etc/cdigen/generators.d)\n\
          not current: 2 spec files and 0 device-info files checked, 1 problem, 0 warnings\n"
     );
     assert_eq!(code, 1);
@@ -653,7 +653,7 @@ fn json_report_has_stable_fields() {
                     "generator": "intel-gpu",
                     "device": "intel.com/gpu=0",
                     "other": "cdi/other.json",
-                    "reason": "also defined in cdi/other.json, which cdigen did not write: runtimes would drop both definitions, and generate will not write this file; remove cdi/other.json (or move it out of the spec directories) if cdigen is to provide these devices"
+                    "reason": "also defined in cdi/other.json, which cdigen did not write: runtimes would drop both definitions, and generate will not write this file; remove cdi/other.json (or move it out of the spec directories) if cdigen is to provide these devices; or, to keep that file, turn cdigen's generator \"intel-gpu\" off (`enabled: false` in a copy of its definition in /etc/cdigen/generators.d)"
                 }
             ]
         })

@@ -42,27 +42,27 @@ const REGISTER_WITHIN: Duration = Duration::from_secs(5);
 
 const VF: &str = "cdigen.io/vf";
 const VFIO: &str = "cdigen.io/vfio";
-const GPU: &str = "nvidia.com/gpu";
+const GPU: &str = "cdigen.io/nvidia";
 
 /// The resources of the example machine registered: one per enabled
 /// built-in generator that has devices there.
 const EXAMPLE_RESOURCES: [&str; 6] = [
-    "amd.com/gpu",
+    "cdigen.io/amd-gpu",
+    GPU,
     "cdigen.io/rdma",
     "cdigen.io/vdpa",
     VF,
     VFIO,
-    GPU,
 ];
 
 /// Those of enabled built-in generators that find no device there: not
 /// registered.
 const EXAMPLE_EMPTY: [&str; 5] = [
     "cdigen.io/drm",
-    "intel.com/gaudi",
-    "intel.com/gpu",
-    "intel.com/npu",
-    "nvidia.com/imex-channel",
+    "cdigen.io/gaudi",
+    "cdigen.io/intel-gpu",
+    "cdigen.io/intel-npu",
+    "cdigen.io/nvidia-imex",
 ];
 
 /// The example machine's VFs.
@@ -327,12 +327,12 @@ fn registers_once_the_kubelet_appears_and_passes_its_checks() {
     assert_eq!(
         our_sockets(&dir),
         [
-            "cdigen-amd.com_gpu.sock",
+            "cdigen-cdigen.io_amd-gpu.sock",
+            "cdigen-cdigen.io_nvidia.sock",
             "cdigen-cdigen.io_rdma.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-cdigen.io_vf.sock",
             "cdigen-cdigen.io_vfio.sock",
-            "cdigen-nvidia.com_gpu.sock",
         ]
     );
 
@@ -346,7 +346,7 @@ fn registers_once_the_kubelet_appears_and_passes_its_checks() {
         healthy(&[&format!("{A100}-mig-1-0"), &format!("{A100}-mig-2-0"),])
     );
     assert_eq!(
-        ids(&kubelet.devices("amd.com/gpu")),
+        ids(&kubelet.devices("cdigen.io/amd-gpu")),
         healthy(&["0000:03:00.0"])
     );
     assert_eq!(ids(&kubelet.devices("cdigen.io/vdpa")), healthy(&["vdpa0"]));
@@ -1319,7 +1319,7 @@ fn dgx_gpus_by_uuid_packed_by_numa_with_legacy_edits() {
     assert_eq!(
         err.message(),
         format!(
-            "resource nvidia.com/gpu: device {} is unhealthy: /dev/nvidia3 is missing",
+            "resource cdigen.io/nvidia: device {} is unhealthy: /dev/nvidia3 is missing",
             DGX_NUMA0[2]
         )
     );
@@ -1373,7 +1373,7 @@ fn a_resource_is_registered_once_it_has_devices_or_asks_to_be() {
     plugin.wait_log(
         " INFO cdigen.io/vf: no device on this host: registered with the kubelet when one appears",
     );
-    for r in [VF, "intel.com/gpu", "intel.com/npu"] {
+    for r in [VF, "cdigen.io/intel-gpu", "cdigen.io/intel-npu"] {
         assert!(
             kubelet.plugin(r).is_none(),
             "{r} registered without devices"
@@ -1424,7 +1424,7 @@ fn user_definitions_rename_or_turn_off_a_resource() {
         &["--generators", gens.to_str().unwrap(), "--legacy-edits"],
     );
     let served = [
-        "amd.com/gpu",
+        "cdigen.io/amd-gpu",
         "cdigen.io/rdma",
         "cdigen.io/vdpa",
         "example.com/vf",
@@ -1439,11 +1439,11 @@ fn user_definitions_rename_or_turn_off_a_resource() {
     assert_eq!(
         our_sockets(&kubelet.dir),
         [
-            "cdigen-amd.com_gpu.sock",
+            "cdigen-cdigen.io_amd-gpu.sock",
+            "cdigen-cdigen.io_nvidia.sock",
             "cdigen-cdigen.io_rdma.sock",
             "cdigen-cdigen.io_vdpa.sock",
             "cdigen-example.com_vf.sock",
-            "cdigen-nvidia.com_gpu.sock",
         ]
     );
     // The specs are still written, under their kinds.
@@ -1794,4 +1794,45 @@ fn the_cdi_library_injects_what_allocate_answers() {
         .collect();
     assert_eq!(allowed, devices.values().copied().collect());
     plugin.stop();
+}
+
+/// By default no resource takes a vendor plugin's name; a vendor name
+/// chosen explicitly (a user migrating from NVIDIA's plugin) is refused at
+/// start while that plugin serves it on the node: exit 2, one line with
+/// both ways out.
+#[test]
+fn a_vendor_name_another_plugin_serves_is_refused_at_start() {
+    let (tmp, _root) = support::machine("example");
+    let gens = tmp.path().join("generators");
+    user_definition(
+        &gens,
+        "nvidia",
+        "device_plugin:\n  resource: nvidia.com/gpu\n",
+    );
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let vendor = kubelet.dir.join("nvidia-gpu.sock");
+    let _nvidia = std::os::unix::net::UnixListener::bind(&vendor).unwrap();
+    let mut plugin = Plugin::spawn(
+        tmp.path(),
+        &kubelet,
+        &["--generators", gens.to_str().unwrap()],
+    );
+    let code = plugin.wait_exit();
+    let log = plugin.log();
+    assert_eq!(code, Some(2), "{log}");
+    let file = gens.join("nvidia.yaml");
+    assert_eq!(
+        log.lines().last().unwrap_or_default(),
+        format!(
+            "cdigen: generator nvidia ({}): resource nvidia.com/gpu is already served by another \
+             device plugin on this node (its socket {} accepts connections): two plugins of one \
+             resource replace each other at the kubelet. Stop that plugin first (remove its \
+             DaemonSet from this node), or leave the name to it: remove device_plugin.resource \
+             from {} (cdigen then advertises cdigen.io/nvidia)",
+            file.display(),
+            vendor.display(),
+            file.display()
+        )
+    );
+    assert!(kubelet.plugin("nvidia.com/gpu").is_none() && kubelet.plugin(VF).is_none());
 }

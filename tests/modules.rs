@@ -722,6 +722,10 @@ const READERS: &[(&str, &str)] = &[
     ),
     ("deviceplugin::run", "its own sockets and the kubelet's"),
     (
+        "deviceplugin::vendor",
+        "other plugins' sockets and the kubelet's checkpoint in the kubelet's directory",
+    ),
+    (
         "deviceplugin::held",
         "its own record of the devices handed out",
     ),

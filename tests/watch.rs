@@ -858,8 +858,15 @@ fn a_generator_failing_at_start_still_gives_readiness_with_a_status() {
     let mut child = spawn_watch(tmp.path(), &[], &[notify.env()]);
     let error = "not writing cdi/intel.com-gpu.yaml: intel.com/gpu=0 is already defined in \
 cdi/other-tool.yaml, which cdigen did not write (runtimes would drop both definitions); remove \
-cdi/other-tool.yaml (or move it out of the spec directories) if cdigen is to provide these devices";
-    assert_eq!(notify.recv(), format!("READY=1\nSTATUS=1 error: {error}\n"));
+cdi/other-tool.yaml (or move it out of the spec directories) if cdigen is to provide these devices; \
+or, to keep that file, turn cdigen's generator \"intel-gpu\" off (`enabled: false` in a copy of its \
+definition in /etc/cdigen/generators.d)";
+    // The status line is cut short; the log has it whole.
+    let status = &error[..error.find("keep that fi").unwrap() + "keep that fi".len()];
+    assert_eq!(
+        notify.recv(),
+        format!("READY=1\nSTATUS=1 error: {status}...\n")
+    );
     assert!(tmp.path().join("ready").exists(), "ready file first");
     assert!(
         !tmp.path().join("cdi/intel.com-gpu.yaml").exists(),
@@ -1153,5 +1160,33 @@ sys.exit(0 if ok and p.wait() == 0 else 1)
     assert!(
         !log.contains(r#"subsystem: "input""#),
         "filtered out by libudev: {log}"
+    );
+}
+
+/// A broken user definition fails its generator only: watch starts, the
+/// others' specs are written, and the log names the file and line.
+#[test]
+fn a_broken_definition_fails_its_generator_and_watch_serves_the_others() {
+    let (tmp, _root) = machine("intel-laptop");
+    let gens = tmp.path().join("gens");
+    fs::create_dir(&gens).unwrap();
+    fs::write(gens.join("intel-npu.yaml"), "name: intel-npu\nkind: [\n").unwrap();
+    let mut child = spawn_watch(
+        tmp.path(),
+        &[],
+        &[("CDIGEN_GENERATORS", gens.display().to_string())],
+    );
+    eventually("ready file", || tmp.path().join("ready").exists());
+    assert!(tmp.path().join("cdi/intel.com-gpu.yaml").is_file());
+    assert!(!tmp.path().join("cdi/intel.com-npu.yaml").exists());
+    signal(&child, "TERM");
+    assert_eq!(wait_exit(&mut child, Duration::from_secs(5)), Some(0));
+    let log = log_of(tmp.path());
+    assert!(
+        log.contains(&format!(
+            "generator \"intel-npu\" not run (its files are left as they are): {}/intel-npu.yaml: ",
+            gens.display()
+        )),
+        "{log}"
     );
 }

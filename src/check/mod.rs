@@ -417,7 +417,7 @@ impl Checker<'_> {
                             "also defined in {}, which cdigen did not write: {}, and generate will not write this file; {}",
                             c.other.display(),
                             generate::consequence(c.same_dir),
-                            generate::coexist::fix(c.producer, &c.other)
+                            generate::coexist::fix(c.producer, &c.other, &c.generator)
                         ),
                     )
                 };

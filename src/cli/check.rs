@@ -9,9 +9,17 @@ use crate::check::{self, Dirs, Severity, plural};
 use crate::generate::plan_all;
 use crate::text::{Escaped, path};
 
-pub(crate) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
+pub(crate) fn run(
+    args: &CheckArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let (generators, templates, broken) = super::pipeline::definitions(&args.defs, &args.source)?;
+    let broken = super::pipeline::report_broken(err, &broken)?;
     if generators.is_empty() {
+        if broken {
+            return Ok(EXIT_FINDINGS);
+        }
         anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
     }
     let (root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
@@ -60,7 +68,7 @@ pub(crate) fn run(args: &CheckArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
         }
         format => write_structured(out, format, &report)?,
     }
-    Ok(if report.current {
+    Ok(if report.current && !broken {
         EXIT_OK
     } else {
         EXIT_FINDINGS

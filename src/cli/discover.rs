@@ -3,10 +3,17 @@
 use std::io::Write;
 
 use super::output::{OutputFormat, write_structured};
-use super::{DiscoverArgs, EXIT_OK};
+use super::{DiscoverArgs, EXIT_FINDINGS, EXIT_OK};
 
-pub(crate) fn run(args: &DiscoverArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
-    let generators = super::pipeline::generators(args.generators.as_deref(), &args.only)?;
+pub(crate) fn run(
+    args: &DiscoverArgs,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> anyhow::Result<u8> {
+    let (generators, broken) = super::pipeline::generators(args.generators.as_deref(), &args.only)?;
+    // What the backends find does not depend on a broken definition's
+    // generator beyond its scan: said, and the rest is listed.
+    let broken = super::pipeline::report_broken(err, &broken)?;
     let (_root, found) = super::pipeline::discover(&args.source, &generators)?;
     match args.output_format {
         OutputFormat::Text => {
@@ -58,7 +65,7 @@ pub(crate) fn run(args: &DiscoverArgs, out: &mut dyn Write) -> anyhow::Result<u8
         }
         format => write_structured(out, format, &found)?,
     }
-    Ok(EXIT_OK)
+    Ok(if broken { EXIT_FINDINGS } else { EXIT_OK })
 }
 
 /// Writes rows as left-aligned columns separated by two spaces, every

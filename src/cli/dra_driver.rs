@@ -39,7 +39,10 @@ fn node_name(args: &DraDriverArgs) -> anyhow::Result<&str> {
 fn print_slices(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8> {
     let node = node_name(args)?;
     let w = &args.watch;
-    let (generators, templates) = super::pipeline::definitions(&w.defs, &w.source)?;
+    let (generators, templates, broken) = super::pipeline::definitions(&w.defs, &w.source)?;
+    for b in &broken {
+        tracing::error!("{b}");
+    }
     let (root, found) = super::pipeline::discover_for_generate(&w.source, &generators)?;
     let defs = inventory::resources(&generators)?;
     let planned = plan_all(&generators, &templates, &found, w.format.map(Into::into));

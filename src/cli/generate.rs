@@ -16,15 +16,19 @@ pub(crate) fn run(
     out: &mut dyn Write,
     err: &mut dyn Write,
 ) -> anyhow::Result<u8> {
-    let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
+    let (generators, templates, broken) = super::pipeline::definitions(&args.defs, &args.source)?;
+    let broken = super::pipeline::report_broken(err, &broken)?;
     if generators.is_empty() {
+        if broken {
+            return Ok(EXIT_FINDINGS);
+        }
         anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
     }
     let (root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
     let spec_dirs = crate::generate::coexist::runtime_dirs(&root, &args.spec_dirs);
     let format = args.format.map(Into::into);
     let planning = plan_all(&generators, &templates, &found, format);
-    let mut failed = !planning.failed.is_empty();
+    let mut failed = broken || !planning.failed.is_empty();
     for f in planning.failed {
         super::print_error(err, &anyhow::Error::from(f.error))?;
     }

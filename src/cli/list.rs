@@ -59,10 +59,11 @@ struct WouldWrite {
 
 /// `list --discovered`: the names `generate` would produce now.
 fn discovered(args: &ListArgs, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {
-    let (generators, templates) = super::pipeline::definitions(&args.defs, &args.source)?;
+    let (generators, templates, broken) = super::pipeline::definitions(&args.defs, &args.source)?;
+    let broken = super::pipeline::report_broken(err, &broken)?;
     let (_root, found) = super::pipeline::discover_for_generate(&args.source, &generators)?;
     let plans = crate::generate::plan_all(&generators, &templates, &found, None);
-    let code = if plans.failed.is_empty() {
+    let code = if plans.failed.is_empty() && !broken {
         EXIT_OK
     } else {
         super::EXIT_FINDINGS

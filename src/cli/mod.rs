@@ -254,7 +254,10 @@ pub enum Command {
     ///
     /// Runs until SIGTERM or SIGINT (exit status 0), keeping the specs current as `cdigen watch`
     /// does (same event sources, debounce, re-check and SIGHUP), and serves one kubelet device
-    /// plugin per resource: a generator's kind, or its `device_plugin.resource`; generators with
+    /// plugin per resource: a generator's `device_plugin.resource`, else its kind when that is in
+    /// cdigen.io, else cdigen.io/<generator> (cdigen.io/nvidia, cdigen.io/amd-gpu: no vendor
+    /// plugin's name by default; a vendor name set in `device_plugin.resource` is refused at start
+    /// while another plugin's socket in --plugin-dir serves it); generators with
     /// `device_plugin.enabled: false` are written but not advertised, and the `all` device is
     /// only for a generator that names nothing else (a pool, like rdma-shared). With
     /// `device_plugin.replicas: N` each device is advertised as N units (<ID>-0 ...) that all give
@@ -927,10 +930,10 @@ fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8
             crate::write::set_lock_timeout(args.lock_timeout);
             generate::run(args, out, err)
         }
-        Command::Discover(args) => discover::run(args, out),
+        Command::Discover(args) => discover::run(args, out, err),
         Command::List(args) => list::run(args, out, err),
         Command::Validate(args) => validate::run(args, out),
-        Command::Check(args) => check::run(args, out),
+        Command::Check(args) => check::run(args, out, err),
         Command::Inject(args) => inject::run(args, out, err),
         Command::Snapshot(args) => snapshot(args, out),
         Command::Plugin(args) => plugin::run(args, out),

@@ -46,8 +46,24 @@ pub(crate) fn discover_for_generate(
 
 /// The definitions to run: `--generator` names (enabled or not), or every
 /// enabled one ([`inputs::generators`]).
-pub(crate) fn generators(dir: Option<&Path>, only: &[String]) -> anyhow::Result<Vec<Loaded>> {
+pub(crate) fn generators(
+    dir: Option<&Path>,
+    only: &[String],
+) -> anyhow::Result<(Vec<Loaded>, Vec<generator::Broken>)> {
     inputs::generators(dir, only)
+}
+
+/// Prints each broken definition as a failed generator (`cdigen: generator
+/// "x" not run ...: FILE: what is wrong at line N`); true when there was
+/// one, for the exit status of a partial failure.
+pub(crate) fn report_broken(
+    err: &mut dyn std::io::Write,
+    broken: &[generator::Broken],
+) -> std::io::Result<bool> {
+    for b in broken {
+        writeln!(err, "cdigen: {}", text::Escaped(&b.to_string()))?;
+    }
+    Ok(!broken.is_empty())
 }
 
 /// The definitions and templates of `--generators`, `--templates` and
@@ -55,6 +71,6 @@ pub(crate) fn generators(dir: Option<&Path>, only: &[String]) -> anyhow::Result<
 pub(crate) fn definitions(
     defs: &DefinitionArgs,
     source: &SourceArgs,
-) -> anyhow::Result<(Vec<Loaded>, Templates)> {
+) -> anyhow::Result<(Vec<Loaded>, Templates, Vec<generator::Broken>)> {
     inputs::definitions(&defs.definitions(), &source.backends)
 }

@@ -107,7 +107,11 @@ pub fn resources(generators: &[Loaded]) -> Result<Vec<ResourceDef>, Error> {
         if !g.enabled || !g.device_plugin.enabled {
             continue;
         }
-        let name = g.device_plugin.resource.clone().unwrap_or(g.kind.clone());
+        let name = g
+            .device_plugin
+            .resource
+            .clone()
+            .unwrap_or_else(|| default_resource(&g.name, &g.kind));
         if let Err(why) = check_resource_name(&name) {
             return Err(Error::ResourceName {
                 generator: g.name.clone(),
@@ -136,6 +140,23 @@ pub fn resources(generators: &[Loaded]) -> Result<Vec<ResourceDef>, Error> {
         });
     }
     Ok(out)
+}
+
+/// cdigen's own domain: resource names in it are cdigen's alone.
+pub const OWN_DOMAIN: &str = "cdigen.io";
+
+/// The resource a generator advertises when its definition names none: its
+/// kind when that is in cdigen's own domain (`cdigen.io/vf`), else
+/// `cdigen.io/<generator>` (`cdigen.io/nvidia` for kind `nvidia.com/gpu`).
+/// A vendor's name (`nvidia.com/gpu`, `amd.com/gpu`) is what that vendor's
+/// device plugin registers: two plugins of one name on a node replace each
+/// other at the kubelet, so a vendor name is only ever an explicit choice
+/// (`device_plugin.resource`), for a user migrating from that plugin.
+pub fn default_resource(generator: &str, kind: &str) -> String {
+    match kind.split_once('/') {
+        Some((OWN_DOMAIN, _)) => kind.to_string(),
+        _ => format!("{OWN_DOMAIN}/{generator}"),
+    }
 }
 
 /// Checks `name` as the kubelet's `IsExtendedResourceName` does: a
@@ -845,6 +866,33 @@ mod tests {
             &BTreeSet::new(),
         );
         assert_eq!(listed(&dropped).len(), 1);
+    }
+
+    #[test]
+    fn resources_default_to_cdigens_own_domain() {
+        assert_eq!(default_resource("sriov", "cdigen.io/vf"), "cdigen.io/vf");
+        assert_eq!(
+            default_resource("nvidia", "nvidia.com/gpu"),
+            "cdigen.io/nvidia"
+        );
+        assert_eq!(
+            default_resource("amd-gpu", "amd.com/gpu"),
+            "cdigen.io/amd-gpu"
+        );
+        assert_eq!(
+            default_resource("gaudi", "intel.com/gaudi"),
+            "cdigen.io/gaudi"
+        );
+        let all = crate::generator::load(&[]).unwrap();
+        let names: Vec<String> = resources(&all)
+            .unwrap()
+            .into_iter()
+            .map(|r| r.name)
+            .collect();
+        assert!(
+            names.iter().all(|n| n.starts_with("cdigen.io/")),
+            "{names:?}"
+        );
     }
 
     #[test]

@@ -32,5 +32,6 @@ pub mod passes;
 pub mod preferred;
 pub mod run;
 pub mod server;
+pub mod vendor;
 
 pub use run::{Options, run};

@@ -214,6 +214,12 @@ pub fn run(
 ) -> anyhow::Result<()> {
     // Held until the plugin has stopped and its sockets are gone.
     let _instance = lock_plugin_dir(&options.plugin_dir, options.pod_uid.as_deref())?;
+    // A vendor's resource name, chosen explicitly, that the vendor's
+    // plugin serves now: the two would replace each other.
+    super::vendor::check(
+        &options.plugin_dir,
+        &super::inventory::resources(pipeline.generators())?,
+    )?;
     let (tx, rx) = tw::channel(Arc::new(Inventory::default()));
     let shared = Arc::new(Shared {
         inventory: rx.clone(),

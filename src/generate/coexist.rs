@@ -12,14 +12,13 @@
 //! reports a `competing` finding, each naming the file and, for a tool it
 //! recognizes ([`Producer`]), how to stop that tool.
 
-use std::ffi::OsStr;
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 
 use crate::root::HostRoot;
 
 /// A tool known to write spec files of its own, recognized by the file's
-/// name and kind as that tool writes them by default.
+/// name, directory and kind as that tool writes them by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Producer {
     /// NVIDIA Container Toolkit (1.18 and later): `nvidia-cdi-refresh.path`
@@ -29,6 +28,11 @@ pub enum Producer {
     /// udev rule, whenever an `nvidia*` device node appears or a GPU binds
     /// the driver.
     NvidiaCdiRefresh,
+    /// `nvidia-ctk cdi generate --output=...` run by hand, by a script or
+    /// an installer: NVIDIA documents `/etc/cdi/nvidia.yaml` for it. The
+    /// same file name outside a `run/cdi` directory, which the refresh
+    /// units never write; it is written only when the command is run.
+    NvidiaCtkGenerate,
     /// Intel's `intel-cdi-specs-generator` (intel-resource-drivers-for-
     /// kubernetes): `intel.com-gpu.yaml`, `intel.com-gaudi.yaml`,
     /// `intel.com-npu.yaml` in `/etc/cdi`, written when it is run.
@@ -39,11 +43,20 @@ pub enum Producer {
 }
 
 impl Producer {
-    /// The tool whose default output `file_name` of kind `kind` is.
-    pub fn recognize(file_name: &OsStr, kind: &str) -> Option<Producer> {
-        let name = file_name.to_str()?;
+    /// The tool whose default output the spec file at `path` of kind
+    /// `kind` is. NVIDIA's file is the refresh units' in a `run/cdi`
+    /// directory (`/var/run/cdi`, `/run/cdi`, under any root) and a
+    /// hand-run `nvidia-ctk cdi generate`'s anywhere else (`/etc/cdi`).
+    pub fn recognize(path: &Path, kind: &str) -> Option<Producer> {
+        let name = path.file_name()?.to_str()?;
         match (name, kind) {
-            ("nvidia.yaml" | "nvidia.json", "nvidia.com/gpu") => Some(Producer::NvidiaCdiRefresh),
+            ("nvidia.yaml" | "nvidia.json", "nvidia.com/gpu") => {
+                if path.parent().is_some_and(|d| d.ends_with("run/cdi")) {
+                    Some(Producer::NvidiaCdiRefresh)
+                } else {
+                    Some(Producer::NvidiaCtkGenerate)
+                }
+            }
             ("amd.json", "amd.com/gpu") => Some(Producer::AmdCtk),
             (
                 "intel.com-gpu.yaml"
@@ -68,6 +81,13 @@ impl Producer {
                  and `systemctl mask nvidia-cdi-refresh.service` (the toolkit's udev rule starts \
                  the service whenever the driver's devices appear, enabled or not), then remove {file}"
             ),
+            Producer::NvidiaCtkGenerate => format!(
+                "it is not from nvidia-ctk's nvidia-cdi-refresh units (they write \
+                 /var/run/cdi/nvidia.yaml) but looks like the output of `nvidia-ctk cdi generate \
+                 --output={file}`, which writes it only when run (by hand, a script or an \
+                 installer): remove {file} (or move it out of the spec directories) and stop \
+                 whatever runs that command"
+            ),
             Producer::IntelCdiSpecsGenerator => format!(
                 "it looks like the output of intel-cdi-specs-generator (Intel's resource drivers \
                  for Kubernetes), which writes it each time it is run: stop running it for these \
@@ -82,16 +102,21 @@ impl Producer {
     }
 }
 
-/// What to do about a foreign file that defines one of our names: stop
-/// the tool that writes it (when it is a known one), or remove the file.
-pub fn fix(producer: Option<Producer>, file: &Path) -> String {
-    match producer {
+/// What to do about a foreign file that defines names of cdigen's
+/// `generator`: stop the tool that writes it (when it is a known one), or
+/// remove the file; or keep it and turn that generator off.
+pub fn fix(producer: Option<Producer>, file: &Path, generator: &str) -> String {
+    let stop = match producer {
         Some(p) => p.how_to_stop(file),
         None => format!(
             "remove {} (or move it out of the spec directories) if cdigen is to provide these devices",
             file.display()
         ),
-    }
+    };
+    format!(
+        "{stop}; or, to keep that file, turn cdigen's generator {generator:?} off (`enabled: false` \
+         in a copy of its definition in /etc/cdigen/generators.d)"
+    )
 }
 
 /// The spec directories runtimes read, lowest priority first: `explicit`

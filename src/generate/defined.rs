@@ -32,6 +32,8 @@ pub struct Clash {
     /// For a file cdigen did not write, the tool that writes it, when
     /// recognized.
     pub producer: Option<coexist::Producer>,
+    /// The generator whose names it defines.
+    pub generator: String,
 }
 
 impl Clash {
@@ -50,6 +52,7 @@ impl Clash {
                 other: self.other,
                 same_dir: self.same_dir,
                 producer: self.producer,
+                generator: self.generator,
             },
         }
     }
@@ -157,7 +160,7 @@ impl Defined {
             let producer = f
                 .recorded
                 .is_none()
-                .then(|| coexist::Producer::recognize(&f.name, kind))
+                .then(|| coexist::Producer::recognize(&f.path, kind))
                 .flatten();
             for q in f.names.iter().filter(|q| wanted.contains(*q)) {
                 found.push(Clash {
@@ -166,6 +169,7 @@ impl Defined {
                     same_dir: f.same_dir,
                     owner: f.recorded.clone(),
                     producer,
+                    generator: planned.generator.clone(),
                 });
             }
         }

@@ -204,20 +204,36 @@ fn user_dir(dir: Option<&Path>, default: &str, what: &str) -> Option<PathBuf> {
 
 /// Loads the definitions (built-in, then `dir`, default
 /// `/etc/cdigen/generators.d`, skipped when missing) and picks the ones to
-/// run: the `only` names (enabled or not), or every enabled one.
+/// run: the `only` names (enabled or not), or every enabled one. A broken
+/// user definition ([`generator::Broken`]) takes its generators out of the
+/// run and is returned for the command to report as that generator's
+/// failure (with `only`, when it would define one of those names); the
+/// others run. This is the one place every command that runs generators
+/// loads them.
 ///
 /// # Errors
-/// Invalid definitions, or an unknown name in `only`.
-pub fn generators(dir: Option<&Path>, only: &[String]) -> anyhow::Result<Vec<Loaded>> {
+/// A failure of the whole set of definitions ([`generator::load_each`]),
+/// or an unknown name in `only`.
+pub fn generators(
+    dir: Option<&Path>,
+    only: &[String],
+) -> anyhow::Result<(Vec<Loaded>, Vec<generator::Broken>)> {
     let user = user_dir(dir, generator::USER_DIR, "generator definitions");
-    let all = generator::load(user.as_slice())?;
+    let all = generator::load_each(user.as_slice())?;
+    let broken: Vec<generator::Broken> = all
+        .broken
+        .into_iter()
+        .filter(|b| only.is_empty() || b.names.iter().any(|n| only.contains(n)))
+        .collect();
+    let all = all.loaded;
     for name in only {
-        if !all.iter().any(|l| &l.generator.name == name) {
+        let is_broken = broken.iter().any(|b| b.names.contains(name));
+        if !is_broken && !all.iter().any(|l| &l.generator.name == name) {
             let known: Vec<&str> = all.iter().map(|l| l.generator.name.as_str()).collect();
             anyhow::bail!("unknown generator {name:?} (known: {})", known.join(", "));
         }
     }
-    Ok(all
+    let chosen = all
         .into_iter()
         .filter(|l| {
             if only.is_empty() {
@@ -226,24 +242,27 @@ pub fn generators(dir: Option<&Path>, only: &[String]) -> anyhow::Result<Vec<Loa
                 only.contains(&l.generator.name)
             }
         })
-        .collect())
+        .collect();
+    Ok((chosen, broken))
 }
 
 /// Loads generators (built-in, then the user directory) and templates
 /// (built-in, then the user directory), and picks the ones to run: the
 /// `only` names, or every enabled one (of `backends`, when not empty).
-/// A user directory that does not exist is skipped, given or not.
+/// A user directory that does not exist is skipped, given or not. The
+/// broken definitions are returned apart, as [`generators`] does.
 ///
 /// # Errors
-/// Invalid definitions or templates, an unknown generator, or a generator
-/// whose template does not exist.
+/// Invalid templates, a failure of the whole set of definitions, an
+/// unknown generator, or a generator whose template does not exist.
 pub fn definitions(
     defs: &Definitions,
     backends: &[String],
-) -> anyhow::Result<(Vec<Loaded>, Templates)> {
+) -> anyhow::Result<(Vec<Loaded>, Templates, Vec<generator::Broken>)> {
     let templates_dir = user_dir(defs.templates.as_deref(), USER_TEMPLATES, "templates");
     let templates = Templates::load(templates_dir.as_deref())?;
-    let chosen: Vec<Loaded> = generators(defs.generators.as_deref(), &defs.only)?
+    let (chosen, broken) = generators(defs.generators.as_deref(), &defs.only)?;
+    let chosen: Vec<Loaded> = chosen
         .into_iter()
         .filter(|l| backends.is_empty() || backends.contains(&l.generator.backend))
         .collect();
@@ -257,7 +276,7 @@ pub fn definitions(
             );
         }
     }
-    Ok((chosen, templates))
+    Ok((chosen, templates, broken))
 }
 
 #[cfg(test)]

@@ -765,15 +765,122 @@ impl Generator {
 /// Largest generator definition file read.
 pub const MAX_DEFINITION_BYTES: u64 = 1 << 20;
 
+/// A user definition file that cannot be used, and the generators it
+/// takes out of the run ([`load_each`]).
+#[derive(Debug)]
+pub struct Broken {
+    /// The generator names it blocks: its file stem and, when the text
+    /// still gives one, its `name:`. A built-in (or an earlier
+    /// directory's definition) of one of these names is not run either:
+    /// a broken override never falls back to what it overrides.
+    pub names: Vec<String>,
+    /// Why it cannot be used, naming the file (and the line).
+    pub error: Error,
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = self.names.iter().map(|n| format!("{n:?}")).collect();
+        let (what, their) = if names.len() == 1 {
+            ("generator", "its")
+        } else {
+            ("generators", "their")
+        };
+        write!(
+            f,
+            "{what} {} not run ({their} files are left as they are): {}",
+            names.join(", "),
+            self.error
+        )
+    }
+}
+
+/// What [`load_each`] found: the definitions to use, and the broken ones.
+#[derive(Debug, Default)]
+pub struct Definitions {
+    /// The usable definitions, by name; none of a broken file's names.
+    pub loaded: Vec<Loaded>,
+    /// The user definition files that cannot be used, in reading order.
+    pub broken: Vec<Broken>,
+}
+
+impl Definitions {
+    /// All or nothing: the definitions, or the first broken file's error.
+    ///
+    /// # Errors
+    /// The first broken definition.
+    pub fn strict(self) -> Result<Vec<Loaded>, Error> {
+        match self.broken.into_iter().next() {
+            Some(b) => Err(b.error),
+            None => Ok(self.loaded),
+        }
+    }
+}
+
 /// Loads the shipped definitions, then each user directory in order (a
-/// later definition of the same name replaces an earlier one). Missing
-/// user directories are skipped.
+/// later definition of the same name replaces an earlier one), all or
+/// nothing ([`load_each`], then [`Definitions::strict`]).
 ///
 /// # Errors
-/// The first [`Error`] met: a broken definition stops the run, so that a
-/// typo never silently drops a spec.
+/// The first [`Error`] met.
 pub fn load(user_dirs: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
+    load_each(user_dirs)?.strict()
+}
+
+/// The names a user definition file that does not load would have
+/// defined, best effort: its file stem (`nvidia.yaml` overrides
+/// `nvidia` by the documented convention of copying the built-in), and its
+/// `name:`, read leniently from text that is YAML (any other field may be
+/// wrong) or, failing that, from a top-level `name:` line.
+fn broken_names(path: &Path, text: Option<&str>) -> Vec<String> {
+    #[derive(Deserialize)]
+    struct NameOnly {
+        name: String,
+    }
+    let mut names = Vec::new();
+    if let Some(stem) = path.file_stem().and_then(|s| s.to_str()) {
+        names.push(stem.to_string());
+    }
+    let named = text.and_then(|t| {
+        serde_saphyr::from_str::<NameOnly>(t)
+            .ok()
+            .map(|n| n.name)
+            .or_else(|| {
+                t.lines().find_map(|l| {
+                    let v = l.strip_prefix("name:")?.split('#').next()?.trim();
+                    let v = v.trim_matches(|c| c == '"' || c == '\'');
+                    (!v.is_empty()).then(|| v.to_string())
+                })
+            })
+    });
+    let plausible = |n: &str| {
+        n.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    if let Some(n) = named
+        && plausible(&n)
+        && !names.contains(&n)
+    {
+        names.push(n);
+    }
+    names
+}
+
+/// Loads the shipped definitions, then each user directory in order (a
+/// later definition of the same name replaces an earlier one). Missing
+/// user directories are skipped. A user file that cannot be read or
+/// parsed is [`Broken`]: it takes the generators it would define out of
+/// the run (built-ins of its names included) and the others go on, so
+/// that a typo in one file never stops the others nor silently drops or
+/// replaces a spec.
+///
+/// # Errors
+/// What involves more than one file, or none: a user directory that cannot
+/// be listed, two files of one directory defining one name, two
+/// definitions writing one file.
+pub fn load_each(user_dirs: &[PathBuf]) -> Result<Definitions, Error> {
     let mut by_name: BTreeMap<String, Loaded> = BTreeMap::new();
+    let mut broken: Vec<Broken> = Vec::new();
     for (file, text) in BUILTIN {
         let source = PathBuf::from(format!("builtin:generators/{file}"));
         let g = parse(&source, text)?;
@@ -802,17 +909,37 @@ pub fn load(user_dirs: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
             .collect();
         files.sort();
         let mut here: BTreeMap<String, PathBuf> = BTreeMap::new();
+        let earlier = broken.len();
         for path in files {
             // An administrator may link a definition in; the link is
             // followed only to a regular file, read bounded.
-            let text = crate::fsio::read_to_string(&path, MAX_DEFINITION_BYTES, Links::Follow)?;
-            let g = parse(&path, &text)?;
+            let g = match crate::fsio::read_to_string(&path, MAX_DEFINITION_BYTES, Links::Follow) {
+                Ok(text) => parse(&path, &text).map_err(|e| (e, Some(text))),
+                Err(e) => Err((e.into(), None)),
+            };
+            let g = match g {
+                Ok(g) => g,
+                Err((error, text)) => {
+                    let names = broken_names(&path, text.as_deref());
+                    for n in &names {
+                        by_name.remove(n);
+                    }
+                    broken.push(Broken { names, error });
+                    continue;
+                }
+            };
             if let Some(other) = here.insert(g.name.clone(), path.clone()) {
                 return Err(Error::Duplicate {
                     path,
                     other,
                     name: g.name,
                 });
+            }
+            // A good definition of a name an earlier directory's broken
+            // file blocked replaces it, as it would that file; one of its
+            // own directory stays blocked (the two would be duplicates).
+            for b in broken.iter_mut().take(earlier) {
+                b.names.retain(|n| *n != g.name);
             }
             by_name.insert(
                 g.name.clone(),
@@ -823,9 +950,13 @@ pub fn load(user_dirs: &[PathBuf]) -> Result<Vec<Loaded>, Error> {
             );
         }
     }
-    let all: Vec<Loaded> = by_name.into_values().collect();
-    check_shared_outputs(&all)?;
-    Ok(all)
+    let blocked: Vec<&String> = broken.iter().flat_map(|b| &b.names).collect();
+    let loaded: Vec<Loaded> = by_name
+        .into_values()
+        .filter(|l| !blocked.contains(&&l.generator.name))
+        .collect();
+    check_shared_outputs(&loaded)?;
+    Ok(Definitions { loaded, broken })
 }
 
 /// Refuses two definitions that write one file: the same spec file (the

@@ -1602,3 +1602,55 @@ proptest::proptest! {
         }
     }
 }
+
+/// A broken user file blocks the generators it would define (its stem,
+/// and a `name:` the text still gives), built-ins included; the others
+/// load, and `strict` gives its error.
+#[test]
+fn load_each_keeps_a_broken_file_to_its_own_generators() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    write(
+        dir,
+        "a.yaml",
+        "name: vfio\nbackend: vfio\nkind: cdigen.io/vfio\ntemplate: vfio\nbogus: 1\n",
+    );
+    write(dir, "b.yaml", "name: drm\nbackend: [\n");
+    write(
+        dir,
+        "c.yaml",
+        "name: fine\nbackend: drm\nkind: example.com/gpu\ntemplate: drm\n",
+    );
+    let d = load_each(&[dir.to_path_buf()]).unwrap();
+    let names: Vec<&str> = d.loaded.iter().map(|l| l.generator.name.as_str()).collect();
+    assert!(
+        names.contains(&"fine") && names.contains(&"nvidia"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"vfio") && !names.contains(&"drm"),
+        "{names:?}"
+    );
+    let blocked: Vec<Vec<String>> = d.broken.iter().map(|b| b.names.clone()).collect();
+    assert_eq!(
+        blocked,
+        [
+            vec!["a".to_string(), "vfio".into()],
+            vec!["b".into(), "drm".into()]
+        ]
+    );
+    assert!(
+        d.broken[0].to_string().starts_with(&format!(
+            "generators \"a\", \"vfio\" not run (their files are left as they are): {}/a.yaml: unknown field `bogus`",
+            dir.display()
+        )),
+        "{}",
+        d.broken[0]
+    );
+    assert!(load(&[dir.to_path_buf()]).is_err());
+    // A later directory's good definition of a blocked name replaces it.
+    let later = tempfile::tempdir().unwrap();
+    write(later.path(), "vfio.yaml", builtin_text("vfio.yaml"));
+    let d = load_each(&[dir.to_path_buf(), later.path().to_path_buf()]).unwrap();
+    assert!(d.loaded.iter().any(|l| l.generator.name == "vfio"));
+}

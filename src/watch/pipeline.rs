@@ -213,7 +213,12 @@ fn no_device_info(generators: &mut [Loaded]) {
 }
 
 fn load(defs: &Definitions, source: &Host) -> anyhow::Result<(Vec<Loaded>, Templates)> {
-    let (generators, templates) = inputs::definitions(defs, &source.backends)?;
+    let (generators, templates, broken) = inputs::definitions(defs, &source.backends)?;
+    // A broken definition fails its generators only: the others keep
+    // being served (on every reload, until it is fixed).
+    for b in &broken {
+        tracing::error!("{b}");
+    }
     if generators.is_empty() {
         anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
     }
