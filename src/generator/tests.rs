@@ -253,7 +253,10 @@ fn builtin_amd_gpu_is_exactly_as_written() {
             vfio_mode: VfioMode::Auto,
             device_info: false,
             static_devices: vec![],
-            device_plugin: Default::default(),
+            device_plugin: DevicePlugin {
+                vendor_resources: vec!["amd.com/gpu".into()],
+                ..Default::default()
+            },
             driver: None,
         }
     );
