@@ -974,6 +974,23 @@ mod tests {
             names.iter().all(|n| n.starts_with("cdigen.io/")),
             "{names:?}"
         );
+        // A definition's vendor resource that names none is refused,
+        // naming the generator and its file.
+        let mut bad = all.clone();
+        let nvidia = bad
+            .iter_mut()
+            .find(|l| l.generator.name == "nvidia")
+            .unwrap();
+        nvidia.generator.device_plugin.vendor_resources = vec!["cdigen.io/*".into()];
+        let source = nvidia.source.display().to_string();
+        assert_eq!(
+            resources(&bad).unwrap_err().to_string(),
+            format!(
+                "generator nvidia ({source}): device_plugin.vendor_resources: \"cdigen.io/*\" is not \
+                 another plugin's resource name: cdigen.io is cdigen's own domain (list names like \
+                 nvidia.com/gpu, or nvidia.com/mig-* for a prefix)"
+            )
+        );
     }
 
     #[test]
