@@ -1337,7 +1337,17 @@ fn user_definition(dir: &Path, name: &str, extra: &str) -> PathBuf {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("generators/{name}.yaml"));
     let path = dir.join(format!("{name}.yaml"));
     let mut text = fs::read_to_string(src).unwrap();
-    text.push_str(extra);
+    // Settings under `device_plugin:` join the definition's own.
+    match extra.strip_prefix("device_plugin:\n") {
+        Some(inner) if text.contains("\ndevice_plugin:\n") => {
+            text = text.replacen(
+                "\ndevice_plugin:\n",
+                &format!("\ndevice_plugin:\n{inner}"),
+                1,
+            );
+        }
+        _ => text.push_str(extra),
+    }
     fs::write(&path, text).unwrap();
     path
 }
@@ -1835,4 +1845,77 @@ fn a_vendor_name_another_plugin_serves_is_refused_at_start() {
         )
     );
     assert!(kubelet.plugin("nvidia.com/gpu").is_none() && kubelet.plugin(VF).is_none());
+}
+
+/// The warning that `resource`'s devices are withheld while the plugin at
+/// `socket` serves them as `vendor`, for the generator in `file`.
+fn withheld_warning(resource: &str, vendor: &str, socket: &Path, file: &str) -> String {
+    format!(
+        "{resource}: not offering the devices of generator nvidia while another device plugin \
+         serves them on this node as {vendor} (its socket {} accepts connections): one device \
+         would go to two pods. To serve them with cdigen, remove that plugin from this node and \
+         set device_plugin.resource: {vendor} in a copy of {file}; to offer them as {resource} as \
+         well, knowing one device can then go to two pods, set device_plugin.vendor_resources: \
+         [] in a copy of {file}",
+        socket.display()
+    )
+}
+
+/// NVIDIA's device plugin on the node serves the GPUs as nvidia.com/gpu:
+/// cdigen does not offer them as cdigen.io/nvidia too (one GPU would go to
+/// two pods), says so once, and still serves its other resources; when
+/// that plugin goes, the GPUs are offered; when it comes back, the
+/// registered resource lists none.
+#[test]
+fn gpus_a_vendor_plugin_serves_are_not_offered_twice() {
+    let (tmp, _root) = support::machine("dgx-8gpu");
+    let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
+    let vendor = kubelet.dir.join("nvidia-gpu.sock");
+    let nvidia = std::os::unix::net::UnixListener::bind(&vendor).unwrap();
+    let plugin = Plugin::spawn(
+        tmp.path(),
+        &kubelet,
+        &["--driver-root", support::DRIVER_ROOT],
+    );
+    assert_eq!(
+        ids(&kubelet.devices("cdigen.io/drm")),
+        healthy(&["0000:03:00.0"])
+    );
+    let warning = withheld_warning(
+        GPU,
+        "nvidia.com/gpu",
+        &vendor,
+        "builtin:generators/nvidia.yaml",
+    );
+    eventually("the warning", || plugin.log().contains(&warning));
+    assert!(kubelet.plugin(GPU).is_none(), "{}", plugin.log());
+
+    // NVIDIA's plugin is removed: its socket goes.
+    drop(nvidia);
+    fs::remove_file(&vendor).unwrap();
+    let gpus = kubelet.wait_for_list(GPU, WAIT, |l| l.len() == 8);
+    assert!(gpus.iter().all(|d| d.health == "Healthy"), "{gpus:?}");
+    let log = plugin.log();
+    assert_eq!(log.matches(&warning).count(), 1, "{log}");
+    assert!(
+        log.contains(&format!(
+            "{GPU}: nvidia.com/gpu is no longer served on this node ({} accepts no connection): \
+             offering the devices of generator nvidia again",
+            vendor.display()
+        )),
+        "{log}"
+    );
+
+    // It comes back (as a MIG strategy's resource): the list is emptied.
+    let mig = kubelet.dir.join("nvidia-mig-1g.10gb.sock");
+    let _mig = std::os::unix::net::UnixListener::bind(&mig).unwrap();
+    kubelet.wait_for_list(GPU, WAIT, <[Device]>::is_empty);
+    let warning = withheld_warning(
+        GPU,
+        "nvidia.com/mig-1g.10gb",
+        &mig,
+        "builtin:generators/nvidia.yaml",
+    );
+    eventually("the warning", || plugin.log().contains(&warning));
+    plugin.stop();
 }

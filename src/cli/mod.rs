@@ -257,7 +257,9 @@ pub enum Command {
     /// plugin per resource: a generator's `device_plugin.resource`, else its kind when that is in
     /// cdigen.io, else cdigen.io/<generator> (cdigen.io/nvidia, cdigen.io/amd-gpu: no vendor
     /// plugin's name by default; a vendor name set in `device_plugin.resource` is refused at start
-    /// while another plugin's socket in --plugin-dir serves it); generators with
+    /// while another plugin's socket in --plugin-dir serves it); a generator's devices are not
+    /// offered while a plugin of its `device_plugin.vendor_resources` serves them there
+    /// (nvidia.com/gpu for nvidia: one warning, offered again when it goes); generators with
     /// `device_plugin.enabled: false` are written but not advertised, and the `all` device is
     /// only for a generator that names nothing else (a pool, like rdma-shared). With
     /// `device_plugin.replicas: N` each device is advertised as N units (<ID>-0 ...) that all give

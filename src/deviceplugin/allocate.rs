@@ -394,6 +394,7 @@ mod tests {
                 replicas: 1,
                 pool: false,
                 register_empty: false,
+                vendor_resources: Vec::new(),
             },
             spec_file: PathBuf::from("/cdi/cdigen.io-vf.yaml"),
             devices: BTreeMap::new(),
@@ -407,6 +408,7 @@ mod tests {
                 devices: Vec::new(),
                 named: Vec::new(),
             })),
+            withheld: None,
         }
     }
 
@@ -539,6 +541,7 @@ mod response_tests {
                 replicas: 1,
                 pool: false,
                 register_empty: false,
+                vendor_resources: Vec::new(),
             },
             spec_file: PathBuf::from("/var/run/cdi/cdigen.io-vf.yaml"),
             devices: entries
@@ -546,6 +549,7 @@ mod response_tests {
                 .map(|e| (e.id.clone(), e))
                 .collect::<BTreeMap<_, _>>(),
             plan: None,
+            withheld: None,
         }
     }
 

@@ -36,6 +36,10 @@ pub struct ResourceDef {
     /// Whether it is registered while it has no device
     /// (`device_plugin.register_empty`).
     pub register_empty: bool,
+    /// Other plugins' resources that serve the same devices
+    /// (`device_plugin.vendor_resources`; `domain/prefix*` for a prefix):
+    /// while one is served on the node, the devices are not offered.
+    pub vendor_resources: Vec<String>,
 }
 
 /// Why the device plugin cannot start with these definitions.
@@ -74,6 +78,22 @@ pub enum Error {
         second: String,
         /// Its definition file.
         second_source: PathBuf,
+    },
+    /// A `device_plugin.vendor_resources` entry that names no resource.
+    #[error(
+        "generator {generator} ({}): device_plugin.vendor_resources: {entry:?} is not another \
+plugin's resource name: {why} (list names like nvidia.com/gpu, or nvidia.com/mig-* for a prefix)",
+        file.display()
+    )]
+    VendorResource {
+        /// The generator.
+        generator: String,
+        /// Its definition file.
+        file: PathBuf,
+        /// The entry.
+        entry: String,
+        /// What is wrong with it.
+        why: String,
     },
     /// Devices of one generator that would get one ID.
     #[error(
@@ -120,6 +140,16 @@ pub fn resources(generators: &[Loaded]) -> Result<Vec<ResourceDef>, Error> {
                 why,
             });
         }
+        for entry in &g.device_plugin.vendor_resources {
+            if let Err(why) = check_vendor_resource(entry) {
+                return Err(Error::VendorResource {
+                    generator: g.name.clone(),
+                    file: l.source.clone(),
+                    entry: entry.clone(),
+                    why,
+                });
+            }
+        }
         if let Some(other) = out.iter().find(|r| r.name == name) {
             return Err(Error::SharedResource {
                 name,
@@ -137,6 +167,7 @@ pub fn resources(generators: &[Loaded]) -> Result<Vec<ResourceDef>, Error> {
             replicas: g.device_plugin.replicas.max(1),
             pool: g.names == [crate::generator::NameStrategy::All],
             register_empty: g.device_plugin.register_empty,
+            vendor_resources: g.device_plugin.vendor_resources.clone(),
         });
     }
     Ok(out)
@@ -157,6 +188,30 @@ pub fn default_resource(generator: &str, kind: &str) -> String {
         Some((OWN_DOMAIN, _)) => kind.to_string(),
         _ => format!("{OWN_DOMAIN}/{generator}"),
     }
+}
+
+/// Checks a `device_plugin.vendor_resources` entry: an extended resource
+/// name ([`check_resource_name`]) outside cdigen's own domain, or one with
+/// a trailing `*` (a prefix of such names: `nvidia.com/mig-*`).
+///
+/// # Errors
+/// What is wrong, in words.
+pub fn check_vendor_resource(entry: &str) -> Result<(), String> {
+    let name = match entry.strip_suffix('*') {
+        // Any name the prefix starts fits; `x` stands for the rest.
+        Some(prefix) => format!("{prefix}x"),
+        None => entry.to_string(),
+    };
+    if name.contains('*') {
+        return Err("only a trailing * (a prefix) is a pattern".into());
+    }
+    if name
+        .split_once('/')
+        .is_some_and(|(domain, _)| domain == OWN_DOMAIN)
+    {
+        return Err(format!("{OWN_DOMAIN} is cdigen's own domain"));
+    }
+    check_resource_name(&name)
 }
 
 /// Checks `name` as the kubelet's `IsExtendedResourceName` does: a
@@ -249,6 +304,10 @@ pub struct Resource {
     pub devices: BTreeMap<String, Entry>,
     /// The generator's plan (its spec), for the legacy edits.
     pub plan: Option<Arc<Planned>>,
+    /// The other plugin's resource that serves these devices now
+    /// (`device_plugin.vendor_resources`): then none is offered, and the
+    /// resource is not registered (or, registered already, lists none).
+    pub withheld: Option<String>,
 }
 
 impl PartialEq for Resource {
@@ -257,6 +316,7 @@ impl PartialEq for Resource {
         self.def == other.def
             && self.spec_file == other.spec_file
             && self.devices == other.devices
+            && self.withheld == other.withheld
             && self.plan.as_ref().map(|p| &p.spec) == other.plan.as_ref().map(|p| &p.spec)
     }
 }
@@ -428,6 +488,7 @@ pub fn build(
                 spec_file,
                 devices,
                 plan: plan.cloned(),
+                withheld: None,
             },
         );
     }
@@ -507,6 +568,25 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    #[test]
+    fn vendor_resources_are_names_or_prefixes_of_another_domain() {
+        assert_eq!(check_vendor_resource("nvidia.com/gpu"), Ok(()));
+        assert_eq!(check_vendor_resource("nvidia.com/mig-*"), Ok(()));
+        assert_eq!(check_vendor_resource("gpu.intel.com/*"), Ok(()));
+        assert_eq!(
+            check_vendor_resource("cdigen.io/nvidia"),
+            Err("cdigen.io is cdigen's own domain".into())
+        );
+        assert_eq!(
+            check_vendor_resource("nvidia.com/*-gpu"),
+            Err("only a trailing * (a prefix) is a pattern".into())
+        );
+        assert_eq!(
+            check_vendor_resource("gpu"),
+            Err("it needs a domain: domain/name".into())
+        );
+    }
 
     use crate::model::{Node, NvidiaInfo, PciInfo};
     use crate::render::Named;
@@ -607,6 +687,7 @@ mod tests {
             replicas: 1,
             pool: false,
             register_empty: false,
+            vendor_resources: Vec::new(),
         }]
     }
 
@@ -892,6 +973,23 @@ mod tests {
         assert!(
             names.iter().all(|n| n.starts_with("cdigen.io/")),
             "{names:?}"
+        );
+        // A definition's vendor resource that names none is refused,
+        // naming the generator and its file.
+        let mut bad = all.clone();
+        let nvidia = bad
+            .iter_mut()
+            .find(|l| l.generator.name == "nvidia")
+            .unwrap();
+        nvidia.generator.device_plugin.vendor_resources = vec!["cdigen.io/*".into()];
+        let source = nvidia.source.display().to_string();
+        assert_eq!(
+            resources(&bad).unwrap_err().to_string(),
+            format!(
+                "generator nvidia ({source}): device_plugin.vendor_resources: \"cdigen.io/*\" is not \
+                 another plugin's resource name: cdigen.io is cdigen's own domain (list names like \
+                 nvidia.com/gpu, or nvidia.com/mig-* for a prefix)"
+            )
         );
     }
 

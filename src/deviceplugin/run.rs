@@ -57,6 +57,11 @@ pub const LOCK_FILE: &str = ".cdigen-device-plugin.lock";
 /// How often the sockets are looked at for a kubelet restart.
 pub const POLL: Duration = Duration::from_millis(200);
 
+/// How often the plugin directory is looked at for another plugin that
+/// serves devices a generator offers (`device_plugin.vendor_resources`),
+/// besides after every pass.
+pub const VENDOR_POLL: Duration = Duration::from_secs(2);
+
 /// How often device-info files are matched with live allocations (besides
 /// after every pass).
 pub const PRUNE_EVERY: Duration = Duration::from_secs(30);
@@ -220,6 +225,9 @@ pub fn run(
         &options.plugin_dir,
         &super::inventory::resources(pipeline.generators())?,
     )?;
+    // Each pass's inventory, then the same with the devices another
+    // plugin serves withheld ([`withhold_loop`]): what the servers see.
+    let (raw_tx, raw_rx) = tw::channel(Arc::new(Inventory::default()));
     let (tx, rx) = tw::channel(Arc::new(Inventory::default()));
     let shared = Arc::new(Shared {
         inventory: rx.clone(),
@@ -235,7 +243,7 @@ pub fn run(
         Arc::clone(&control),
         Arc::clone(&fatal),
         Publisher {
-            tx,
+            tx: raw_tx,
             passed: Arc::clone(&passed),
             allocated: Arc::clone(&shared),
         },
@@ -246,7 +254,11 @@ pub fn run(
         .enable_all()
         .build()
         .context("cannot start the gRPC runtime")?;
-    runtime.block_on(serve(rx, passed, shared, options.clone()));
+    runtime.block_on(async {
+        let withholding = tokio::spawn(withhold_loop(raw_rx, tx, options.plugin_dir.clone()));
+        serve(rx, passed, shared, options.clone()).await;
+        let _ = withholding.await;
+    });
     let watched = watcher
         .join()
         .map_err(|_| anyhow::anyhow!("the watch thread panicked"))?;
@@ -255,6 +267,94 @@ pub fn run(
     }
     watched?;
     Ok(())
+}
+
+/// Passes each pass's inventory from `raw` to `out` with the devices that
+/// another plugin serves now withheld ([`withhold`]), and looks again
+/// every [`VENDOR_POLL`]: that plugin may start, or go, at any time. Ends
+/// when `raw` closes (dropping `out` closes the servers' inventory).
+async fn withhold_loop(
+    mut raw: tw::Receiver<Arc<Inventory>>,
+    out: tw::Sender<Arc<Inventory>>,
+    plugin_dir: PathBuf,
+) {
+    // Nothing before the first pass: the servers wait for it.
+    if raw.changed().await.is_err() {
+        return;
+    }
+    let mut withheld = BTreeMap::new();
+    loop {
+        let inventory = raw.borrow_and_update().clone();
+        let next = withhold(&inventory, &plugin_dir, &mut withheld);
+        out.send_if_modified(|cur| {
+            if **cur == next {
+                false
+            } else {
+                *cur = Arc::new(next);
+                true
+            }
+        });
+        tokio::select! {
+            changed = raw.changed() => if changed.is_err() { break },
+            () = tokio::time::sleep(VENDOR_POLL) => {}
+        }
+    }
+}
+
+/// `inventory` without the devices of each resource whose generator lists
+/// another plugin's resource (`device_plugin.vendor_resources`) that is
+/// served in `plugin_dir` now ([`super::vendor::serving`]): that resource
+/// offers none (`withheld`), so that one device never goes to two pods.
+/// `state`, the resources withheld before and by what, gives one warning
+/// when a resource is withheld and one line when it is offered again.
+pub fn withhold(
+    inventory: &Inventory,
+    plugin_dir: &Path,
+    state: &mut BTreeMap<String, super::vendor::Serving>,
+) -> Inventory {
+    let mut out = inventory.clone();
+    state.retain(|name, _| out.resources.contains_key(name));
+    for (name, r) in &mut out.resources {
+        if r.def.vendor_resources.is_empty() {
+            state.remove(name);
+            continue;
+        }
+        match super::vendor::serving(plugin_dir, &r.def.vendor_resources) {
+            Some(other) => {
+                if state.get(name) != Some(&other) {
+                    let file = crate::text::path(&r.def.source);
+                    tracing::warn!(
+                        "{name}: not offering the devices of generator {} while another device \
+                         plugin serves them on this node as {} (its socket {} accepts \
+                         connections): one device would go to two pods. To serve them with \
+                         cdigen, remove that plugin from this node and set \
+                         device_plugin.resource: {} in a copy of {file}; to offer them as {name} \
+                         as well, knowing one device can then go to two pods, set \
+                         device_plugin.vendor_resources: [] in a copy of {file}",
+                        r.def.generator,
+                        other.resource,
+                        crate::text::path(&other.socket),
+                        other.resource,
+                    );
+                    state.insert(name.clone(), other.clone());
+                }
+                r.devices.clear();
+                r.withheld = Some(other.resource);
+            }
+            None => {
+                if let Some(was) = state.remove(name) {
+                    tracing::info!(
+                        "{name}: {} is no longer served on this node ({} accepts no \
+                         connection): offering the devices of generator {} again",
+                        was.resource,
+                        crate::text::path(&was.socket),
+                        r.def.generator
+                    );
+                }
+            }
+        }
+    }
+    out
 }
 
 /// Serves every resource of the inventory until the inventory closes.
@@ -281,13 +381,22 @@ async fn serve(
         stop_rx,
     ));
     loop {
-        let (configured, names) = {
+        let (configured, names, withheld) = {
             let inventory = rx.borrow_and_update();
             let configured: BTreeSet<String> = inventory.resources.keys().cloned().collect();
-            (configured, to_register(&inventory))
+            let withheld: BTreeSet<String> = inventory
+                .resources
+                .iter()
+                .filter(|(_, r)| r.withheld.is_some())
+                .map(|(n, _)| n.clone())
+                .collect();
+            (configured, to_register(&inventory), withheld)
         };
         for name in configured.difference(&names) {
-            if !running.contains_key(name) && told_empty.insert(name.clone()) {
+            if !running.contains_key(name)
+                && !withheld.contains(name)
+                && told_empty.insert(name.clone())
+            {
                 tracing::info!(
                     "{name}: no device on this host: registered with the kubelet when one \
                      appears (device_plugin.register_empty: true registers it now)"
@@ -339,11 +448,14 @@ async fn serve(
 /// (one gone while allocated included), and those whose definition asks
 /// to be registered empty (`device_plugin.register_empty`). Another
 /// resource would show on every node as 0 allocatable; it is registered
-/// when its first device appears.
+/// when its first device appears. A resource withheld while another
+/// plugin serves its devices ([`withhold`]) is not registered (one
+/// registered already stays, with an empty list).
 pub fn to_register(inventory: &Inventory) -> BTreeSet<String> {
     inventory
         .resources
         .iter()
+        .filter(|(_, r)| r.withheld.is_none())
         .filter(|(_, r)| !r.devices.is_empty() || r.def.register_empty)
         .map(|(name, _)| name.clone())
         .collect()
@@ -725,6 +837,82 @@ fn owned_listed(h: &held::Held) -> BTreeMap<(String, String), bool> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::deviceplugin::inventory::{Entry, Resource, ResourceDef};
+
+    /// An inventory of one GPU under `cdigen.io/nvidia`, whose generator
+    /// lists NVIDIA's resources.
+    fn gpus() -> Inventory {
+        let entry = Entry {
+            id: "GPU-1".into(),
+            cdi_name: "nvidia.com/gpu=GPU-1".into(),
+            unhealthy: None,
+            placement: Default::default(),
+            device: Arc::default(),
+            present: true,
+        };
+        let r = Resource {
+            def: ResourceDef {
+                name: "cdigen.io/nvidia".into(),
+                generator: "nvidia".into(),
+                kind: "nvidia.com/gpu".into(),
+                source: PathBuf::from("builtin:generators/nvidia.yaml"),
+                replicas: 1,
+                pool: false,
+                register_empty: false,
+                vendor_resources: vec!["nvidia.com/gpu*".into(), "nvidia.com/mig-*".into()],
+            },
+            spec_file: PathBuf::from("/var/run/cdi/nvidia.com-gpu.yaml"),
+            devices: BTreeMap::from([(entry.id.clone(), entry)]),
+            plan: None,
+            withheld: None,
+        };
+        Inventory {
+            resources: BTreeMap::from([(r.def.name.clone(), r)]),
+        }
+    }
+
+    #[test]
+    fn devices_a_live_vendor_plugin_serves_are_withheld_until_it_goes() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let inv = gpus();
+        let mut state = BTreeMap::new();
+        // No vendor plugin: offered, and registered.
+        assert_eq!(withhold(&inv, dir, &mut state), inv);
+        assert_eq!(
+            to_register(&inv),
+            BTreeSet::from(["cdigen.io/nvidia".into()])
+        );
+        // NVIDIA's plugin serves nvidia.com/gpu.shared: none offered, not
+        // registered, remembered (one warning).
+        let l = std::os::unix::net::UnixListener::bind(dir.join("nvidia-gpu.shared.sock")).unwrap();
+        let out = withhold(&inv, dir, &mut state);
+        let r = &out.resources["cdigen.io/nvidia"];
+        assert!(r.devices.is_empty());
+        assert_eq!(r.withheld.as_deref(), Some("nvidia.com/gpu.shared"));
+        assert!(to_register(&out).is_empty());
+        assert_eq!(
+            state["cdigen.io/nvidia"].socket,
+            dir.join("nvidia-gpu.shared.sock")
+        );
+        // Even with register_empty, a withheld resource is not registered.
+        let mut empty = out.clone();
+        if let Some(r) = empty.resources.get_mut("cdigen.io/nvidia") {
+            r.def.register_empty = true;
+        }
+        assert!(to_register(&empty).is_empty());
+        // It stops listening: offered again, forgotten.
+        drop(l);
+        assert_eq!(withhold(&inv, dir, &mut state), inv);
+        assert!(state.is_empty());
+        // A definition that lists none is never withheld.
+        let _l = std::os::unix::net::UnixListener::bind(dir.join("nvidia-gpu.sock")).unwrap();
+        let mut both = inv.clone();
+        if let Some(r) = both.resources.get_mut("cdigen.io/nvidia") {
+            r.def.vendor_resources.clear();
+        }
+        assert_eq!(withhold(&both, dir, &mut state), both);
+    }
 
     #[test]
     fn names_per_instance() {

@@ -60,14 +60,23 @@ pub fn socket_names(resource: &str) -> Vec<String> {
     let Some((domain, name)) = resource.split_once('/') else {
         return Vec::new();
     };
+    affixes(domain)
+        .into_iter()
+        .map(|(before, after)| format!("{before}{name}{after}"))
+        .collect()
+}
+
+/// What comes before and after a resource's name (without its domain) in
+/// the socket names of [`socket_names`], for `domain`.
+fn affixes(domain: &str) -> Vec<(String, &'static str)> {
     let mut out = vec![
-        format!("{domain}_{name}"),
-        format!("{domain}_{name}.sock"),
-        format!("{domain}-{name}.sock"),
+        (format!("{domain}_"), ""),
+        (format!("{domain}_"), ".sock"),
+        (format!("{domain}-"), ".sock"),
     ];
     match domain {
-        "nvidia.com" => out.push(format!("nvidia-{name}.sock")),
-        "habana.ai" => out.push(format!("{name}_habanalabs.sock")),
+        "nvidia.com" => out.push(("nvidia-".into(), ".sock")),
+        "habana.ai" => out.push((String::new(), "_habanalabs.sock")),
         _ => {}
     }
     out
@@ -99,6 +108,80 @@ pub fn checkpointed(plugin_dir: &Path) -> Vec<String> {
 fn live(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_socket())
         && std::os::unix::net::UnixStream::connect(path).is_ok()
+}
+
+/// Another plugin serving devices a generator offers
+/// (`device_plugin.vendor_resources`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Serving {
+    /// The other plugin's resource (`nvidia.com/gpu`).
+    pub resource: String,
+    /// Its socket, which accepts connections.
+    pub socket: PathBuf,
+}
+
+/// The first of `patterns` (`domain/name`, or `domain/prefix*` for every
+/// name that starts with the prefix) that another plugin serves now: a
+/// live socket in `plugin_dir` under one of the vendor plugins' names for
+/// it ([`socket_names`]; for a prefix, any socket in the directory that
+/// fits one). `None` when none is served.
+pub fn serving(plugin_dir: &Path, patterns: &[String]) -> Option<Serving> {
+    // The directory's file names, read once and only for a prefix.
+    let mut listed: Option<Vec<String>> = None;
+    for pattern in patterns {
+        let Some((domain, name)) = pattern.split_once('/') else {
+            continue;
+        };
+        if domain == OWN_DOMAIN {
+            continue;
+        }
+        if let Some(prefix) = name.strip_suffix('*') {
+            let names = listed.get_or_insert_with(|| list(plugin_dir));
+            for file in names.iter() {
+                let found = affixes(domain).into_iter().find_map(|(before, after)| {
+                    file.strip_prefix(before.as_str())
+                        .and_then(|rest| rest.strip_suffix(after))
+                        .filter(|n| n.starts_with(prefix) && !n.is_empty())
+                        .map(str::to_string)
+                });
+                let Some(short) = found else {
+                    continue;
+                };
+                let socket = plugin_dir.join(file);
+                if live(&socket) {
+                    return Some(Serving {
+                        resource: format!("{domain}/{short}"),
+                        socket,
+                    });
+                }
+            }
+        } else {
+            for s in socket_names(pattern) {
+                let socket = plugin_dir.join(s);
+                if live(&socket) {
+                    return Some(Serving {
+                        resource: pattern.clone(),
+                        socket,
+                    });
+                }
+            }
+        }
+    }
+    None
+}
+
+/// The file names in `dir`, sorted; none when it cannot be read.
+fn list(dir: &Path) -> Vec<String> {
+    let mut out: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| e.file_name().into_string().ok())
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
 }
 
 /// Refuses a resource outside cdigen's domain that another plugin serves
@@ -158,6 +241,7 @@ mod tests {
             replicas: 1,
             pool: false,
             register_empty: false,
+            vendor_resources: Vec::new(),
         }
     }
 
@@ -175,6 +259,44 @@ mod tests {
         // A stale socket (nobody listening) is no plugin.
         drop(_l);
         assert_eq!(check(dir, &[def("nvidia.com/gpu")]), Ok(()));
+    }
+
+    #[test]
+    fn a_live_socket_of_a_vendor_resource_or_prefix_is_serving() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let nvidia = vec!["nvidia.com/gpu".to_string(), "nvidia.com/mig-*".to_string()];
+        assert_eq!(serving(dir, &nvidia), None);
+        // A stale socket (nobody listening) and a plain file are no plugin.
+        drop(std::os::unix::net::UnixListener::bind(dir.join("nvidia-gpu.sock")).unwrap());
+        std::fs::write(dir.join("nvidia-mig-1g.10gb.sock"), "").unwrap();
+        assert_eq!(serving(dir, &nvidia), None);
+        let mig = std::os::unix::net::UnixListener::bind(dir.join("nvidia-mig-2g.20gb.sock"));
+        assert_eq!(
+            serving(dir, &nvidia),
+            Some(Serving {
+                resource: "nvidia.com/mig-2g.20gb".into(),
+                socket: dir.join("nvidia-mig-2g.20gb.sock"),
+            })
+        );
+        drop(mig);
+        std::fs::remove_file(dir.join("nvidia-gpu.sock")).unwrap();
+        let _gpu = std::os::unix::net::UnixListener::bind(dir.join("nvidia-gpu.sock")).unwrap();
+        assert_eq!(
+            serving(dir, &nvidia).map(|s| s.resource),
+            Some("nvidia.com/gpu".into())
+        );
+        // Another vendor's prefix does not take NVIDIA's socket; cdigen's
+        // own domain is never another plugin's.
+        assert_eq!(serving(dir, &["amd.com/*".to_string()]), None);
+        assert_eq!(serving(dir, &["cdigen.io/*".to_string()]), None);
+        // Intel's `<domain>-<name>.sock`, by prefix.
+        let _xe =
+            std::os::unix::net::UnixListener::bind(dir.join("gpu.intel.com-xe.sock")).unwrap();
+        assert_eq!(
+            serving(dir, &["gpu.intel.com/*".to_string()]).map(|s| s.resource),
+            Some("gpu.intel.com/xe".into())
+        );
     }
 
     #[test]

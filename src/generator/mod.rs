@@ -213,6 +213,12 @@ pub struct DevicePlugin {
     /// default it is registered once its first device is found.
     #[serde(default, skip_serializing_if = "is_false")]
     pub register_empty: bool,
+    /// The resources of other device plugins that serve these same devices
+    /// (`nvidia.com/gpu`; a trailing `*` matches a prefix:
+    /// `nvidia.com/mig-*`): while one of them is served on the node, the
+    /// devices are not offered, so that one device never goes to two pods.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub vendor_resources: Vec<String>,
 }
 
 #[allow(clippy::trivially_copy_pass_by_ref)] // serde's skip_serializing_if
@@ -240,6 +246,7 @@ impl Default for DevicePlugin {
             resource: None,
             replicas: 1,
             register_empty: false,
+            vendor_resources: Vec::new(),
         }
     }
 }

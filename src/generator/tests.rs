@@ -253,7 +253,10 @@ fn builtin_amd_gpu_is_exactly_as_written() {
             vfio_mode: VfioMode::Auto,
             device_info: false,
             static_devices: vec![],
-            device_plugin: Default::default(),
+            device_plugin: DevicePlugin {
+                vendor_resources: vec!["amd.com/gpu".into()],
+                ..Default::default()
+            },
             driver: None,
         }
     );
@@ -1653,4 +1656,40 @@ fn load_each_keeps_a_broken_file_to_its_own_generators() {
     write(later.path(), "vfio.yaml", builtin_text("vfio.yaml"));
     let d = load_each(&[dir.to_path_buf(), later.path().to_path_buf()]).unwrap();
     assert!(d.loaded.iter().any(|l| l.generator.name == "vfio"));
+}
+
+/// `device_plugin.vendor_resources`: empty unless a definition lists some
+/// (and then not printed while empty); the built-in definitions of devices
+/// a vendor's device plugin serves list that plugin's resources.
+#[test]
+fn device_plugin_vendor_resources() {
+    assert!(base().device_plugin.vendor_resources.is_empty());
+    let off = serde_json::to_value(&base().device_plugin).unwrap();
+    assert!(off.get("vendor_resources").is_none(), "{off}");
+    let g = parse(
+        Path::new(FILE),
+        &format!(
+            "{BASE}device_plugin:\n  vendor_resources: [example.com/gpu, example.com/mig-*]\n"
+        ),
+    )
+    .unwrap();
+    assert_eq!(
+        g.device_plugin.vendor_resources,
+        ["example.com/gpu", "example.com/mig-*"]
+    );
+    for (name, listed) in [
+        ("nvidia", "nvidia.com/gpu*"),
+        ("amd-gpu", "amd.com/gpu"),
+        ("intel-gpu", "gpu.intel.com/*"),
+        ("intel-npu", "npu.intel.com/accel"),
+        ("gaudi", "habana.ai/gaudi*"),
+    ] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("generators/{name}.yaml"));
+        let g = parse(&path, &std::fs::read_to_string(&path).unwrap()).unwrap();
+        assert!(
+            g.device_plugin.vendor_resources.iter().any(|v| v == listed),
+            "{name}: {:?}",
+            g.device_plugin.vendor_resources
+        );
+    }
 }
