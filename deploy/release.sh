@@ -86,14 +86,12 @@ strip --remove-section=.comment --remove-section=.note \
 
 # The binaries as promised: the default build needs only the C library's
 # own shared objects (NVML is opened with dlopen), the hook none at all.
-for bin in "$work/default/cdigen"; do
-  while read -r lib; do
-    case $lib in
-      libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | libgcc_s.so.* | ld-linux*) ;;
-      *) fail "$bin needs $lib: only libc-family libraries are allowed" ;;
-    esac
-  done < <(readelf -d "$bin" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
-done
+while read -r lib; do
+  case $lib in
+    libc.so.* | libm.so.* | libdl.so.* | libpthread.so.* | librt.so.* | libgcc_s.so.* | ld-linux*) ;;
+    *) fail "cdigen needs $lib: only libc-family libraries are allowed" ;;
+  esac
+done < <(readelf -d "$work/default/cdigen" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
 if readelf -l "$work/default/cdigen-hook" | grep -q 'program interpreter' ||
   readelf -d "$work/default/cdigen-hook" | grep -q '(NEEDED)'; then
   fail "cdigen-hook is not linked statically"
