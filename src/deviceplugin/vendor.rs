@@ -199,17 +199,14 @@ pub fn check(plugin_dir: &Path, defs: &[ResourceDef]) -> Result<(), Served> {
         {
             continue;
         }
-        for s in socket_names(&d.name) {
-            let socket = plugin_dir.join(s);
-            if live(&socket) {
-                return Err(Served {
-                    generator: d.generator.clone(),
-                    source_file: d.source.clone(),
-                    resource: d.name.clone(),
-                    socket,
-                    default: super::inventory::default_resource(&d.generator, &d.kind),
-                });
-            }
+        if let Some(found) = serving(plugin_dir, std::slice::from_ref(&d.name)) {
+            return Err(Served {
+                generator: d.generator.clone(),
+                source_file: d.source.clone(),
+                resource: d.name.clone(),
+                socket: found.socket,
+                default: super::inventory::default_resource(&d.generator, &d.kind),
+            });
         }
         let registered = registered.get_or_insert_with(|| checkpointed(plugin_dir));
         if registered.contains(&d.name) {
