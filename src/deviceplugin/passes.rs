@@ -6,13 +6,18 @@
 //! Colliding device IDs in the first pass stop the process (the reason is
 //! kept for `run` to return); later ones are logged, and neither device is
 //! offered.
+//!
+//! The devices' health signals send no event ([`super::signals`]): every
+//! [`signals::POLL`] between passes the inventory is rebuilt from the
+//! last plans, and handed on when it changed.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::inventory::{self, Inventory, ResourceDef};
+use super::signals::{self, Checks};
 use anyhow::Context as _;
 
 use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
@@ -37,6 +42,9 @@ pub struct Passes<A> {
     fatal: Arc<Mutex<Option<anyhow::Error>>>,
     first: bool,
     after: A,
+    checks: Checks,
+    /// When the health signals are read next between passes.
+    next_health: Instant,
 }
 
 impl<A: AfterPass> Passes<A> {
@@ -68,7 +76,16 @@ impl<A: AfterPass> Passes<A> {
             fatal,
             first: true,
             after,
+            checks: Checks::default(),
+            next_health: Instant::now() + signals::POLL,
         })
+    }
+
+    /// The same, acting on health as `checks` say (`--ignore-health`).
+    #[must_use]
+    pub fn with_checks(mut self, checks: Checks) -> Self {
+        self.checks = checks;
+        self
     }
 
     /// Runs the watch over these passes on a thread of its own, with the
@@ -100,22 +117,10 @@ impl<A: AfterPass> Passes<A> {
     }
 
     fn publish(&mut self, since: Instant) {
-        let root = match self.pipeline.host_root() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("{e:#}");
-                return;
-            }
+        self.next_health = Instant::now() + signals::POLL;
+        let Some((inv, collisions)) = self.build() else {
+            return;
         };
-        let held = self.after.held(&self.previous);
-        let (inv, collisions) = inventory::build(
-            &self.defs,
-            self.pipeline.plans(),
-            &root,
-            &self.output_dir,
-            &self.previous,
-            &held,
-        );
         if self.first && !collisions.is_empty() {
             let all: Vec<String> = collisions.iter().map(ToString::to_string).collect();
             if let Ok(mut f) = self.fatal.lock() {
@@ -130,6 +135,46 @@ impl<A: AfterPass> Passes<A> {
         let first = std::mem::replace(&mut self.first, false);
         self.after.after(&inv, first, since);
         self.previous = inv;
+    }
+
+    /// The inventory of the last plans and the host now; `None` when the
+    /// root cannot be opened (logged).
+    fn build(&mut self) -> Option<(Inventory, inventory::Collisions)> {
+        let root = match self.pipeline.host_root() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                return None;
+            }
+        };
+        let held = self.after.held(&self.previous);
+        Some(inventory::build_with(
+            &self.defs,
+            self.pipeline.plans(),
+            &root,
+            &self.output_dir,
+            &self.previous,
+            &held,
+            &self.checks,
+        ))
+    }
+
+    /// Between passes: the inventory again, handed on when the devices'
+    /// health (or anything else) changed. Collisions are the next pass's
+    /// to report.
+    fn check_health(&mut self) {
+        self.next_health = Instant::now() + signals::POLL;
+        if self.first {
+            return;
+        }
+        let Some((inv, _)) = self.build() else {
+            return;
+        };
+        if inv != self.previous {
+            tracing::debug!("the devices' health changed");
+            self.after.after(&inv, false, Instant::now());
+            self.previous = inv;
+        }
     }
 }
 
@@ -162,11 +207,18 @@ impl<A: AfterPass> Regenerate for Passes<A> {
         self.pipeline.udev_running()
     }
 
-    fn poll_every(&self) -> Option<std::time::Duration> {
-        self.pipeline.poll_every()
+    fn poll_every(&self) -> Option<Duration> {
+        let health = self
+            .next_health
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100));
+        Some(self.pipeline.poll_every().map_or(health, |p| p.min(health)))
     }
 
     fn poll(&mut self) -> Option<Scope> {
+        if Instant::now() >= self.next_health {
+            self.check_health();
+        }
         self.pipeline.poll()
     }
 }
