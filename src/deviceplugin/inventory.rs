@@ -768,7 +768,10 @@ mod tests {
         inv.resources["nvidia.com/gpu"]
             .devices
             .values()
-            .map(|e| (e.id.clone(), e.cdi_name.clone(), e.unhealthy.clone()))
+            .map(|e| {
+                let why = e.unhealthy.as_ref().map(ToString::to_string);
+                (e.id.clone(), e.cdi_name.clone(), why)
+            })
             .collect()
     }
 
@@ -899,7 +902,8 @@ mod tests {
         );
         let why = inv.resources["nvidia.com/gpu"].devices["all-1"]
             .unhealthy
-            .clone();
+            .as_ref()
+            .map(ToString::to_string);
         assert_eq!(
             why.as_deref(),
             Some("0000:42:00.0: /dev/nvidia2 is missing")

@@ -871,6 +871,7 @@ mod tests {
         };
         Inventory {
             resources: BTreeMap::from([(r.def.name.clone(), r)]),
+            ..Inventory::default()
         }
     }
 

@@ -22,7 +22,9 @@
 //!   `max_link_speed` ([`Code::LinkSpeedDegraded`], ignored by default:
 //!   GPUs and NICs lower their link speed while idle to save power).
 //!   `Unknown` or `0` is no reading.
-//! - The function itself: its directory gone ([`Code::FunctionRemoved`]).
+//! - The function itself: its directory, there when cdigen last looked,
+//!   gone ([`Code::FunctionRemoved`]; the next pass drops the device, or
+//!   keeps it as [`Code::GoneWhileAllocated`]).
 //!
 //! A VF whose own file is missing or says nothing (VFs often have no AER
 //! capability and no link of their own) is judged by its PF's
@@ -438,20 +440,23 @@ pub fn parse_link_width(s: &str) -> Result<Option<u32>, String> {
     Ok((w > 0).then_some(w))
 }
 
-/// The AER counts first seen, by counter file (host path): what a rise
-/// is measured from.
+/// What a check is measured against: the AER counts first seen, by
+/// counter file (host path), and the functions' directories seen.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Baseline(BTreeMap<PathBuf, AerCounts>);
+pub struct Baseline {
+    aer: BTreeMap<PathBuf, AerCounts>,
+    functions: BTreeSet<PathBuf>,
+}
 
 impl Baseline {
-    /// How many files it holds.
+    /// How many counter files it holds.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.aer.len()
     }
 
-    /// Whether it holds none.
+    /// Whether it holds nothing.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.aer.is_empty() && self.functions.is_empty()
     }
 }
 
@@ -493,12 +498,16 @@ impl<'a> Pass<'a> {
         }
         let dir = Path::new(&d.sysfs_path);
         if !root.exists(dir) {
-            out.push(Problem {
-                code: Code::FunctionRemoved,
-                detail: format!("{} is gone", d.sysfs_path),
-            });
+            if self.previous.functions.contains(dir) {
+                self.next.functions.insert(dir.to_path_buf());
+                out.push(Problem {
+                    code: Code::FunctionRemoved,
+                    detail: format!("{} is gone", d.sysfs_path),
+                });
+            }
             return out;
         }
+        self.next.functions.insert(dir.to_path_buf());
         let pf = dir.join("physfn");
         let pf = root.exists(&pf).then_some(pf);
         for (file, key, code, what) in [
@@ -576,7 +585,7 @@ impl<'a> Pass<'a> {
         code: Code,
         what: &str,
     ) -> Option<Problem> {
-        let base = match self.previous.0.get(path) {
+        let base = match self.previous.aer.get(path) {
             Some(b) if b.total <= now.total => b.clone(),
             _ => now.clone(),
         };
@@ -605,7 +614,7 @@ impl<'a> Pass<'a> {
                 ),
             }
         });
-        self.next.0.insert(path.to_path_buf(), base);
+        self.next.aer.insert(path.to_path_buf(), base);
         problem
     }
 
@@ -812,7 +821,14 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
             sysfs_path: format!("/{DIR}"),
             pci: Some(PciInfo {
                 address: "0000:3b:00.3".into(),
-                ..Default::default()
+                vendor_id: "0x15b3".into(),
+                device_id: "0x101e".into(),
+                subsystem_vendor_id: None,
+                subsystem_device_id: None,
+                class: "0x020000".into(),
+                vendor_name: None,
+                device_name: None,
+                iommu_group: None,
             }),
             ..Default::default()
         }
@@ -844,9 +860,9 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
         let (dir, root) = host();
         let checks = Checks::default();
         let d = vf();
-        // Nothing to read: no problem, no baseline.
+        // Nothing to read: no problem, no counts.
         let (got, base) = check(&root, &checks, &Baseline::default(), &d);
-        assert!(got.is_empty() && base.is_empty(), "{got:?}");
+        assert!(got.is_empty() && base.len() == 0, "{got:?}");
         // Counts already there when first read are the baseline.
         write(&dir, &format!("{DIR}/aer_dev_fatal"), FATAL);
         write(
@@ -950,10 +966,12 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
             )
             .unwrap();
         assert_eq!(judged.codes(), [Code::AerFatal, Code::LinkWidthDegraded]);
-        // The function gone: that alone.
+        // The function gone: that alone, and only for one that was seen.
         std::fs::remove_dir_all(dir.path().join(DIR)).unwrap();
-        let (got, _) = check(&root, &checks, &base, &d);
+        let (got, after) = check(&root, &checks, &base, &d);
         assert_eq!(got, [(Code::FunctionRemoved, format!("/{DIR} is gone"))]);
+        assert_eq!(check(&root, &checks, &after, &d).0, got);
+        assert!(check(&root, &checks, &Baseline::default(), &d).0.is_empty());
         // Not a PCI function: nothing read.
         let mut usb = vf();
         usb.pci = None;
@@ -982,7 +1000,7 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
         write(&dir, &format!("{DIR}/current_link_speed"), "\u{0}\u{1}");
         write(&dir, &format!("{DIR}/max_link_speed"), "16.0 GT/s PCIe\n");
         let (got, base) = check(&root, &checks, &Baseline::default(), &d);
-        assert!(got.is_empty() && base.is_empty(), "{got:?}");
+        assert!(got.is_empty() && base.len() == 0, "{got:?}");
         // A directory where a file should be.
         std::fs::remove_file(dir.path().join(DIR).join("aer_dev_fatal")).unwrap();
         std::fs::create_dir(dir.path().join(DIR).join("aer_dev_fatal")).unwrap();
@@ -996,7 +1014,8 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
                 x ^= x << 13;
                 x ^= x >> 7;
                 x ^= x << 17;
-                bytes.push(b"AB 0123456789\n\tTOTAL_ERR_FATAL.GT/sx-"[(x % 39) as usize]);
+                let alphabet = b"AB 0123456789\n\tTOTAL_ERR_FATAL.GT/sx-";
+                bytes.push(alphabet[(x % alphabet.len() as u64) as usize]);
             }
             let s = String::from_utf8(bytes).unwrap();
             if let Ok(c) = parse_aer(&s, "TOTAL_ERR_FATAL") {
