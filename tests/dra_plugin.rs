@@ -1393,10 +1393,8 @@ async fn a_rising_aer_fatal_counter_taints_the_vf_and_turns_it_unhealthy() {
     let sick: Vec<&DraDevice> = devices.iter().filter(|d| !d.entry.healthy()).collect();
     assert_eq!(sick.len(), 1, "{devices:?}");
     assert_eq!(sick[0].name, VF2);
-    let why = format!(
-        "1 new fatal PCIe error(s) (Surprise Down Error +1): /sys/devices/pci0000:3a/\
-         0000:3a:00.0/0000:3b:00.3/aer_dev_fatal TOTAL_ERR_FATAL is 2, 1 when cdigen first read it"
-    );
+    let why = "1 new fatal PCIe error(s) (Surprise Down Error +1): /sys/devices/pci0000:3a/\
+         0000:3a:00.0/0000:3b:00.3/aer_dev_fatal TOTAL_ERR_FATAL is 2, 1 when cdigen first read it";
     // The slices: the VF tainted, evicting the pods that do not tolerate it.
     let published = cdigen::dra::slices::slices(&devices, DRIVER, NODE, 2);
     let taints: Vec<(String, String, String)> = published
@@ -1425,7 +1423,7 @@ async fn a_rising_aer_fatal_counter_taints_the_vf_and_turns_it_unhealthy() {
     let mut want = healthy.clone();
     let h = want.iter_mut().find(|h| h.device == VF2).unwrap();
     h.health = "UNHEALTHY".into();
-    h.message = why;
+    h.message = why.to_string();
     let mut got = stream.next().await.unwrap();
     while got != want {
         assert_eq!(got, healthy, "neither the old report nor the new");

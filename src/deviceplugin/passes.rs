@@ -222,3 +222,104 @@ impl<A: AfterPass> Regenerate for Passes<A> {
         self.pipeline.poll()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use super::*;
+    use std::path::Path;
+
+    /// Records each inventory it is handed.
+    struct Record(Arc<Mutex<Vec<Inventory>>>);
+
+    impl AfterPass for Record {
+        fn held(&mut self, _: &Inventory) -> BTreeSet<(String, String)> {
+            BTreeSet::new()
+        }
+        fn after(&mut self, inventory: &Inventory, _: bool, _: Instant) {
+            self.0.lock().unwrap().push(inventory.clone());
+        }
+    }
+
+    /// Whether the VF `0000:3b:00.3` of `inv` is healthy.
+    fn vf_healthy(inv: &Inventory) -> bool {
+        inv.resources
+            .values()
+            .flat_map(|r| r.devices.values())
+            .find(|e| e.device.id == "0000:3b:00.3")
+            .unwrap()
+            .healthy()
+    }
+
+    /// Between passes the signals are read again on the poll: a rise of a
+    /// VF's AER fatal counter reaches the server without a pass, once; a
+    /// poll that sees no change hands nothing on.
+    #[test]
+    fn the_health_poll_hands_on_a_changed_inventory_without_a_pass() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&fixture)
+            .arg(&root)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let vf = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.3");
+        std::fs::write(vf.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 0\n").unwrap();
+        let cdi = tmp.path().join("cdi");
+        let pipeline = Pipeline::new(
+            crate::generate::Host {
+                root: root.clone(),
+                backends: Vec::new(),
+                driver_root: None,
+                library_search_path: Vec::new(),
+                hook_path: Some("/usr/bin/cdigen".into()),
+                no_nvml: true,
+            },
+            crate::generate::Definitions {
+                generators: Some("/nonexistent-cdigen-user-generators".into()),
+                templates: None,
+                only: Vec::new(),
+            },
+            cdi.clone(),
+            tmp.path().join("devinfo"),
+            None,
+        )
+        .unwrap()
+        .with_device_info(false);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut passes = Passes::new(
+            pipeline,
+            cdi,
+            Arc::new(Control::new().unwrap()),
+            Arc::default(),
+            Record(Arc::clone(&seen)),
+        )
+        .unwrap();
+        // Before the first pass the poll reads nothing.
+        passes.next_health = Instant::now();
+        assert!(passes.poll().is_none());
+        assert!(seen.lock().unwrap().is_empty());
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        assert!(vf_healthy(&seen.lock().unwrap()[0]));
+        // The poll is due within the health period.
+        assert!(passes.poll_every().unwrap() <= signals::POLL);
+        // Not due yet: nothing read.
+        std::fs::write(vf.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 1\n").unwrap();
+        passes.poll();
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        // Due: the VF turns unhealthy, handed on once.
+        passes.next_health = Instant::now();
+        passes.poll();
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        assert!(!vf_healthy(&seen.lock().unwrap()[1]));
+        passes.next_health = Instant::now();
+        passes.poll();
+        assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+}
