@@ -1191,10 +1191,14 @@ fn hotplug_and_health_changes_reach_list_and_watch() {
 /// GetPreferredAllocation (through the kubelet) keeps a request on one
 /// NUMA node; Allocate names the UUID CDI device and, with
 /// `--legacy-edits`, adds the device nodes, mounts and variables of the
-/// spec; a GPU whose node leaves /dev is Unhealthy until it is back.
+/// spec; a GPU whose node leaves /dev is Unhealthy until it is back; a
+/// GPU whose PCIe AER fatal counter rises after the start is Unhealthy
+/// (the errors it had before are no problem).
 #[test]
 fn dgx_gpus_by_uuid_packed_by_numa_with_legacy_edits() {
     let (tmp, root) = support::machine("dgx-8gpu");
+    let aer = root.join("sys/devices/pci0000:17/0000:17:01.1/0000:18:00.0/aer_dev_fatal");
+    fs::write(&aer, "Surprise Down Error 3\nTOTAL_ERR_FATAL 3\n").unwrap();
     let kubelet = FakeKubelet::start(&tmp.path().join("plugins"));
     let plugin = Plugin::spawn(
         tmp.path(),
@@ -1326,6 +1330,24 @@ fn dgx_gpus_by_uuid_packed_by_numa_with_legacy_edits() {
     fs::write(root.join("dev.manifest"), manifest).unwrap();
     plugin.hup();
     kubelet.wait_for_list(GPU, WAIT, |d| ids(d) == healthy(&sorted));
+
+    // GPU 0 (0000:18:00.0) has a fourth surprise down: Unhealthy.
+    fs::write(&aer, "Surprise Down Error 4\nTOTAL_ERR_FATAL 4\n").unwrap();
+    plugin.hup();
+    kubelet.wait_for_list(GPU, WAIT, |d| {
+        d.iter()
+            .any(|d| d.id == DGX_NUMA0[0] && d.health == "Unhealthy")
+    });
+    let err = kubelet.allocate(GPU, &[DGX_NUMA0[0]]).unwrap_err();
+    assert_eq!(
+        err.message(),
+        format!(
+            "resource cdigen.io/nvidia: device {} is unhealthy: 1 new fatal PCIe error(s) \
+             (Surprise Down Error +1): /sys/devices/pci0000:17/0000:17:01.1/0000:18:00.0/\
+             aer_dev_fatal TOTAL_ERR_FATAL is 4, 3 when cdigen first read it",
+            DGX_NUMA0[0]
+        )
+    );
     plugin.stop();
 }
 

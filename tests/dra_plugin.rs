@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cdigen::dra::api::{v1, v1beta1};
-use cdigen::dra::names::DraDevice;
+use cdigen::dra::names::{self, DraDevice};
 use cdigen::dra::plugin::{self, Config, RegistrationState, Running};
 use cdigen::dra::{ApiError, ApiFuture, ClaimApi};
 use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim};
@@ -1338,5 +1338,127 @@ async fn the_health_stream_reports_every_device_and_follows_its_health() {
         }
     }
     drop(b);
+    running.wait().await;
+}
+
+/// A VF whose PCIe AER fatal counter rises after the driver first read
+/// it: the next pass publishes it with the `AERFatal` taint (NoExecute),
+/// and the health stream turns it UNHEALTHY with the file and the counts;
+/// the other devices stay healthy. Counts already there at the first
+/// reading are the baseline, not a problem. With `AERFatal` ignored
+/// (`--ignore-health`) the same rise leaves it healthy and untainted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rising_aer_fatal_counter_taints_the_vf_and_turns_it_unhealthy() {
+    use cdigen::deviceplugin::inventory::Inventory;
+    use cdigen::deviceplugin::signals::{Checks, Code};
+    let env = Env::new(FakeApi::default());
+    let (root, cdi) = (env.path("root"), env.path("cdi"));
+    let vf = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.3");
+    let counts = |surprise: u32, total: u32| {
+        format!(
+            "Undefined 0\nData Link Protocol 0\nSurprise Down Error {surprise}\n\
+             Poisoned TLP 0\nCompletion Timeout 1\nTOTAL_ERR_FATAL {total}\n"
+        )
+    };
+    fs::write(vf.join("aer_dev_fatal"), counts(0, 1)).unwrap();
+    let checks = Checks::default();
+    let ignoring = Checks::ignoring([Code::AerFatal]);
+    let first = support::inventory_after(&root, &cdi, &Inventory::default(), &checks);
+    let first_ignoring = support::inventory_after(&root, &cdi, &Inventory::default(), &ignoring);
+    let devices = names::devices(&first);
+    assert!(devices.iter().all(|d| d.entry.healthy()), "{devices:?}");
+
+    let (devices_tx, devices_rx) = watch::channel(Arc::new(devices));
+    let mut config = env.config(false);
+    config.health_period = Duration::from_millis(200);
+    let (stop, stopped) = oneshot::channel::<()>();
+    let running = plugin::start(
+        config,
+        Arc::clone(&env.api) as Arc<dyn ClaimApi>,
+        devices_rx,
+        async move {
+            let _ = stopped.await;
+        },
+    )
+    .await
+    .unwrap();
+    let mut stream = HealthV1::open(&running.dra_socket).await;
+    let healthy = stream.next().await.unwrap();
+    assert!(healthy.iter().all(|h| h.health == "HEALTHY"), "{healthy:?}");
+
+    // A surprise down: the fatal total rises from 1 to 2.
+    fs::write(vf.join("aer_dev_fatal"), counts(1, 2)).unwrap();
+    let second = support::inventory_after(&root, &cdi, &first, &checks);
+    let devices = names::devices(&second);
+    let sick: Vec<&DraDevice> = devices.iter().filter(|d| !d.entry.healthy()).collect();
+    assert_eq!(sick.len(), 1, "{devices:?}");
+    assert_eq!(sick[0].name, VF2);
+    let why = "1 new fatal PCIe error(s) (Surprise Down Error +1): /sys/devices/pci0000:3a/\
+         0000:3a:00.0/0000:3b:00.3/aer_dev_fatal TOTAL_ERR_FATAL is 2, 1 when cdigen first read it";
+    // The slices: the VF tainted, evicting the pods that do not tolerate it.
+    let published = cdigen::dra::slices::slices(&devices, DRIVER, NODE, 2);
+    let taints: Vec<(String, String, String)> = published
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .flat_map(|d| {
+            d.taints.unwrap_or_default().into_iter().map(move |t| {
+                (
+                    d.name.clone(),
+                    format!("{}={}", t.key, t.value.unwrap()),
+                    t.effect,
+                )
+            })
+        })
+        .collect();
+    assert_eq!(
+        taints,
+        [(
+            VF2.to_string(),
+            "dra.cdigen.io/unhealthy=AERFatal".to_string(),
+            "NoExecute".to_string()
+        )]
+    );
+    // The health stream: UNHEALTHY, with the reason.
+    devices_tx.send_replace(Arc::new(devices.clone()));
+    let mut want = healthy.clone();
+    let h = want.iter_mut().find(|h| h.device == VF2).unwrap();
+    h.health = "UNHEALTHY".into();
+    h.message = why.to_string();
+    let mut got = stream.next().await.unwrap();
+    while got != want {
+        assert_eq!(got, healthy, "neither the old report nor the new");
+        got = stream.next().await.unwrap();
+    }
+    // It stays so on the next pass: the baseline is the first reading.
+    let third = support::inventory_after(&root, &cdi, &second, &checks);
+    assert!(
+        !names::devices(&third)
+            .iter()
+            .find(|d| d.name == VF2)
+            .unwrap()
+            .entry
+            .healthy()
+    );
+
+    // Ignored: the same rise leaves every device healthy and untainted.
+    let ignored = support::inventory_after(&root, &cdi, &first_ignoring, &ignoring);
+    let devices = names::devices(&ignored);
+    assert!(devices.iter().all(|d| d.entry.healthy()), "{devices:?}");
+    let published = cdigen::dra::slices::slices(&devices, DRIVER, NODE, 3);
+    assert!(
+        published
+            .iter()
+            .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+            .all(|d| d.taints.is_none())
+    );
+    devices_tx.send_replace(Arc::new(devices));
+    let mut got = stream.next().await.unwrap();
+    while got != healthy {
+        assert_eq!(got, want, "neither the old report nor the new");
+        got = stream.next().await.unwrap();
+    }
+
+    stop.send(()).unwrap();
+    drop(stream);
     running.wait().await;
 }

@@ -5,7 +5,8 @@
 //! checked here; the schema is checked by `.ci/check-kubernetes.sh`.
 //!
 //! Also the command's errors: no node name, a node name that is not a DNS
-//! subdomain; and a string value over 64 characters left out.
+//! subdomain; a string value over 64 characters left out; and a PCIe link
+//! below its width tainting the devices on it, unless ignored.
 
 #![allow(
     clippy::unwrap_used,
@@ -204,14 +205,14 @@ fn limits(slices: &[ResourceSlice]) -> Vec<String> {
             }
             for t in d.taints.as_deref().unwrap_or_default() {
                 if t.key != format!("{DRIVER}/unhealthy")
-                    || t.effect != "NoSchedule"
+                    || !["NoSchedule", "NoExecute"].contains(&t.effect.as_str())
                     || !is_label_value(t.value.as_deref().unwrap_or(""))
                 {
                     bad.push(format!("{}: taint {t:?}", d.name));
                 }
             }
-            if d.taints.as_ref().is_some_and(|t| t.len() > 4) {
-                bad.push(format!("{}: over 4 taints", d.name));
+            if d.taints.as_ref().is_some_and(|t| t.len() > 16) {
+                bad.push(format!("{}: over 16 taints", d.name));
             }
         }
     }
@@ -520,5 +521,90 @@ fn the_dra_daemonset_and_the_per_node_switch() {
         &serde_json::json!([{"matchExpressions": [
             {"key": "cdigen.io/mode", "operator": "NotIn", "values": ["dra"]}
         ]}])
+    );
+}
+
+/// A PF whose PCIe link trained on 8 of its 16 lanes: its VFs (which have
+/// no link of their own) are published with the `LinkWidthDegraded`
+/// taint (NoSchedule) and `healthy: false`, the other devices untouched;
+/// `--ignore-health LinkWidthDegraded` (or `CDIGEN_IGNORE_HEALTH`)
+/// publishes them untainted; a name that is no code is refused.
+#[test]
+fn a_degraded_link_taints_the_devices_on_it_unless_ignored() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    let ok = Command::new("cp")
+        .arg("-a")
+        .arg(fixtures_dir().join("example/root"))
+        .arg(&root)
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok);
+    let pf = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0");
+    fs::write(pf.join("current_link_width"), "8\n").unwrap();
+    fs::write(pf.join("max_link_width"), "16\n").unwrap();
+    fs::write(pf.join("current_link_speed"), "16.0 GT/s PCIe\n").unwrap();
+    fs::write(pf.join("max_link_speed"), "16.0 GT/s PCIe\n").unwrap();
+    let tainted = |yaml: &str| -> Vec<(String, String, String, Option<bool>)> {
+        let slices = parse(yaml);
+        assert_eq!(limits(&slices), Vec::<String>::new());
+        slices
+            .iter()
+            .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+            .flat_map(|d| {
+                let healthy = d.attributes.as_ref().and_then(|a| a["healthy"].bool);
+                d.taints
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(move |t| (d.name.clone(), t.value.unwrap(), t.effect, healthy))
+            })
+            .collect()
+    };
+    let got = tainted(&print_slices(&root, &[]));
+    let want: Vec<(String, String, String, Option<bool>)> = [
+        "rdma-0000-3b-00-0",
+        "sriov-0000-3b-00-2",
+        "sriov-0000-3b-00-3",
+        "sriov-0000-3b-00-4",
+        "sriov-0000-3b-00-5",
+    ]
+    .iter()
+    .map(|n| {
+        (
+            n.to_string(),
+            "LinkWidthDegraded".to_string(),
+            "NoSchedule".to_string(),
+            Some(false),
+        )
+    })
+    .collect();
+    assert_eq!(got, want);
+    let ignored = print_slices(&root, &["--ignore-health", "linkwidthdegraded,AERFatal"]);
+    assert_eq!(tainted(&ignored), []);
+    let out = Command::new(env!("CARGO_BIN_EXE_cdigen"))
+        .args(["dra-driver", "--print-slices", "--node", NODE, "--root"])
+        .arg(&root)
+        .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators")
+        .env("CDIGEN_NO_NVML", "1")
+        .env("CDIGEN_IGNORE_HEALTH", "LinkWidthDegraded")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(tainted(&String::from_utf8(out.stdout).unwrap()), []);
+    let (code, out, err) = cdigen(&[
+        "dra-driver",
+        "--print-slices",
+        "--node",
+        NODE,
+        "--root",
+        root.to_str().unwrap(),
+        "--ignore-health",
+        "AERFatal,Sick",
+    ]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert!(
+        err.contains("\"Sick\" is not a health code (one of DeviceNodeMissing, "),
+        "{err}"
     );
 }

@@ -238,7 +238,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__device__subcmd__plugin)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --lock-timeout --plugin-dir --pod-resources-socket --legacy-edits --pod-uid --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --lock-timeout --plugin-dir --pod-resources-socket --legacy-edits --pod-uid --ignore-health --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -328,6 +328,10 @@ _cdigen() {
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;
+                --ignore-health)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
                 *)
                     COMPREPLY=()
                     ;;
@@ -386,7 +390,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__dra__subcmd__driver)
-            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --lock-timeout --driver-name --node --print-slices --plugin-dir --registry-dir --pod-uid --verbose --quiet --help"
+            opts="-v -q -h --root --backend --driver-root --library-search-path --hook-path --no-nvml --generators --templates --generator --output-dir --devinfo-dir --spec-dir --format --source --debounce --max-delay --interval --ready-file --lock-timeout --driver-name --node --print-slices --plugin-dir --registry-dir --pod-uid --ignore-health --verbose --quiet --help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -481,6 +485,10 @@ _cdigen() {
                     return 0
                     ;;
                 --pod-uid)
+                    COMPREPLY=($(compgen -f "${cur}"))
+                    return 0
+                    ;;
+                --ignore-health)
                     COMPREPLY=($(compgen -f "${cur}"))
                     return 0
                     ;;

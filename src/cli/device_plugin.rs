@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::{DevicePluginArgs, EXIT_OK};
+use crate::deviceplugin::signals::Checks;
 use crate::deviceplugin::{self, Options};
 use crate::watch::{self, Regenerate as _};
 
@@ -22,6 +23,7 @@ pub(crate) fn run(args: &DevicePluginArgs) -> anyhow::Result<u8> {
         devinfo_dir: w.devinfo_dir.clone(),
         legacy: args.legacy_edits,
         pod_uid: super::dra_driver::pod_uid(args.pod_uid.as_deref())?,
+        health: Checks::ignoring(args.ignore_health.iter().copied()),
     };
     deviceplugin::run(
         &config,

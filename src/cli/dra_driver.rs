@@ -9,6 +9,7 @@ use anyhow::Context as _;
 
 use super::{DraDriverArgs, EXIT_OK};
 use crate::deviceplugin::inventory::{self, Inventory};
+use crate::deviceplugin::signals::Checks;
 use crate::dra::run::Options;
 use crate::dra::{names, slices};
 use crate::generate::{Planned, plan_all};
@@ -54,13 +55,14 @@ fn print_slices(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8>
         .into_iter()
         .map(|p| (p.generator.clone(), Arc::new(p)))
         .collect();
-    let (inv, collisions) = inventory::build(
+    let (inv, collisions) = inventory::build_with(
         &defs,
         &plans,
         &root,
         &w.output_dir,
         &Inventory::default(),
         &BTreeSet::new(),
+        &Checks::ignoring(args.ignore_health.iter().copied()),
     );
     for c in collisions {
         tracing::warn!("{c}; both left out");
@@ -122,6 +124,7 @@ from the downward API's spec.nodeName); the slices are published for it"
         output_dir: w.output_dir.clone(),
         root: Arc::new(w.source.host_root()?),
         pod_uid: pod_uid(args.pod_uid.as_deref())?,
+        health: Checks::ignoring(args.ignore_health.iter().copied()),
     };
     crate::dra::run::run(
         &config,

@@ -439,6 +439,18 @@ pub struct DevicePluginArgs {
     /// new pod serving beside the old one on its own sockets, both sharing the allocations on disk.
     #[arg(long, value_name = "UID", env = "CDIGEN_POD_UID")]
     pub pod_uid: Option<String>,
+    /// Health codes not acted on, comma-separated, or none: a device with only these problems stays
+    /// healthy (no taint, Healthy to the kubelet). Codes: DeviceNodeMissing, DeviceNodeMismatch,
+    /// NotADeviceNode, DeviceNodeUnreadable, NoDriverBound, GoneWhileAllocated, FunctionRemoved,
+    /// AERFatal, AERNonFatal, LinkWidthDegraded, LinkSpeedDegraded, Unhealthy.
+    #[arg(
+        long,
+        value_name = "CODE[,CODE]",
+        default_value = crate::deviceplugin::signals::DEFAULT_IGNORE,
+        env = "CDIGEN_IGNORE_HEALTH",
+        value_parser = ignore_health
+    )]
+    pub ignore_health: std::collections::BTreeSet<crate::deviceplugin::signals::Code>,
 }
 
 /// Arguments of `cdigen dra-driver`.
@@ -466,6 +478,18 @@ pub struct DraDriverArgs {
     /// new pod serving beside the old one on its own sockets, both sharing the checkpoint on disk.
     #[arg(long, value_name = "UID", env = "CDIGEN_POD_UID")]
     pub pod_uid: Option<String>,
+    /// Health codes not acted on, comma-separated, or none: a device with only these problems stays
+    /// healthy (no taint, Healthy to the kubelet). Codes: DeviceNodeMissing, DeviceNodeMismatch,
+    /// NotADeviceNode, DeviceNodeUnreadable, NoDriverBound, GoneWhileAllocated, FunctionRemoved,
+    /// AERFatal, AERNonFatal, LinkWidthDegraded, LinkSpeedDegraded, Unhealthy.
+    #[arg(
+        long,
+        value_name = "CODE[,CODE]",
+        default_value = crate::deviceplugin::signals::DEFAULT_IGNORE,
+        env = "CDIGEN_IGNORE_HEALTH",
+        value_parser = ignore_health
+    )]
+    pub ignore_health: std::collections::BTreeSet<crate::deviceplugin::signals::Code>,
 }
 
 /// Arguments of `cdigen completions`.
@@ -924,6 +948,13 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 /// Parses `--lock-timeout`: a duration such as `30s` or `5m`.
 fn lock_timeout(s: &str) -> Result<std::time::Duration, String> {
     humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e} (a duration such as 30s or 5m)"))
+}
+
+/// Parses `--ignore-health`: health codes, comma-separated, or `none`.
+fn ignore_health(
+    s: &str,
+) -> Result<std::collections::BTreeSet<crate::deviceplugin::signals::Code>, String> {
+    crate::deviceplugin::signals::parse_ignore(s)
 }
 
 fn run(cli: &Cli, out: &mut dyn Write, err: &mut dyn Write) -> anyhow::Result<u8> {

@@ -70,7 +70,7 @@ pub fn entries<'a>(resource: &'a Resource, ids: &[String]) -> Result<Vec<&'a Ent
             return Err(Rejected::Unhealthy {
                 resource: resource.def.name.clone(),
                 id: id.clone(),
-                why: why.clone(),
+                why: why.to_string(),
             });
         }
         if seen.insert(e.id.as_str()) {

@@ -2,8 +2,10 @@
 //! ID, with their CDI names, health and placement.
 //!
 //! Built after every watch pass from the pipeline's plans (the specs on
-//! disk) and the host's `/dev`, through the root: nothing here reads the
-//! host any other way.
+//! disk) and the host's `/dev` and sysfs, through the root: nothing here
+//! reads the host any other way. A device is unhealthy when it cannot be
+//! used now ([`health`]) or its PCI signals say so ([`signals`]), less the
+//! codes the admin ignores.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -11,6 +13,7 @@ use std::sync::Arc;
 
 use super::ids;
 use super::preferred::Placement;
+use super::signals::{self, Checks, Code, Unhealthy};
 use crate::generate::Planned;
 use crate::generator::Loaded;
 use crate::model::Device;
@@ -277,7 +280,7 @@ pub struct Entry {
     /// The fully-qualified CDI name Allocate returns (`cdigen.io/vf=0000:3b:00.2`).
     pub cdi_name: String,
     /// Why it is unhealthy; `None` when healthy.
-    pub unhealthy: Option<String>,
+    pub unhealthy: Option<Unhealthy>,
     /// Where it sits (NUMA node, PCIe path, MIG parent).
     pub placement: Placement,
     /// The device as discovered (as last seen, for one that vanished).
@@ -328,6 +331,9 @@ impl Eq for Resource {}
 pub struct Inventory {
     /// By resource name.
     pub resources: BTreeMap<String, Resource>,
+    /// The AER counts first seen of the devices offered: the next build's
+    /// baseline ([`signals::Baseline`]).
+    pub baseline: signals::Baseline,
 }
 
 /// What [`build`] found wrong besides health: ID collisions (both devices
@@ -342,7 +348,8 @@ fn offered(
     def: &ResourceDef,
     plan: &Planned,
     root: &HostRoot,
-) -> Vec<(String, Arc<Device>, Option<String>)> {
+    check: &mut signals::Pass<'_>,
+) -> Vec<(String, Arc<Device>, Option<Unhealthy>)> {
     if def.pool {
         let Some(all) = plan.named.iter().find(|n| n.name == "all") else {
             return Vec::new();
@@ -357,7 +364,7 @@ fn offered(
         }
         let unhealthy = members
             .iter()
-            .find_map(|m| health(root, m).map(|why| format!("{}: {why}", m.id)));
+            .find_map(|m| judged(root, m, check).map(|why| why.prefixed(&m.id)));
         return vec![(all.name.clone(), Arc::new(pool_device(&members)), unhealthy)];
     }
     let mut out = Vec::new();
@@ -370,7 +377,8 @@ fn offered(
             // handed out twice.
             continue;
         }
-        out.push((name, Arc::new(d.clone()), health(root, d)));
+        let unhealthy = judged(root, d, check);
+        out.push((name, Arc::new(d.clone()), unhealthy));
     }
     out
 }
@@ -412,10 +420,8 @@ pub fn unit_id(id: &str, k: u32, replicas: u32) -> String {
 }
 
 /// Builds the inventory from the current plans of the generators (by
-/// generator name), checking each device's health in the host's `/dev`.
-/// A device of `previous` that is gone but allocated (`allocated` holds
-/// (resource, ID)) stays, unhealthy. A resource with replicas offers
-/// each device as that many units, each an entry of its own.
+/// generator name), checking each device's health in the host's `/dev`
+/// and sysfs with the default [`Checks`] ([`build_with`]).
 pub fn build(
     defs: &[ResourceDef],
     plans: &BTreeMap<String, Arc<Planned>>,
@@ -424,14 +430,44 @@ pub fn build(
     previous: &Inventory,
     allocated: &BTreeSet<(String, String)>,
 ) -> (Inventory, Collisions) {
+    build_with(
+        defs,
+        plans,
+        root,
+        output_dir,
+        previous,
+        allocated,
+        &Checks::default(),
+    )
+}
+
+/// Builds the inventory from the current plans of the generators (by
+/// generator name), checking each device's health in the host's `/dev`
+/// and sysfs ([`health`], [`signals`]; AER counters against `previous`'s
+/// baseline), less what `checks` ignores. A device of `previous` that is
+/// gone but allocated (`allocated` holds (resource, ID)) stays,
+/// unhealthy. A resource with replicas offers each device as that many
+/// units, each an entry of its own.
+pub fn build_with(
+    defs: &[ResourceDef],
+    plans: &BTreeMap<String, Arc<Planned>>,
+    root: &HostRoot,
+    output_dir: &Path,
+    previous: &Inventory,
+    allocated: &BTreeSet<(String, String)>,
+    checks: &Checks,
+) -> (Inventory, Collisions) {
     let mut inventory = Inventory::default();
     let mut collisions = Vec::new();
+    let mut check = signals::Pass::new(checks, &previous.baseline);
     for def in defs {
         let plan = plans.get(&def.generator);
         let spec_file = plan.map_or_else(|| output_dir.to_path_buf(), |p| output_dir.join(&p.file));
         let mut devices: BTreeMap<String, Entry> = BTreeMap::new();
         let mut clashing: BTreeSet<String> = BTreeSet::new();
-        let offers = plan.map(|p| offered(def, p, root)).unwrap_or_default();
+        let offers = plan
+            .map(|p| offered(def, p, root, &mut check))
+            .unwrap_or_default();
         for (name, d, unhealthy) in offers {
             let base = ids::device_id(&d);
             let placement = placement(&d);
@@ -473,7 +509,13 @@ pub fn build(
                     devices.insert(
                         id.clone(),
                         Entry {
-                            unhealthy: Some("gone from the host while allocated".into()),
+                            unhealthy: checks.judge(
+                                &e.device.id,
+                                vec![signals::Problem {
+                                    code: Code::GoneWhileAllocated,
+                                    detail: "gone from the host while allocated".into(),
+                                }],
+                            ),
                             present: false,
                             ..e.clone()
                         },
@@ -492,6 +534,7 @@ pub fn build(
             },
         );
     }
+    inventory.baseline = check.finish();
     (inventory, collisions)
 }
 
@@ -515,28 +558,57 @@ fn cdi_name(plan: &Planned, d: &Device) -> Option<String> {
         .map(|n| n.name.clone())
 }
 
-/// Why `d` cannot be used now: a node missing from `/dev` or with other
-/// numbers than the kernel's, or a PCI device with no driver bound.
-pub fn health(root: &HostRoot, d: &Device) -> Option<String> {
+/// Why `d` cannot be used now: its first node missing from `/dev` or with
+/// other numbers than the kernel's, and a PCI device with no driver bound.
+pub fn health(root: &HostRoot, d: &Device) -> Vec<signals::Problem> {
+    let mut out = Vec::new();
+    let mut problem = |code, detail| out.push(signals::Problem { code, detail });
     for n in &d.nodes {
         match root.dev_entry(Path::new(&n.path)) {
             Ok(Some(e)) if e.kind == DevKind::Char || e.kind == DevKind::Block => {
                 if (e.major, e.minor) != (n.major, n.minor) {
-                    return Some(format!(
-                        "{} is {}:{}, the kernel says {}:{}",
-                        n.path, e.major, e.minor, n.major, n.minor
-                    ));
+                    problem(
+                        Code::DeviceNodeMismatch,
+                        format!(
+                            "{} is {}:{}, the kernel says {}:{}",
+                            n.path, e.major, e.minor, n.major, n.minor
+                        ),
+                    );
+                    break;
                 }
             }
-            Ok(Some(_)) => return Some(format!("{} is not a device node", n.path)),
-            Ok(None) => return Some(format!("{} is missing", n.path)),
-            Err(e) => return Some(format!("{} cannot be read: {}", n.path, e.reason())),
+            Ok(Some(_)) => {
+                problem(
+                    Code::NotADeviceNode,
+                    format!("{} is not a device node", n.path),
+                );
+                break;
+            }
+            Ok(None) => {
+                problem(Code::DeviceNodeMissing, format!("{} is missing", n.path));
+                break;
+            }
+            Err(e) => {
+                problem(
+                    Code::DeviceNodeUnreadable,
+                    format!("{} cannot be read: {}", n.path, e.reason()),
+                );
+                break;
+            }
         }
     }
     if d.pci.is_some() && d.driver.is_none() {
-        return Some("no driver is bound".into());
+        problem(Code::NoDriverBound, "no driver is bound".into());
     }
-    None
+    out
+}
+
+/// Why `d` is unhealthy: its [`health`] and PCI signals ([`signals`]),
+/// less what the admin ignores.
+fn judged(root: &HostRoot, d: &Device, check: &mut signals::Pass<'_>) -> Option<Unhealthy> {
+    let mut problems = health(root, d);
+    problems.extend(check.pci(root, d));
+    check.checks().judge(&d.id, problems)
 }
 
 /// Where `d` sits: its NUMA node, its path below `/sys/devices`, its MIG
@@ -696,7 +768,10 @@ mod tests {
         inv.resources["nvidia.com/gpu"]
             .devices
             .values()
-            .map(|e| (e.id.clone(), e.cdi_name.clone(), e.unhealthy.clone()))
+            .map(|e| {
+                let why = e.unhealthy.as_ref().map(ToString::to_string);
+                (e.id.clone(), e.cdi_name.clone(), why)
+            })
             .collect()
     }
 
@@ -827,7 +902,8 @@ mod tests {
         );
         let why = inv.resources["nvidia.com/gpu"].devices["all-1"]
             .unhealthy
-            .clone();
+            .as_ref()
+            .map(ToString::to_string);
         assert_eq!(
             why.as_deref(),
             Some("0000:42:00.0: /dev/nvidia2 is missing")

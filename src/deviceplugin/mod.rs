@@ -12,7 +12,9 @@
 //! - [`run`]: the process: the watch thread, and per resource a server
 //!   that registers with the kubelet and re-registers after it restarts.
 //! - [`inventory`]: resources, device IDs ([`ids`]), CDI names, health and
-//!   placement, rebuilt after every pass.
+//!   placement, rebuilt after every pass; [`signals`]: health beyond
+//!   presence (PCIe AER counters, the link), its codes and what the admin
+//!   ignores.
 //! - [`server`]: the `DevicePlugin` service; [`allocate`] builds Allocate's
 //!   answer; [`preferred`] GetPreferredAllocation's choice; [`devinfo`] the
 //!   device-info files of allocated network devices, and [`held`] the
@@ -32,6 +34,7 @@ pub mod passes;
 pub mod preferred;
 pub mod run;
 pub mod server;
+pub mod signals;
 pub mod vendor;
 
 pub use run::{Options, run};

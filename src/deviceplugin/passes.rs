@@ -6,13 +6,18 @@
 //! Colliding device IDs in the first pass stop the process (the reason is
 //! kept for `run` to return); later ones are logged, and neither device is
 //! offered.
+//!
+//! The devices' health signals send no event ([`super::signals`]): every
+//! [`signals::POLL`] between passes the inventory is rebuilt from the
+//! last plans, and handed on when it changed.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::inventory::{self, Inventory, ResourceDef};
+use super::signals::{self, Checks};
 use anyhow::Context as _;
 
 use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
@@ -37,6 +42,9 @@ pub struct Passes<A> {
     fatal: Arc<Mutex<Option<anyhow::Error>>>,
     first: bool,
     after: A,
+    checks: Checks,
+    /// When the health signals are read next between passes.
+    next_health: Instant,
 }
 
 impl<A: AfterPass> Passes<A> {
@@ -68,7 +76,16 @@ impl<A: AfterPass> Passes<A> {
             fatal,
             first: true,
             after,
+            checks: Checks::default(),
+            next_health: Instant::now() + signals::POLL,
         })
+    }
+
+    /// The same, acting on health as `checks` say (`--ignore-health`).
+    #[must_use]
+    pub fn with_checks(mut self, checks: Checks) -> Self {
+        self.checks = checks;
+        self
     }
 
     /// Runs the watch over these passes on a thread of its own, with the
@@ -100,22 +117,10 @@ impl<A: AfterPass> Passes<A> {
     }
 
     fn publish(&mut self, since: Instant) {
-        let root = match self.pipeline.host_root() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("{e:#}");
-                return;
-            }
+        self.next_health = Instant::now() + signals::POLL;
+        let Some((inv, collisions)) = self.build() else {
+            return;
         };
-        let held = self.after.held(&self.previous);
-        let (inv, collisions) = inventory::build(
-            &self.defs,
-            self.pipeline.plans(),
-            &root,
-            &self.output_dir,
-            &self.previous,
-            &held,
-        );
         if self.first && !collisions.is_empty() {
             let all: Vec<String> = collisions.iter().map(ToString::to_string).collect();
             if let Ok(mut f) = self.fatal.lock() {
@@ -130,6 +135,46 @@ impl<A: AfterPass> Passes<A> {
         let first = std::mem::replace(&mut self.first, false);
         self.after.after(&inv, first, since);
         self.previous = inv;
+    }
+
+    /// The inventory of the last plans and the host now; `None` when the
+    /// root cannot be opened (logged).
+    fn build(&mut self) -> Option<(Inventory, inventory::Collisions)> {
+        let root = match self.pipeline.host_root() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::error!("{e:#}");
+                return None;
+            }
+        };
+        let held = self.after.held(&self.previous);
+        Some(inventory::build_with(
+            &self.defs,
+            self.pipeline.plans(),
+            &root,
+            &self.output_dir,
+            &self.previous,
+            &held,
+            &self.checks,
+        ))
+    }
+
+    /// Between passes: the inventory again, handed on when the devices'
+    /// health (or anything else) changed. Collisions are the next pass's
+    /// to report.
+    fn check_health(&mut self) {
+        self.next_health = Instant::now() + signals::POLL;
+        if self.first {
+            return;
+        }
+        let Some((inv, _)) = self.build() else {
+            return;
+        };
+        if inv != self.previous {
+            tracing::debug!("the devices' health changed");
+            self.after.after(&inv, false, Instant::now());
+            self.previous = inv;
+        }
     }
 }
 
@@ -162,11 +207,119 @@ impl<A: AfterPass> Regenerate for Passes<A> {
         self.pipeline.udev_running()
     }
 
-    fn poll_every(&self) -> Option<std::time::Duration> {
-        self.pipeline.poll_every()
+    fn poll_every(&self) -> Option<Duration> {
+        let health = self
+            .next_health
+            .saturating_duration_since(Instant::now())
+            .max(Duration::from_millis(100));
+        Some(self.pipeline.poll_every().map_or(health, |p| p.min(health)))
     }
 
     fn poll(&mut self) -> Option<Scope> {
+        if Instant::now() >= self.next_health {
+            self.check_health();
+        }
         self.pipeline.poll()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
+
+    use super::*;
+    use std::path::Path;
+
+    /// Records each inventory it is handed.
+    struct Record(Arc<Mutex<Vec<Inventory>>>);
+
+    impl AfterPass for Record {
+        fn held(&mut self, _: &Inventory) -> BTreeSet<(String, String)> {
+            BTreeSet::new()
+        }
+        fn after(&mut self, inventory: &Inventory, _: bool, _: Instant) {
+            self.0.lock().unwrap().push(inventory.clone());
+        }
+    }
+
+    /// Whether the VF `0000:3b:00.3` of `inv` is healthy.
+    fn vf_healthy(inv: &Inventory) -> bool {
+        inv.resources
+            .values()
+            .flat_map(|r| r.devices.values())
+            .find(|e| e.device.id == "0000:3b:00.3")
+            .unwrap()
+            .healthy()
+    }
+
+    /// Between passes the signals are read again on the poll: a rise of a
+    /// VF's AER fatal counter reaches the server without a pass, once; a
+    /// poll that sees no change hands nothing on.
+    #[test]
+    fn the_health_poll_hands_on_a_changed_inventory_without_a_pass() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = tmp.path().join("root");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&fixture)
+            .arg(&root)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let vf = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.3");
+        std::fs::write(vf.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 0\n").unwrap();
+        let cdi = tmp.path().join("cdi");
+        let pipeline = Pipeline::new(
+            crate::generate::Host {
+                root: root.clone(),
+                backends: Vec::new(),
+                driver_root: None,
+                library_search_path: Vec::new(),
+                hook_path: Some("/usr/bin/cdigen".into()),
+                no_nvml: true,
+            },
+            crate::generate::Definitions {
+                generators: Some("/nonexistent-cdigen-user-generators".into()),
+                templates: None,
+                only: Vec::new(),
+            },
+            cdi.clone(),
+            tmp.path().join("devinfo"),
+            None,
+        )
+        .unwrap()
+        .with_device_info(false);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let mut passes = Passes::new(
+            pipeline,
+            cdi,
+            Arc::new(Control::new().unwrap()),
+            Arc::default(),
+            Record(Arc::clone(&seen)),
+        )
+        .unwrap();
+        // Before the first pass the poll reads nothing.
+        passes.next_health = Instant::now();
+        assert!(passes.poll().is_none());
+        assert!(seen.lock().unwrap().is_empty());
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        assert!(vf_healthy(&seen.lock().unwrap()[0]));
+        // The poll is due within the health period.
+        assert!(passes.poll_every().unwrap() <= signals::POLL);
+        // Not due yet: nothing read.
+        std::fs::write(vf.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 1\n").unwrap();
+        passes.poll();
+        assert_eq!(seen.lock().unwrap().len(), 1);
+        // Due: the VF turns unhealthy, handed on once.
+        passes.next_health = Instant::now();
+        passes.poll();
+        assert_eq!(seen.lock().unwrap().len(), 2);
+        assert!(!vf_healthy(&seen.lock().unwrap()[1]));
+        passes.next_health = Instant::now();
+        passes.poll();
+        assert_eq!(seen.lock().unwrap().len(), 2);
     }
 }

@@ -86,6 +86,8 @@ pub struct Options {
     /// This pod's UID (`--pod-uid`), for a rolling update: this instance's
     /// own sockets and lock ([`socket_name`], [`lock_name`]).
     pub pod_uid: Option<String>,
+    /// The health codes acted on (`--ignore-health`).
+    pub health: super::signals::Checks,
 }
 
 /// The socket file name of `resource`: `cdigen-cdigen.io_vf.sock`, or
@@ -247,7 +249,8 @@ pub fn run(
             passed: Arc::clone(&passed),
             allocated: Arc::clone(&shared),
         },
-    )?;
+    )?
+    .with_checks(options.health.clone());
     // The watch ends on SIGTERM; dropping the passes then closes the inventory: the servers stop.
     let watcher = publisher.spawn(config, open_source, Arc::clone(&control))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -868,6 +871,7 @@ mod tests {
         };
         Inventory {
             resources: BTreeMap::from([(r.def.name.clone(), r)]),
+            ..Inventory::default()
         }
     }
 

@@ -82,8 +82,8 @@ pub fn report(devices: &[DraDevice], pool: &str, now: i64, timeout: Duration) ->
             message: d
                 .entry
                 .unhealthy
-                .as_deref()
-                .map(message)
+                .as_ref()
+                .map(|why| message(&why.to_string()))
                 .unwrap_or_default(),
             last_updated: now,
             timeout_seconds,
@@ -239,7 +239,7 @@ mod tests {
             entry: Entry {
                 id: name.into(),
                 cdi_name: format!("cdigen.io/vf={name}"),
-                unhealthy: unhealthy.map(String::from),
+                unhealthy: unhealthy.map(Into::into),
                 placement: Placement::default(),
                 device: Arc::new(crate::model::Device::default()),
                 present: true,

@@ -41,6 +41,8 @@ pub struct Options {
     /// serves beside the old one ([`plugin::Config::with_pod_uid`]) and
     /// the slices stay when an instance stops.
     pub pod_uid: Option<String>,
+    /// The health codes acted on (`--ignore-health`).
+    pub health: crate::deviceplugin::signals::Checks,
 }
 
 /// What the driver does after each pass: the devices and the slices of
@@ -150,7 +152,8 @@ pub fn run(
             devices: devices_tx,
             slices: slices_tx,
         },
-    )?;
+    )?
+    .with_checks(options.health.clone());
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

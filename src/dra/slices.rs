@@ -31,8 +31,8 @@
 //! Unqualified names are under the driver's domain in CEL:
 //! `device.attributes["dra.cdigen.io"].pfName`.
 //!
-//! An unhealthy device keeps its place and gets a taint
-//! ([`unhealthy_taint`]); a pool with a tainted device is chunked at
+//! An unhealthy device keeps its place and gets a taint per reason
+//! ([`unhealthy_taints`]); a pool with a tainted device is chunked at
 //! [`MAX_DEVICES_WITH_TAINTS`] devices per slice, otherwise at
 //! [`MAX_DEVICES`].
 //!
@@ -51,6 +51,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use sha2::{Digest, Sha256};
 
 use super::names::DraDevice;
+use crate::deviceplugin::signals::Unhealthy;
 use crate::model::{Device as Model, NVIDIA_CONTROL_ROLES};
 
 /// The API's limit on devices per slice.
@@ -402,38 +403,21 @@ pub fn is_attribute_name(name: &str) -> bool {
         && name.len() <= MAX_ATTRIBUTE_NAME
 }
 
-/// The taint of an unhealthy device: key `<driver>/unhealthy`, effect
-/// `NoSchedule`, value a short reason code ([`reason_code`]); the whole
-/// reason is in the log.
-pub fn unhealthy_taint(driver: &str, why: &str) -> DeviceTaint {
-    DeviceTaint {
-        key: format!("{driver}/unhealthy"),
-        value: Some(reason_code(why).to_string()),
-        effect: "NoSchedule".into(),
-        time_added: None,
-    }
-}
-
-/// A label-safe code for an inventory's health reason
-/// ([`crate::deviceplugin::inventory::health`]): `DeviceNodeMissing`,
-/// `DeviceNodeMismatch`, `NotADeviceNode`, `DeviceNodeUnreadable`,
-/// `NoDriverBound`, `GoneWhileAllocated`, else `Unhealthy`.
-pub fn reason_code(why: &str) -> &'static str {
-    if why.contains("gone from the host") {
-        "GoneWhileAllocated"
-    } else if why.ends_with(" is missing") {
-        "DeviceNodeMissing"
-    } else if why.contains("the kernel says") {
-        "DeviceNodeMismatch"
-    } else if why.ends_with("is not a device node") {
-        "NotADeviceNode"
-    } else if why.contains("cannot be read") {
-        "DeviceNodeUnreadable"
-    } else if why.contains("no driver is bound") {
-        "NoDriverBound"
-    } else {
-        "Unhealthy"
-    }
+/// The taints of an unhealthy device: for each of its reasons' codes
+/// ([`Code`]), once, key `<driver>/unhealthy`, value the code, effect the
+/// code's ([`Code::effect`]: `NoExecute` for a fatal PCIe error, else
+/// `NoSchedule`); the whole reason is in the log and the health stream.
+/// At most one per code, so within the API's 16.
+pub fn unhealthy_taints(driver: &str, why: &Unhealthy) -> Vec<DeviceTaint> {
+    why.codes()
+        .into_iter()
+        .map(|code| DeviceTaint {
+            key: format!("{driver}/unhealthy"),
+            value: Some(code.as_str().to_string()),
+            effect: code.effect().as_str().into(),
+            time_added: None,
+        })
+        .collect()
 }
 
 /// The API's Device for `d`.
@@ -461,7 +445,7 @@ pub fn device(d: &DraDevice, driver: &str) -> Device {
         .collect();
     let taints = d.entry.unhealthy.as_ref().map(|why| {
         tracing::debug!("DRA device {} is unhealthy: {why}", d.name);
-        vec![unhealthy_taint(driver, why)]
+        unhealthy_taints(driver, why)
     });
     Device {
         name: d.name.clone(),
@@ -650,7 +634,7 @@ mod tests {
             entry: Entry {
                 id: m.id.clone(),
                 cdi_name: format!("cdigen.io/vf={}", m.id),
-                unhealthy: unhealthy.map(str::to_string),
+                unhealthy: unhealthy.map(Into::into),
                 placement: placement(&m),
                 device: Arc::new(m),
                 present: true,
@@ -787,35 +771,70 @@ mod tests {
     }
 
     #[test]
-    fn an_unhealthy_device_is_tainted_with_a_label_safe_code() {
-        let d = dra(vf(), Some("/dev/infiniband/uverbs2 is missing"));
-        let dev = device(&d, "dra.cdigen.io");
-        let t = dev.taints.unwrap();
+    fn an_unhealthy_device_is_tainted_once_per_code_with_its_effect() {
+        use crate::deviceplugin::signals::{Code, Problem};
+        let mut d = dra(vf(), None);
+        d.entry.unhealthy = Some(Unhealthy::new(
+            Code::DeviceNodeMissing,
+            "/dev/infiniband/uverbs2 is missing",
+        ));
+        let t = device(&d, "dra.cdigen.io").taints.unwrap();
         assert_eq!(t.len(), 1);
         assert_eq!(t[0].key, "dra.cdigen.io/unhealthy");
         assert_eq!(t[0].value.as_deref(), Some("DeviceNodeMissing"));
         assert_eq!(t[0].effect, "NoSchedule");
         assert_eq!(attributes(&d)["healthy"].bool, Some(false));
-        assert_eq!(reason_code("no driver is bound"), "NoDriverBound");
+        // Several reasons: a taint per code, in order, each once; a fatal
+        // PCIe error evicts.
+        let problem = |code, detail: &str| Problem {
+            code,
+            detail: detail.into(),
+        };
+        d.entry.unhealthy = Some(Unhealthy {
+            problems: vec![
+                problem(Code::AerFatal, "1 new fatal PCIe error(s)"),
+                problem(Code::LinkWidthDegraded, "PCIe link x8 of x16"),
+                problem(Code::AerFatal, "its PF's too"),
+            ],
+        });
+        let t = device(&d, "x.io").taints.unwrap();
+        let got: Vec<(&str, &str, &str)> = t
+            .iter()
+            .map(|t| {
+                (
+                    t.key.as_str(),
+                    t.value.as_deref().unwrap(),
+                    t.effect.as_str(),
+                )
+            })
+            .collect();
         assert_eq!(
-            reason_code("gone from the host while allocated"),
-            "GoneWhileAllocated"
+            got,
+            [
+                ("x.io/unhealthy", "AERFatal", "NoExecute"),
+                ("x.io/unhealthy", "LinkWidthDegraded", "NoSchedule")
+            ]
         );
+        // Every code is a label value, and only AERFatal evicts.
+        for c in Code::ALL {
+            let v = c.as_str();
+            assert!(
+                v.len() <= 63 && v.bytes().all(|b| b.is_ascii_alphanumeric()),
+                "{v}"
+            );
+            assert_eq!(c.effect().as_str() == "NoExecute", c == Code::AerFatal);
+        }
+        // A reason with no code of its own.
+        let d = dra(vf(), Some("anything else"));
         assert_eq!(
-            reason_code("/dev/x is 1:2, the kernel says 1:3"),
-            "DeviceNodeMismatch"
+            device(&d, "x.io").taints.unwrap()[0].value.as_deref(),
+            Some("Unhealthy")
         );
-        assert_eq!(reason_code("/dev/x is not a device node"), "NotADeviceNode");
-        assert_eq!(
-            reason_code("/dev/x cannot be read: denied"),
-            "DeviceNodeUnreadable"
-        );
-        assert_eq!(reason_code("anything else"), "Unhealthy");
     }
 
     #[test]
     fn the_inventory_health_reasons_have_codes() {
-        // The codes follow the words of inventory::health: keep them in step.
+        use crate::deviceplugin::signals::Code;
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(
             dir.path().join("dev.manifest"),
@@ -823,19 +842,24 @@ mod tests {
         )
         .unwrap();
         let root = crate::root::HostRoot::open(dir.path()).unwrap();
-        let health = |m: &Model| crate::deviceplugin::inventory::health(&root, m).unwrap();
+        let codes = |m: &Model| -> Vec<Code> {
+            crate::deviceplugin::inventory::health(&root, m)
+                .into_iter()
+                .map(|p| p.code)
+                .collect()
+        };
         let mismatch = vf();
-        assert_eq!(reason_code(&health(&mismatch)), "DeviceNodeMismatch");
+        assert_eq!(codes(&mismatch), [Code::DeviceNodeMismatch]);
         let mut missing = vf();
         missing.nodes[0].path = "/dev/nope".into();
-        assert_eq!(reason_code(&health(&missing)), "DeviceNodeMissing");
+        assert_eq!(codes(&missing), [Code::DeviceNodeMissing]);
         let mut dir_node = vf();
         dir_node.nodes[0].path = "/dev/x".into();
-        assert_eq!(reason_code(&health(&dir_node)), "NotADeviceNode");
+        assert_eq!(codes(&dir_node), [Code::NotADeviceNode]);
         let mut unbound = vf();
         unbound.nodes.clear();
         unbound.driver = None;
-        assert_eq!(reason_code(&health(&unbound)), "NoDriverBound");
+        assert_eq!(codes(&unbound), [Code::NoDriverBound]);
     }
 
     #[test]

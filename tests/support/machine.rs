@@ -144,6 +144,33 @@ pub fn dra_devices(root: &Path, cdi: &Path) -> Vec<cdigen::dra::names::DraDevice
     cdigen::dra::names::devices(&inv)
 }
 
+/// The inventory of the machine at `root` after one full pass of
+/// [`pipeline`] into `cdi`, its health measured against `previous` (the
+/// AER counts first seen) and judged by `checks`: the driver's next pass.
+pub fn inventory_after(
+    root: &Path,
+    cdi: &Path,
+    previous: &cdigen::deviceplugin::inventory::Inventory,
+    checks: &cdigen::deviceplugin::signals::Checks,
+) -> cdigen::deviceplugin::inventory::Inventory {
+    use cdigen::deviceplugin::inventory;
+    use cdigen::watch::Regenerate as _;
+    let mut p = pipeline(root, cdi);
+    p.regenerate(&cdigen::watch::Scope::All, &|| false).unwrap();
+    let defs = inventory::resources(p.generators()).unwrap();
+    let (inv, collisions) = inventory::build_with(
+        &defs,
+        p.plans(),
+        &p.host_root().unwrap(),
+        cdi,
+        previous,
+        &std::collections::BTreeSet::new(),
+        checks,
+    );
+    assert!(collisions.is_empty(), "{collisions:?}");
+    inv
+}
+
 /// How long a [`Daemon`] is waited for.
 const DAEMON_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
 
