@@ -314,6 +314,60 @@ fn the_examples_attributes_are_published() {
     );
 }
 
+/// Every device on a PCI function carries the standard PCI attributes:
+/// an AMD GPU's partitions (platform devices) those of their GPU, a USB
+/// serial adapter those of its USB controller.
+#[test]
+fn every_pci_device_has_its_pcie_root() {
+    let yaml = print_slices(&fixtures_dir().join("mi300x-cpx/root"), &[]);
+    let parts: Vec<_> = parse(&yaml)
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.name.starts_with("amd-gpu-0000-05-00-0"))
+        .collect();
+    assert_eq!(parts.len(), 8, "{parts:?}");
+    for d in &parts {
+        let a = d.attributes.as_ref().unwrap();
+        let s = |k: &str| a.get(k).and_then(|v| v.string.clone());
+        assert_eq!(
+            s("resource.kubernetes.io/pcieRoot").as_deref(),
+            Some("pci0000:00"),
+            "{}",
+            d.name
+        );
+        assert_eq!(
+            s("resource.kubernetes.io/pciBusID").as_deref(),
+            Some("0000:05:00.0")
+        );
+        assert_eq!(a["resource.kubernetes.io/numaNode"].int, Some(0));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = usb_serial_enabled(tmp.path());
+    let yaml = print_slices(
+        &fixtures_dir().join("serial-host/root"),
+        &["--generators", defs.to_str().unwrap()],
+    );
+    let serial: Vec<_> = parse(&yaml)
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.name.starts_with("usb-serial-"))
+        .collect();
+    assert_eq!(serial.len(), 2);
+    for d in &serial {
+        let a = d.attributes.as_ref().unwrap();
+        assert_eq!(
+            a["resource.kubernetes.io/pciBusID"].string.as_deref(),
+            Some("0000:0e:00.3")
+        );
+        assert_eq!(
+            a["resource.kubernetes.io/pcieRoot"].string.as_deref(),
+            Some("pci0000:00")
+        );
+        // The controller's numa_node is -1: no numaNode.
+        assert!(!a.contains_key("resource.kubernetes.io/numaNode"));
+    }
+}
+
 /// Printing writes no spec: the output directory stays absent.
 #[test]
 fn print_slices_writes_nothing() {

@@ -8,7 +8,10 @@
 //! string value longer than [`MAX_STRING`] is left out (never cut short):
 //!
 //! 1. the standard attributes, `resource.kubernetes.io/pciBusID`,
-//!    `pcieRoot` and `numaNode` (omitted when the kernel says -1);
+//!    `pcieRoot` and `numaNode` (omitted when the kernel says -1), of the
+//!    PCI function the device is or is part of
+//!    ([`Model::pci_function_path`]: an AMD partition's GPU, a vDPA
+//!    device's VF, the nearest PCI function above a generic device);
 //! 2. what cdigen knows it as: `kind` (the CDI kind), `cdiName` (its name
 //!    in that kind), `resource`, `generator`, `class`, `backend`,
 //!    `healthy`;
@@ -136,7 +139,7 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
     if bus_id.is_some() {
         c.string(
             &format!("{STANDARD_DOMAIN}/pcieRoot"),
-            pcie_root(&m.sysfs_path),
+            m.pci_function_path().and_then(pcie_root),
         );
     }
     if let Some(n) = m.numa_node.or(d.entry.placement.numa) {
@@ -308,12 +311,17 @@ pub fn capacity(d: &DraDevice) -> BTreeMap<String, DeviceCapacity> {
 }
 
 /// The PCI address of `m` (extended BDF), or of the function a vDPA
-/// device lives on.
+/// device lives on, or of the nearest PCI function above it in sysfs (a
+/// generic device's: the USB controller of a serial adapter).
 fn pci_bus_id(m: &Model) -> Option<&str> {
     m.pci
         .as_ref()
         .map(|p| p.address.as_str())
         .or_else(|| m.vdpa.as_ref().and_then(|v| v.pci_address.as_deref()))
+        .or_else(|| {
+            let f = m.pci_function_path()?;
+            f.rsplit_once('/').map(|(_, bdf)| bdf)
+        })
 }
 
 /// The PCIe root of a device at `sysfs_path`: the first component below
@@ -706,6 +714,39 @@ mod tests {
         );
         assert_eq!(pcie_root("/sys/devices/platform/soc/fe00.v3d"), None);
         assert_eq!(pcie_root(""), None);
+    }
+
+    #[test]
+    fn a_partition_and_a_device_below_pci_have_the_pci_attributes() {
+        // An AMD partition: a platform device, on its GPU's function.
+        let mut m = vf();
+        m.net = None;
+        m.sysfs_path = "/sys/devices/platform/amdgpu_xcp_0".into();
+        m.pci_function = Some("/sys/devices/pci0000:00/0000:00:01.1/0000:05:00.0".into());
+        m.pci = Some(test_pci("0000:05:00.0"));
+        let a = attributes(&dra(m, None));
+        assert_eq!(s(&a["resource.kubernetes.io/pciBusID"]), "0000:05:00.0");
+        assert_eq!(s(&a["resource.kubernetes.io/pcieRoot"]), "pci0000:00");
+        // A generic device (a USB serial adapter) below an xHCI function.
+        let g = Model {
+            backend: "generic".into(),
+            id: "tty:ttyUSB0".into(),
+            sysfs_path: "/sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb3/3-2/3-2:1.0/ttyUSB0/tty/ttyUSB0".into(),
+            numa_node: Some(1),
+            ..Model::default()
+        };
+        let a = attributes(&dra(g, None));
+        assert_eq!(s(&a["resource.kubernetes.io/pciBusID"]), "0000:0e:00.3");
+        assert_eq!(s(&a["resource.kubernetes.io/pcieRoot"]), "pci0000:00");
+        assert_eq!(a["resource.kubernetes.io/numaNode"].int, Some(1));
+        // Outside PCI: none of them.
+        let p = Model {
+            backend: "generic".into(),
+            sysfs_path: "/sys/devices/platform/serial8250/tty/ttyS0".into(),
+            ..Model::default()
+        };
+        let a = attributes(&dra(p, None));
+        assert!(!a.keys().any(|k| k.starts_with(STANDARD_DOMAIN)), "{a:?}");
     }
 
     #[test]
