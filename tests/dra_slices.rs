@@ -176,6 +176,14 @@ fn limits(slices: &[ResourceSlice]) -> Vec<String> {
                     attrs.len() + caps.len()
                 ));
             }
+            for (k, c) in &caps {
+                if c.request_policy.is_some() && d.allow_multiple_allocations != Some(true) {
+                    bad.push(format!(
+                        "{}: capacity {k} has a requestPolicy but the device does not allow multiple allocations",
+                        d.name
+                    ));
+                }
+            }
             let keys = attrs.keys().chain(caps.keys());
             for k in keys {
                 let ok = match k.split_once('/') {
@@ -365,6 +373,58 @@ fn every_pci_device_has_its_pcie_root() {
         );
         // The controller's numa_node is -1: no numaNode.
         assert!(!a.contains_key("resource.kubernetes.io/numaNode"));
+    }
+}
+
+/// The opt-in `rdma-shared` pool (1000 device plugin units per device)
+/// publishes each RDMA device once, with a `shares` capacity of 1000 that
+/// claims consume one at a time (KEP-5075).
+#[test]
+fn a_shared_pool_publishes_a_consumable_capacity() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("generators.d");
+    fs::create_dir_all(&defs).unwrap();
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/rdma-shared.yaml"),
+    )
+    .unwrap();
+    assert!(text.contains("\nenabled: false\n") && text.contains("replicas: 1000"));
+    fs::write(
+        defs.join("rdma-shared.yaml"),
+        text.replace("\nenabled: false\n", "\nenabled: true\n"),
+    )
+    .unwrap();
+    let yaml = print_slices(
+        &fixtures_dir().join("rdma-host/root"),
+        &["--generators", defs.to_str().unwrap()],
+    );
+    let slices = parse(&yaml);
+    assert!(limits(&slices).is_empty(), "{:?}", limits(&slices));
+    let shared: Vec<_> = slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.name.starts_with("rdma-shared-"))
+        .collect();
+    assert!(!shared.is_empty(), "{yaml}");
+    for d in &shared {
+        assert_eq!(d.allow_multiple_allocations, Some(true), "{}", d.name);
+        let c = &d.capacity.as_ref().unwrap()["shares"];
+        assert_eq!(c.value.0, "1000");
+        let p = c.request_policy.as_ref().unwrap();
+        assert_eq!(p.default.as_ref().unwrap().0, "1");
+        let r = p.valid_range.as_ref().unwrap();
+        assert_eq!((r.min.0.as_str(), r.step.as_ref().unwrap().0.as_str()), ("1", "1"));
+        assert_eq!(r.max, None);
+    }
+    // A device that is not shared has no policy (the API refuses one).
+    for d in slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.allow_multiple_allocations.is_none())
+    {
+        for c in d.capacity.unwrap_or_default().values() {
+            assert!(c.request_policy.is_none(), "{}", d.name);
+        }
     }
 }
 

@@ -14,7 +14,9 @@
 //!    device's VF, the nearest PCI function above a generic device);
 //! 2. what cdigen knows it as: `kind` (the CDI kind), `cdiName` (its name
 //!    in that kind), `resource`, `generator`, `class`, `backend`,
-//!    `healthy`;
+//!    `healthy`; for a shared device (`device_plugin.replicas` above 1,
+//!    `allowMultipleAllocations`), the consumable capacity `shares`
+//!    ([`shares_capacity`]);
 //! 3. what it is: `vendorID`, `deviceID`, `driver`, `model`, `vendor`,
 //!    `uuid`;
 //! 4. for a MIG device: `parentUUID`, `migProfile`, and the capacities
@@ -46,7 +48,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::resource::v1::{
-    Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourcePool, ResourceSlice,
+    CapacityRequestPolicy, CapacityRequestPolicyRange, Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourcePool, ResourceSlice,
     ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -86,6 +88,8 @@ pub const STANDARD_DOMAIN: &str = "resource.kubernetes.io";
 enum Value {
     Attr(DeviceAttribute),
     Cap(Quantity),
+    /// A capacity claims consume ([`shares_capacity`]).
+    Consumable(DeviceCapacity),
 }
 
 fn text(s: &str) -> Value {
@@ -154,6 +158,9 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
     c.string("class", Some(class(m)));
     c.string("backend", Some(&m.backend));
     c.push("healthy", boolean(d.entry.healthy()));
+    if d.shared {
+        c.push(SHARES, Value::Consumable(shares_capacity(d.shares)));
+    }
     // 3. Identity.
     let pci = m.pci.as_ref();
     c.string("vendorID", pci.map(|p| p.vendor_id.as_str()));
@@ -249,6 +256,32 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
     c.out
 }
 
+/// The capacity a shared device's claims consume, one share each unless
+/// a request asks for more (KEP-5075).
+pub const SHARES: &str = "shares";
+
+/// A shared device's [`SHARES`] capacity: `shares` (its pool's
+/// `device_plugin.replicas`, the device plugin's units), of which a claim
+/// takes 1 by default and any whole number up to all of them, so that at
+/// most `shares` claims hold it at once, as at most `shares` containers
+/// hold its device plugin units. A device with fewer than 2 shares is not
+/// shared and has none (the API wants min + step within the value).
+pub fn shares_capacity(shares: u32) -> DeviceCapacity {
+    let one = || Quantity("1".into());
+    DeviceCapacity {
+        value: Quantity(shares.to_string()),
+        request_policy: Some(CapacityRequestPolicy {
+            default: Some(one()),
+            valid_range: Some(CapacityRequestPolicyRange {
+                min: one(),
+                max: None,
+                step: Some(one()),
+            }),
+            valid_values: None,
+        }),
+    }
+}
+
 /// What `d` publishes: its [`candidates`] without the string values over
 /// [`MAX_STRING`] (each said in a debug log), the first
 /// [`MAX_PROPERTIES`] of them.
@@ -286,14 +319,14 @@ pub fn attributes(d: &DraDevice) -> BTreeMap<String, DeviceAttribute> {
         .into_iter()
         .filter_map(|(n, v)| match v {
             Value::Attr(a) => Some((n, a)),
-            Value::Cap(_) => None,
+            Value::Cap(_) | Value::Consumable(_) => None,
         })
         .collect()
 }
 
-/// The capacities `d` publishes: a MIG device's `memory` and
-/// `computeSlices` (from its profile); none for other devices, whose
-/// memory cdigen does not know.
+/// The capacities `d` publishes: a shared device's `shares`, a MIG
+/// device's `memory` and `computeSlices` (from its profile); none for
+/// other devices, whose memory cdigen does not know.
 pub fn capacity(d: &DraDevice) -> BTreeMap<String, DeviceCapacity> {
     properties(d)
         .into_iter()
@@ -305,6 +338,7 @@ pub fn capacity(d: &DraDevice) -> BTreeMap<String, DeviceCapacity> {
                     ..DeviceCapacity::default()
                 },
             )),
+            Value::Consumable(c) => Some((n, c)),
             Value::Attr(_) => None,
         })
         .collect()
@@ -451,7 +485,7 @@ pub fn device(d: &DraDevice, driver: &str) -> Device {
         .iter()
         .filter_map(|(n, v)| match v {
             Value::Attr(a) => Some((n.clone(), a.clone())),
-            Value::Cap(_) => None,
+            Value::Cap(_) | Value::Consumable(_) => None,
         })
         .collect();
     let capacity: BTreeMap<String, DeviceCapacity> = props
@@ -464,6 +498,7 @@ pub fn device(d: &DraDevice, driver: &str) -> Device {
                     ..DeviceCapacity::default()
                 },
             )),
+            Value::Consumable(c) => Some((n, c)),
             Value::Attr(_) => None,
         })
         .collect();
@@ -655,6 +690,7 @@ mod tests {
             generator: "sriov".into(),
             kind: "cdigen.io/vf".into(),
             shared: false,
+            shares: 1,
             entry: Entry {
                 id: m.id.clone(),
                 cdi_name: format!("cdigen.io/vf={}", m.id),
@@ -883,8 +919,19 @@ mod tests {
     fn a_shared_device_allows_multiple_allocations() {
         let mut d = dra(vf(), None);
         assert_eq!(device(&d, "x.io").allow_multiple_allocations, None);
+        assert_eq!(device(&d, "x.io").capacity, None);
         d.shared = true;
-        assert_eq!(device(&d, "x.io").allow_multiple_allocations, Some(true));
+        d.shares = 8;
+        let dev = device(&d, "x.io");
+        assert_eq!(dev.allow_multiple_allocations, Some(true));
+        let c = &dev.capacity.unwrap()[SHARES];
+        assert_eq!(c.value, Quantity("8".into()));
+        let p = c.request_policy.as_ref().unwrap();
+        assert_eq!(p.default, Some(Quantity("1".into())));
+        let r = p.valid_range.as_ref().unwrap();
+        assert_eq!(r.min, Quantity("1".into()));
+        assert_eq!(r.step, Some(Quantity("1".into())));
+        assert_eq!(p.valid_values, None);
     }
 
     fn many(n: usize, unhealthy_at: Option<usize>) -> Vec<DraDevice> {
