@@ -298,10 +298,37 @@ fn the_examples_attributes_are_published() {
     assert_eq!(a["vfIndex"].int, Some(0));
     assert_eq!(s("class"), "vf");
     assert_eq!(s("kind"), "cdigen.io/vf");
+    // What Multus reads in its DRA mode: the resource a
+    // NetworkAttachmentDefinition names, the PCI address for the CNI.
+    assert_eq!(s("k8s.cni.cncf.io/resourceName"), "cdigen.io/vf");
+    assert_eq!(s("k8s.cni.cncf.io/deviceID"), "0000:3b:00.2");
     // vdpa0 has no NUMA node in the fixture: no numaNode attribute.
     let vdpa = devices.iter().find(|d| d.name == "vdpa-vdpa0").unwrap();
     let a = vdpa.attributes.as_ref().unwrap();
     assert!(!a.contains_key("resource.kubernetes.io/numaNode"), "{a:?}");
+    assert_eq!(
+        a["k8s.cni.cncf.io/resourceName"].string.as_deref(),
+        Some("cdigen.io/vdpa")
+    );
+    assert_eq!(
+        a["k8s.cni.cncf.io/deviceID"].string.as_deref(),
+        Some("0000:3b:00.5")
+    );
+    let rdma = devices.iter().find(|d| d.name == "rdma-0000-3b-00-0").unwrap();
+    let a = rdma.attributes.as_ref().unwrap();
+    assert_eq!(
+        a["k8s.cni.cncf.io/resourceName"].string.as_deref(),
+        Some("cdigen.io/rdma")
+    );
+    assert_eq!(
+        a["k8s.cni.cncf.io/deviceID"].string.as_deref(),
+        Some("0000:3b:00.0")
+    );
+    let gpu = devices.iter().find(|d| d.name == "amd-gpu-0000-03-00-0").unwrap();
+    assert!(
+        !gpu.attributes.as_ref().unwrap().keys().any(|k| k.starts_with("k8s.cni.cncf.io/")),
+        "a GPU is no network device"
+    );
 
     let tmp = tempfile::tempdir().unwrap();
     let defs = usb_serial_enabled(tmp.path());

@@ -22,7 +22,13 @@
 //! 4. for a MIG device: `parentUUID`, `migProfile`, and the capacities
 //!    `memory` and `computeSlices` read from the profile;
 //! 5. for a network device: `pfName`, `pfPCIAddress`, `vfIndex`,
-//!    `netdev`, `linkType`, `rdmaDevice`, `representor`;
+//!    `netdev`, `linkType`, `rdmaDevice`, `representor`; and for a VF,
+//!    vDPA or RDMA device on PCI, what Multus reads in its DRA mode (as
+//!    SR-IOV's DRA driver publishes it): `k8s.cni.cncf.io/resourceName`
+//!    (the device plugin resource, `cdigen.io/vf`: a
+//!    NetworkAttachmentDefinition's `k8s.v1.cni.cncf.io/resourceName`
+//!    names it) and `k8s.cni.cncf.io/deviceID` (the PCI address, which
+//!    Multus hands the CNI plugin);
 //! 6. `nodeKinds` (the roles of its device nodes, NVIDIA's control nodes
 //!    left out, comma-separated) and `devNode` (its first node);
 //! 7. what its generator definition exposes (`attrs`: a USB adapter's
@@ -82,6 +88,9 @@ pub const MAX_SUBDOMAIN: usize = 253;
 
 /// The domain of the standard attributes.
 pub const STANDARD_DOMAIN: &str = "resource.kubernetes.io";
+
+/// The domain of the attributes Multus reads from a network device.
+pub const CNI_DOMAIN: &str = "k8s.cni.cncf.io";
 
 /// One attribute or capacity a device publishes.
 #[derive(Debug, Clone, PartialEq)]
@@ -205,6 +214,16 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
         .or_else(|| m.rdma.as_ref().map(|r| &r.name));
     c.string("rdmaDevice", rdma.map(String::as_str));
     c.string("representor", net.and_then(|n| n.representor.as_deref()));
+    if net.is_some() || m.vdpa.is_some() || m.rdma.is_some() {
+        // What Multus reads from a claim's network device (its DRA mode):
+        // the name a NetworkAttachmentDefinition's resourceName annotation
+        // gives, and the device ID it hands the CNI plugin, as SR-IOV's
+        // device plugin and DRA driver give them.
+        if let Some(id) = bus_id {
+            c.string(&format!("{CNI_DOMAIN}/resourceName"), Some(&d.resource));
+            c.string(&format!("{CNI_DOMAIN}/deviceID"), Some(id));
+        }
+    }
     // 6. Nodes.
     c.string("nodeKinds", node_kinds(m).as_deref());
     let first = m
@@ -721,6 +740,8 @@ mod tests {
         assert_eq!(s(&a["linkType"]), "ether");
         assert_eq!(s(&a["nodeKinds"]), "rdma-verbs");
         assert_eq!(a["healthy"].bool, Some(true));
+        assert_eq!(s(&a["k8s.cni.cncf.io/resourceName"]), "cdigen.io/vf");
+        assert_eq!(s(&a["k8s.cni.cncf.io/deviceID"]), "0000:3b:00.2");
         assert!(capacity(&dra(vf(), None)).is_empty());
         for (k, v) in &a {
             let set = [v.int.is_some(), v.bool.is_some(), v.string.is_some()];
@@ -763,6 +784,7 @@ mod tests {
         let a = attributes(&dra(m, None));
         assert_eq!(s(&a["resource.kubernetes.io/pciBusID"]), "0000:05:00.0");
         assert_eq!(s(&a["resource.kubernetes.io/pcieRoot"]), "pci0000:00");
+        assert!(!a.keys().any(|k| k.starts_with(CNI_DOMAIN)), "not a network device");
         // A generic device (a USB serial adapter) below an xHCI function.
         let g = Model {
             backend: "generic".into(),
