@@ -117,6 +117,12 @@ fn is_label_value(s: &str) -> bool {
             && s.ends_with(|c: char| c.is_ascii_alphanumeric()))
 }
 
+/// A whole-number quantity (`8`, `40Gi`) in its unit.
+fn quantity(q: &str) -> i64 {
+    let digits = q.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    digits.parse().unwrap_or(i64::MAX)
+}
+
 /// The API's limits on one node's pool, as the API server validates them:
 /// what is wrong, in words.
 fn limits(slices: &[ResourceSlice]) -> Vec<String> {
@@ -126,6 +132,44 @@ fn limits(slices: &[ResourceSlice]) -> Vec<String> {
     }
     let mut names = BTreeSet::new();
     let mut slice_names = BTreeSet::new();
+    let mut counter_sets = BTreeSet::new();
+    // What the devices consume of each counter set, summed, against what
+    // the set holds: the existing partitions fit their GPU.
+    let mut consumed: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    let mut held: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for s in slices {
+        for set in s.spec.shared_counters.as_deref().unwrap_or_default() {
+            for (k, c) in &set.counters {
+                held.insert((set.name.clone(), k.clone()), quantity(&c.value.0));
+            }
+        }
+        for d in s.spec.devices.as_deref().unwrap_or_default() {
+            let uses = d.consumes_counters.as_deref().unwrap_or_default();
+            if uses.len() > 2 {
+                bad.push(format!(
+                    "{}: consumes from {} counter sets, over 2",
+                    d.name,
+                    uses.len()
+                ));
+            }
+            for u in uses {
+                for (k, c) in &u.counters {
+                    *consumed
+                        .entry((u.counter_set.clone(), k.clone()))
+                        .or_default() += quantity(&c.value.0);
+                }
+            }
+        }
+    }
+    for (key, n) in &consumed {
+        match held.get(key) {
+            None => bad.push(format!(
+                "counter {key:?} is consumed but no counter set holds it"
+            )),
+            Some(h) if n > h => bad.push(format!("counter {key:?}: {n} consumed, {h} held")),
+            Some(_) => {}
+        }
+    }
     for s in slices {
         let name = s.metadata.name.clone().unwrap_or_default();
         if !is_subdomain(&name) {
@@ -154,8 +198,25 @@ fn limits(slices: &[ResourceSlice]) -> Vec<String> {
                 slices.len()
             ));
         }
+        if spec.devices.is_some() && spec.shared_counters.is_some() {
+            bad.push(format!("{name}: both devices and sharedCounters"));
+        }
+        let sets = spec.shared_counters.as_deref().unwrap_or_default();
+        if sets.len() > 8 {
+            bad.push(format!("{name}: {} counter sets, over 8", sets.len()));
+        }
+        for set in sets {
+            if !is_label(&set.name) || set.counters.is_empty() || set.counters.len() > 32 {
+                bad.push(format!("{name}: counter set {set:?}"));
+            }
+            if !counter_sets.insert(set.name.clone()) {
+                bad.push(format!("counter set {:?} twice in the pool", set.name));
+            }
+        }
         let devices = spec.devices.as_deref().unwrap_or_default();
-        let tainted = devices.iter().any(|d| d.taints.is_some());
+        let tainted = devices
+            .iter()
+            .any(|d| d.taints.is_some() || d.consumes_counters.is_some());
         let max = if tainted { 64 } else { 128 };
         if devices.len() > max {
             bad.push(format!("{name}: {} devices, over {max}", devices.len()));
@@ -314,7 +375,10 @@ fn the_examples_attributes_are_published() {
         a["k8s.cni.cncf.io/deviceID"].string.as_deref(),
         Some("0000:3b:00.5")
     );
-    let rdma = devices.iter().find(|d| d.name == "rdma-0000-3b-00-0").unwrap();
+    let rdma = devices
+        .iter()
+        .find(|d| d.name == "rdma-0000-3b-00-0")
+        .unwrap();
     let a = rdma.attributes.as_ref().unwrap();
     assert_eq!(
         a["k8s.cni.cncf.io/resourceName"].string.as_deref(),
@@ -324,9 +388,16 @@ fn the_examples_attributes_are_published() {
         a["k8s.cni.cncf.io/deviceID"].string.as_deref(),
         Some("0000:3b:00.0")
     );
-    let gpu = devices.iter().find(|d| d.name == "amd-gpu-0000-03-00-0").unwrap();
+    let gpu = devices
+        .iter()
+        .find(|d| d.name == "amd-gpu-0000-03-00-0")
+        .unwrap();
     assert!(
-        !gpu.attributes.as_ref().unwrap().keys().any(|k| k.starts_with("k8s.cni.cncf.io/")),
+        !gpu.attributes
+            .as_ref()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("k8s.cni.cncf.io/")),
         "a GPU is no network device"
     );
 
@@ -347,6 +418,37 @@ fn the_examples_attributes_are_published() {
         serials,
         BTreeSet::from(["85734323231351E0E1A1".into(), "A10K5PQR".into()])
     );
+}
+
+/// The MI300X in CPX mode: its eight partitions consume one XCD each of
+/// their GPU's counter set, published in a slice of its own; the SPX GPU
+/// and the other devices consume none.
+#[test]
+fn amd_partitions_share_their_gpus_counters() {
+    let yaml = print_slices(&fixtures_dir().join("mi300x-cpx/root"), &[]);
+    let slices = parse(&yaml);
+    assert!(limits(&slices).is_empty(), "{:?}", limits(&slices));
+    let sets: Vec<_> = slices
+        .iter()
+        .flat_map(|s| s.spec.shared_counters.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    assert_eq!(sets[0].name, "gpu-0000-05-00-0");
+    assert_eq!(sets[0].counters["xcds"].value.0, "8");
+    assert_eq!(sets[0].counters["partitions"].value.0, "8");
+    for d in slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+    {
+        let uses = d.consumes_counters.clone().unwrap_or_default();
+        if d.name.starts_with("amd-gpu-0000-05-00-0") {
+            assert_eq!(uses.len(), 1, "{}", d.name);
+            assert_eq!(uses[0].counter_set, "gpu-0000-05-00-0");
+            assert_eq!(uses[0].counters["xcds"].value.0, "1");
+        } else {
+            assert!(uses.is_empty(), "{}", d.name);
+        }
+    }
 }
 
 /// Every device on a PCI function carries the standard PCI attributes:
@@ -440,7 +542,10 @@ fn a_shared_pool_publishes_a_consumable_capacity() {
         let p = c.request_policy.as_ref().unwrap();
         assert_eq!(p.default.as_ref().unwrap().0, "1");
         let r = p.valid_range.as_ref().unwrap();
-        assert_eq!((r.min.0.as_str(), r.step.as_ref().unwrap().0.as_str()), ("1", "1"));
+        assert_eq!(
+            (r.min.0.as_str(), r.step.as_ref().unwrap().0.as_str()),
+            ("1", "1")
+        );
         assert_eq!(r.max, None);
     }
     // A device that is not shared has no policy (the API refuses one).

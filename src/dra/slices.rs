@@ -54,8 +54,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::resource::v1::{
-    CapacityRequestPolicy, CapacityRequestPolicyRange, Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourcePool, ResourceSlice,
-    ResourceSliceSpec,
+    CapacityRequestPolicy, CapacityRequestPolicyRange, Counter, CounterSet, Device,
+    DeviceAttribute, DeviceCapacity, DeviceCounterConsumption, DeviceTaint, ResourcePool,
+    ResourceSlice, ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -535,18 +536,120 @@ pub fn device(d: &DraDevice, driver: &str) -> Device {
     }
 }
 
+/// The API's limit on counter sets per slice.
+pub const MAX_COUNTER_SETS: usize = 8;
+
+/// What one partition of a GPU takes of its GPU's counters: the GPU's
+/// identity (its PCI address) and the counters, in whole units.
+fn partition_share(m: &Model) -> Option<(String, BTreeMap<String, (i64, &'static str)>)> {
+    let mut out = BTreeMap::new();
+    if let Some(mig) = m.nvidia.as_ref().and_then(|n| n.mig.as_ref()) {
+        // A MIG device: its profile's compute slices and memory.
+        let (slices, gib) = mig.profile.as_deref().and_then(mig_profile)?;
+        out.insert("compute-slices".to_string(), (i64::from(slices), ""));
+        out.insert("memory".to_string(), (i64::from(gib), "Gi"));
+        return Some((mig.parent.clone(), out));
+    }
+    // An AMD compute partition: one of the partitions of a mode that has
+    // several; in CPX, one per XCD.
+    let mode = m.attrs.get("compute_partition")?;
+    m.attrs.get("partition")?;
+    if mode == "SPX" {
+        return None;
+    }
+    out.insert("partitions".to_string(), (1, ""));
+    if mode == "CPX" {
+        out.insert("xcds".to_string(), (1, ""));
+    }
+    Some((m.pci.as_ref()?.address.clone(), out))
+}
+
+/// The shared counters of the pool's partitioned GPUs (KEP-4815), and
+/// what each of `devices` consumes of them, by index. A GPU's counter set
+/// (`gpu-<address>`) holds what its partitions take together: an AMD
+/// GPU's `partitions` (and in CPX `xcds`: one partition per XCD), a MIG
+/// GPU's `compute-slices` and `memory` (from the profiles, only when NVML
+/// named every MIG device's). The partitions are the ones that exist,
+/// disjoint, and the whole GPU is not offered beside them (MIG mode or a
+/// partition mode makes it unusable as one device), so the counters
+/// describe the split without constraining the existing partitions;
+/// dynamic partitioning would add the whole GPU, consuming all.
+pub fn counters(
+    devices: &[DraDevice],
+) -> (Vec<CounterSet>, BTreeMap<usize, DeviceCounterConsumption>) {
+    type Share = BTreeMap<String, (i64, &'static str)>;
+    let mut groups: BTreeMap<String, Vec<(usize, Option<Share>)>> = BTreeMap::new();
+    for (i, d) in devices.iter().enumerate() {
+        let m = &d.entry.device;
+        if let Some(mig) = m.nvidia.as_ref().and_then(|n| n.mig.as_ref()) {
+            let share = partition_share(m).map(|(_, s)| s);
+            groups
+                .entry(mig.parent.clone())
+                .or_default()
+                .push((i, share));
+        } else if let Some((gpu, share)) = partition_share(m) {
+            groups.entry(gpu).or_default().push((i, Some(share)));
+        }
+    }
+    let mut sets = Vec::new();
+    let mut uses = BTreeMap::new();
+    for (gpu, members) in groups {
+        if members.iter().any(|(_, s)| s.is_none()) {
+            continue;
+        }
+        let name = super::names::label(&format!("gpu-{gpu}"));
+        let mut total: BTreeMap<String, (i64, &'static str)> = BTreeMap::new();
+        for (i, share) in members.into_iter().filter_map(|(i, s)| Some((i, s?))) {
+            for (k, (n, unit)) in &share {
+                let t = total.entry(k.clone()).or_insert((0, unit));
+                t.0 = t.0.saturating_add(*n);
+            }
+            uses.insert(
+                i,
+                DeviceCounterConsumption {
+                    counter_set: name.clone(),
+                    counters: quantities(&share),
+                },
+            );
+        }
+        sets.push(CounterSet {
+            name,
+            counters: quantities(&total),
+        });
+    }
+    (sets, uses)
+}
+
+fn quantities(share: &BTreeMap<String, (i64, &'static str)>) -> BTreeMap<String, Counter> {
+    share
+        .iter()
+        .map(|(k, (n, unit))| {
+            (
+                k.clone(),
+                Counter {
+                    value: Quantity(format!("{n}{unit}")),
+                },
+            )
+        })
+        .collect()
+}
+
 /// The slices publishing `devices` for `node`, pool generation
 /// `generation`: at least one (an empty pool says the node has none), at
 /// most [`MAX_DEVICES`] devices each, [`MAX_DEVICES_WITH_TAINTS`] when
-/// one of the pool's devices is unhealthy. The order of `devices` is
-/// kept; so is every device's slice while the pool's devices stay.
+/// one of the pool's devices is unhealthy or consumes counters; then the
+/// pool's shared [`counters`], [`MAX_COUNTER_SETS`] per slice, in slices
+/// without devices (the API allows one or the other). The order of
+/// `devices` is kept; so is every device's slice while the pool's
+/// devices stay.
 pub fn slices(
     devices: &[DraDevice],
     driver: &str,
     node: &str,
     generation: i64,
 ) -> Vec<ResourceSlice> {
-    let per_slice = if devices.iter().any(|d| d.entry.unhealthy.is_some()) {
+    let (sets, uses) = counters(devices);
+    let per_slice = if !uses.is_empty() || devices.iter().any(|d| d.entry.unhealthy.is_some()) {
         MAX_DEVICES_WITH_TAINTS
     } else {
         MAX_DEVICES
@@ -556,28 +659,49 @@ pub fn slices(
     } else {
         devices.chunks(per_slice).collect()
     };
-    let count = i64::try_from(chunks.len()).unwrap_or(i64::MAX);
-    chunks
-        .iter()
-        .enumerate()
-        .map(|(i, chunk)| ResourceSlice {
-            metadata: ObjectMeta {
-                name: Some(slice_name(node, driver, i)),
-                ..ObjectMeta::default()
+    let set_chunks: Vec<&[CounterSet]> = sets.chunks(MAX_COUNTER_SETS).collect();
+    let count = i64::try_from(chunks.len() + set_chunks.len()).unwrap_or(i64::MAX);
+    let slice = |i: usize, devices, shared_counters| ResourceSlice {
+        metadata: ObjectMeta {
+            name: Some(slice_name(node, driver, i)),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceSliceSpec {
+            driver: driver.to_string(),
+            node_name: Some(node.to_string()),
+            pool: ResourcePool {
+                name: node.to_string(),
+                generation,
+                resource_slice_count: count,
             },
-            spec: ResourceSliceSpec {
-                driver: driver.to_string(),
-                node_name: Some(node.to_string()),
-                pool: ResourcePool {
-                    name: node.to_string(),
-                    generation,
-                    resource_slice_count: count,
-                },
-                devices: Some(chunk.iter().map(|d| device(d, driver)).collect()),
-                ..ResourceSliceSpec::default()
-            },
-        })
-        .collect()
+            devices,
+            shared_counters,
+            ..ResourceSliceSpec::default()
+        },
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    for chunk in &chunks {
+        let list = chunk
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let mut dev = device(d, driver);
+                if let Some(u) = uses.get(&(at + k)) {
+                    dev.consumes_counters = Some(vec![u.clone()]);
+                }
+                dev
+            })
+            .collect();
+        out.push(slice(out.len(), Some(list), None));
+        at += chunk.len();
+    }
+    // The API wants counter sets in slices of their own, after the
+    // devices' (whose names stay).
+    for sets in set_chunks {
+        out.push(slice(out.len(), None, Some(sets.to_vec())));
+    }
+    out
 }
 
 /// The Node `node` (UID `uid`) as the controlling owner of its slices:
@@ -784,7 +908,10 @@ mod tests {
         let a = attributes(&dra(m, None));
         assert_eq!(s(&a["resource.kubernetes.io/pciBusID"]), "0000:05:00.0");
         assert_eq!(s(&a["resource.kubernetes.io/pcieRoot"]), "pci0000:00");
-        assert!(!a.keys().any(|k| k.starts_with(CNI_DOMAIN)), "not a network device");
+        assert!(
+            !a.keys().any(|k| k.starts_with(CNI_DOMAIN)),
+            "not a network device"
+        );
         // A generic device (a USB serial adapter) below an xHCI function.
         let g = Model {
             backend: "generic".into(),
@@ -836,6 +963,85 @@ mod tests {
         assert_eq!(mig_profile("1g.10gb+me"), Some((1, 10)));
         assert_eq!(mig_profile("7g.80gb"), Some((7, 80)));
         assert_eq!(mig_profile("weird"), None);
+    }
+
+    fn mig(gi: u32, profile: Option<&str>, parent: &str) -> DraDevice {
+        let mut m = vf();
+        m.backend = "nvidia".into();
+        m.net = None;
+        m.nvidia = Some(NvidiaInfo {
+            gpu_uuid: format!("GPU-{parent}"),
+            mig: Some(MigInfo {
+                parent: parent.into(),
+                gi,
+                ci: 0,
+                uuid: None,
+                profile: profile.map(str::to_string),
+            }),
+            ..NvidiaInfo::default()
+        });
+        let mut d = dra(m, None);
+        d.name = format!("mig-{parent}-{gi}");
+        d
+    }
+
+    #[test]
+    fn mig_devices_with_profiles_share_their_gpus_counters() {
+        let devices = [
+            mig(1, Some("3g.40gb"), "0000:41:00.0"),
+            mig(2, Some("4g.40gb"), "0000:41:00.0"),
+            dra(vf(), None),
+            // NVML named one MIG device of this GPU only: no counters.
+            mig(1, Some("1g.10gb"), "0000:c1:00.0"),
+            mig(2, None, "0000:c1:00.0"),
+        ];
+        let (sets, uses) = counters(&devices);
+        assert_eq!(sets.len(), 1, "{sets:?}");
+        assert_eq!(sets[0].name, "gpu-0000-41-00-0");
+        assert_eq!(
+            sets[0].counters["compute-slices"].value,
+            Quantity("7".into())
+        );
+        assert_eq!(sets[0].counters["memory"].value, Quantity("80Gi".into()));
+        assert_eq!(uses.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(uses[&0].counters["memory"].value, Quantity("40Gi".into()));
+        assert_eq!(
+            uses[&1].counters["compute-slices"].value,
+            Quantity("4".into())
+        );
+        let s = slices(&devices, "dra.cdigen.io", "node-1", 1);
+        assert_eq!(sizes(&s), [5, 0]);
+        assert!(s[1].spec.devices.is_none() && s[0].spec.shared_counters.is_none());
+        assert_eq!(s[1].spec.shared_counters.as_ref().unwrap().len(), 1);
+        assert_eq!(s[0].spec.pool.resource_slice_count, 2);
+        let consumes: Vec<bool> = s[0]
+            .spec
+            .devices
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|d| d.consumes_counters.is_some())
+            .collect();
+        assert_eq!(consumes, [true, true, false, false, false]);
+    }
+
+    #[test]
+    fn counter_sets_are_chunked_and_devices_that_consume_at_64() {
+        let devices: Vec<DraDevice> = (0..20)
+            .flat_map(|g| {
+                let parent = format!("0000:{g:02x}:00.0");
+                (1..=7).map(move |gi| mig(gi, Some("1g.10gb"), &parent))
+            })
+            .collect();
+        let s = slices(&devices, "dra.cdigen.io", "node-1", 1);
+        // 140 devices at 64 a slice, then 20 sets at 8 a slice.
+        assert_eq!(sizes(&s), [64, 64, 12, 0, 0, 0]);
+        let sets: Vec<usize> = s
+            .iter()
+            .map(|x| x.spec.shared_counters.as_ref().map_or(0, Vec::len))
+            .collect();
+        assert_eq!(sets, [0, 0, 0, 8, 8, 4]);
+        assert!(s.iter().all(|x| x.spec.pool.resource_slice_count == 6));
     }
 
     #[test]
