@@ -539,9 +539,12 @@ pub fn device(d: &DraDevice, driver: &str) -> Device {
 /// The API's limit on counter sets per slice.
 pub const MAX_COUNTER_SETS: usize = 8;
 
+/// Counters in whole units and their unit suffix (`""`, `"Gi"`).
+type Share = BTreeMap<String, (i64, &'static str)>;
+
 /// What one partition of a GPU takes of its GPU's counters: the GPU's
-/// identity (its PCI address) and the counters, in whole units.
-fn partition_share(m: &Model) -> Option<(String, BTreeMap<String, (i64, &'static str)>)> {
+/// identity (its PCI address) and the counters.
+fn partition_share(m: &Model) -> Option<(String, Share)> {
     let mut out = BTreeMap::new();
     if let Some(mig) = m.nvidia.as_ref().and_then(|n| n.mig.as_ref()) {
         // A MIG device: its profile's compute slices and memory.
@@ -577,7 +580,6 @@ fn partition_share(m: &Model) -> Option<(String, BTreeMap<String, (i64, &'static
 pub fn counters(
     devices: &[DraDevice],
 ) -> (Vec<CounterSet>, BTreeMap<usize, DeviceCounterConsumption>) {
-    type Share = BTreeMap<String, (i64, &'static str)>;
     let mut groups: BTreeMap<String, Vec<(usize, Option<Share>)>> = BTreeMap::new();
     for (i, d) in devices.iter().enumerate() {
         let m = &d.entry.device;
@@ -598,7 +600,7 @@ pub fn counters(
             continue;
         }
         let name = super::names::label(&format!("gpu-{gpu}"));
-        let mut total: BTreeMap<String, (i64, &'static str)> = BTreeMap::new();
+        let mut total = Share::new();
         for (i, share) in members.into_iter().filter_map(|(i, s)| Some((i, s?))) {
             for (k, (n, unit)) in &share {
                 let t = total.entry(k.clone()).or_insert((0, unit));
@@ -620,7 +622,7 @@ pub fn counters(
     (sets, uses)
 }
 
-fn quantities(share: &BTreeMap<String, (i64, &'static str)>) -> BTreeMap<String, Counter> {
+fn quantities(share: &Share) -> BTreeMap<String, Counter> {
     share
         .iter()
         .map(|(k, (n, unit))| {
