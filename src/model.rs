@@ -27,6 +27,12 @@ pub struct Device {
     /// PCI details, for PCI devices.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pci: Option<PciInfo>,
+    /// The real sysfs path of the PCI function the device is part of,
+    /// when that is neither `sysfs_path` nor one of its ancestors (an AMD
+    /// compute partition, a platform device of its GPU); see
+    /// [`Device::pci_function_path`].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pci_function: Option<String>,
     /// Bound driver, if any.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver: Option<String>,
@@ -65,6 +71,36 @@ pub struct Device {
     /// and shared by every device of the driver.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub driver_files: Option<Arc<Driver>>,
+}
+
+impl Device {
+    /// The real sysfs path of the PCI function the device is or is part
+    /// of: [`Device::pci_function`] when set, else `sysfs_path` up to its
+    /// last component that is a PCI address below a host bridge (the
+    /// device itself, the VF of a vDPA device, the USB controller of a
+    /// serial adapter); `None` for a device outside PCI.
+    pub fn pci_function_path(&self) -> Option<&str> {
+        if let Some(p) = &self.pci_function {
+            return Some(p);
+        }
+        nearest_pci_function(&self.sysfs_path)
+    }
+}
+
+/// `sysfs_path` up to its last component that is a PCI address, when it
+/// is below a host bridge (`/sys/devices/pci<domain>:<bus>/...`).
+pub fn nearest_pci_function(sysfs_path: &str) -> Option<&str> {
+    let rest = sysfs_path.strip_prefix("/sys/devices/pci")?;
+    let mut end = None;
+    let mut at = "/sys/devices/pci".len();
+    for (i, c) in rest.split('/').enumerate() {
+        let stop = at + c.len();
+        if i > 0 && c.parse::<crate::sysfs::PciAddress>().is_ok() {
+            end = Some(stop);
+        }
+        at = stop + 1;
+    }
+    sysfs_path.get(..end?)
 }
 
 /// A device the generic backend found for one or more definitions.
@@ -440,5 +476,40 @@ pub(crate) fn test_pci(address: &str) -> PciInfo {
         vendor_name: None,
         device_name: None,
         iommu_group: None,
+    }
+}
+
+#[cfg(test)]
+mod pci_function_tests {
+    use super::*;
+
+    #[test]
+    fn the_nearest_pci_function_is_the_last_address_below_a_host_bridge() {
+        let f = nearest_pci_function;
+        assert_eq!(
+            f("/sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb3/3-2/3-2:1.0/ttyUSB0"),
+            Some("/sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3")
+        );
+        assert_eq!(
+            f("/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.5/vdpa0"),
+            Some("/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.5")
+        );
+        assert_eq!(
+            f("/sys/devices/pci0000:3a/0000:3a:00.0"),
+            Some("/sys/devices/pci0000:3a/0000:3a:00.0")
+        );
+        assert_eq!(f("/sys/devices/pci0000:3a"), None, "a host bridge alone");
+        assert_eq!(f("/sys/devices/platform/amdgpu_xcp_0"), None);
+        assert_eq!(f("/sys/devices/virtual/0000:00:01.0"), None);
+        assert_eq!(f(""), None);
+        let partition = Device {
+            sysfs_path: "/sys/devices/platform/amdgpu_xcp_0".into(),
+            pci_function: Some("/sys/devices/pci0000:00/0000:00:01.1/0000:05:00.0".into()),
+            ..Device::default()
+        };
+        assert_eq!(
+            partition.pci_function_path(),
+            Some("/sys/devices/pci0000:00/0000:00:01.1/0000:05:00.0")
+        );
     }
 }

@@ -520,6 +520,54 @@ fn owned_by(s: &BTreeMap<String, Value>, name: &str, uid: &str) -> bool {
 /// new one; while there is no Node nothing is published, and the Node's
 /// return publishes again; without the right to read Nodes the error
 /// says so.
+/// A pool with partitioned GPUs (the MI300X in CPX mode) reaches the API
+/// server as printed: the devices' counter consumptions, the counter set
+/// in a slice without devices, and a second round writes nothing.
+#[test]
+fn shared_counters_reach_the_api_server() {
+    let yaml = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures/mi300x-cpx/expected/dra/resourceslices.yaml"),
+    )
+    .unwrap();
+    let mut want: Vec<ResourceSlice> = serde_saphyr::from_str_multiple(&yaml).unwrap();
+    for s in &mut want {
+        s.metadata.name = s
+            .metadata
+            .name
+            .as_deref()
+            .map(|n| n.replace("node-1", NODE));
+        s.spec.node_name = Some(NODE.into());
+        s.spec.pool.name = NODE.into();
+        s.spec.pool.generation = 0;
+    }
+    assert_eq!(want.len(), 2);
+    let api = FakeApi::start();
+    let rt = runtime();
+    let mut p = rt.block_on(async { Publisher::new(api.client(), DRIVER, NODE) });
+    let out = rt.block_on(p.sync(&want)).unwrap();
+    assert_eq!(out.created, 2);
+    let s = api.slices();
+    let s0 = slices::slice_name(NODE, DRIVER, 0);
+    let s1 = slices::slice_name(NODE, DRIVER, 1);
+    let counters = &s[&s1]["spec"];
+    assert!(counters.get("devices").is_none(), "{counters}");
+    assert_eq!(
+        counters["sharedCounters"],
+        json!([{"name": "gpu-0000-05-00-0", "counters": {
+            "partitions": {"value": "8"}, "xcds": {"value": "8"}}}])
+    );
+    let devices = s[&s0]["spec"]["devices"].as_array().unwrap();
+    assert!(s[&s0]["spec"].get("sharedCounters").is_none());
+    let consuming = devices
+        .iter()
+        .filter(|d| d["consumesCounters"][0]["counterSet"] == json!("gpu-0000-05-00-0"))
+        .count();
+    assert_eq!(consuming, 8);
+    let again = rt.block_on(p.sync(&want)).unwrap();
+    assert!(!again.wrote(), "{again:?}");
+}
+
 #[test]
 fn slices_are_owned_by_their_node() {
     let api = FakeApi::start();

@@ -118,6 +118,12 @@ fn is_label_value(s: &str) -> bool {
             && s.ends_with(|c: char| c.is_ascii_alphanumeric()))
 }
 
+/// A whole-number quantity (`8`, `40Gi`) in its unit.
+fn quantity(q: &str) -> i64 {
+    let digits = q.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    digits.parse().unwrap_or(i64::MAX)
+}
+
 /// The API's limits on one node's pool, as the API server validates them:
 /// what is wrong, in words.
 fn limits(slices: &[ResourceSlice]) -> Vec<String> {
@@ -127,6 +133,44 @@ fn limits(slices: &[ResourceSlice]) -> Vec<String> {
     }
     let mut names = BTreeSet::new();
     let mut slice_names = BTreeSet::new();
+    let mut counter_sets = BTreeSet::new();
+    // What the devices consume of each counter set, summed, against what
+    // the set holds: the existing partitions fit their GPU.
+    let mut consumed: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    let mut held: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for s in slices {
+        for set in s.spec.shared_counters.as_deref().unwrap_or_default() {
+            for (k, c) in &set.counters {
+                held.insert((set.name.clone(), k.clone()), quantity(&c.value.0));
+            }
+        }
+        for d in s.spec.devices.as_deref().unwrap_or_default() {
+            let uses = d.consumes_counters.as_deref().unwrap_or_default();
+            if uses.len() > 2 {
+                bad.push(format!(
+                    "{}: consumes from {} counter sets, over 2",
+                    d.name,
+                    uses.len()
+                ));
+            }
+            for u in uses {
+                for (k, c) in &u.counters {
+                    *consumed
+                        .entry((u.counter_set.clone(), k.clone()))
+                        .or_default() += quantity(&c.value.0);
+                }
+            }
+        }
+    }
+    for (key, n) in &consumed {
+        match held.get(key) {
+            None => bad.push(format!(
+                "counter {key:?} is consumed but no counter set holds it"
+            )),
+            Some(h) if n > h => bad.push(format!("counter {key:?}: {n} consumed, {h} held")),
+            Some(_) => {}
+        }
+    }
     for s in slices {
         let name = s.metadata.name.clone().unwrap_or_default();
         if !is_subdomain(&name) {
@@ -155,8 +199,25 @@ fn limits(slices: &[ResourceSlice]) -> Vec<String> {
                 slices.len()
             ));
         }
+        if spec.devices.is_some() && spec.shared_counters.is_some() {
+            bad.push(format!("{name}: both devices and sharedCounters"));
+        }
+        let sets = spec.shared_counters.as_deref().unwrap_or_default();
+        if sets.len() > 8 {
+            bad.push(format!("{name}: {} counter sets, over 8", sets.len()));
+        }
+        for set in sets {
+            if !is_label(&set.name) || set.counters.is_empty() || set.counters.len() > 32 {
+                bad.push(format!("{name}: counter set {set:?}"));
+            }
+            if !counter_sets.insert(set.name.clone()) {
+                bad.push(format!("counter set {:?} twice in the pool", set.name));
+            }
+        }
         let devices = spec.devices.as_deref().unwrap_or_default();
-        let tainted = devices.iter().any(|d| d.taints.is_some());
+        let tainted = devices
+            .iter()
+            .any(|d| d.taints.is_some() || d.consumes_counters.is_some());
         let max = if tainted { 64 } else { 128 };
         if devices.len() > max {
             bad.push(format!("{name}: {} devices, over {max}", devices.len()));
@@ -176,6 +237,14 @@ fn limits(slices: &[ResourceSlice]) -> Vec<String> {
                     d.name,
                     attrs.len() + caps.len()
                 ));
+            }
+            for (k, c) in &caps {
+                if c.request_policy.is_some() && d.allow_multiple_allocations != Some(true) {
+                    bad.push(format!(
+                        "{}: capacity {k} has a requestPolicy but the device does not allow multiple allocations",
+                        d.name
+                    ));
+                }
             }
             let keys = attrs.keys().chain(caps.keys());
             for k in keys {
@@ -291,10 +360,47 @@ fn the_examples_attributes_are_published() {
     assert_eq!(a["vfIndex"].int, Some(0));
     assert_eq!(s("class"), "vf");
     assert_eq!(s("kind"), "cdigen.io/vf");
+    // What Multus reads in its DRA mode: the resource a
+    // NetworkAttachmentDefinition names, the PCI address for the CNI.
+    assert_eq!(s("k8s.cni.cncf.io/resourceName"), "cdigen.io/vf");
+    assert_eq!(s("k8s.cni.cncf.io/deviceID"), "0000:3b:00.2");
     // vdpa0 has no NUMA node in the fixture: no numaNode attribute.
     let vdpa = devices.iter().find(|d| d.name == "vdpa-vdpa0").unwrap();
     let a = vdpa.attributes.as_ref().unwrap();
     assert!(!a.contains_key("resource.kubernetes.io/numaNode"), "{a:?}");
+    assert_eq!(
+        a["k8s.cni.cncf.io/resourceName"].string.as_deref(),
+        Some("cdigen.io/vdpa")
+    );
+    assert_eq!(
+        a["k8s.cni.cncf.io/deviceID"].string.as_deref(),
+        Some("0000:3b:00.5")
+    );
+    let rdma = devices
+        .iter()
+        .find(|d| d.name == "rdma-0000-3b-00-0")
+        .unwrap();
+    let a = rdma.attributes.as_ref().unwrap();
+    assert_eq!(
+        a["k8s.cni.cncf.io/resourceName"].string.as_deref(),
+        Some("cdigen.io/rdma")
+    );
+    assert_eq!(
+        a["k8s.cni.cncf.io/deviceID"].string.as_deref(),
+        Some("0000:3b:00.0")
+    );
+    let gpu = devices
+        .iter()
+        .find(|d| d.name == "amd-gpu-0000-03-00-0")
+        .unwrap();
+    assert!(
+        !gpu.attributes
+            .as_ref()
+            .unwrap()
+            .keys()
+            .any(|k| k.starts_with("k8s.cni.cncf.io/")),
+        "a GPU is no network device"
+    );
 
     let tmp = tempfile::tempdir().unwrap();
     let defs = usb_serial_enabled(tmp.path());
@@ -313,6 +419,146 @@ fn the_examples_attributes_are_published() {
         serials,
         BTreeSet::from(["85734323231351E0E1A1".into(), "A10K5PQR".into()])
     );
+}
+
+/// The MI300X in CPX mode: its eight partitions consume one XCD each of
+/// their GPU's counter set, published in a slice of its own; the SPX GPU
+/// and the other devices consume none.
+#[test]
+fn amd_partitions_share_their_gpus_counters() {
+    let yaml = print_slices(&fixtures_dir().join("mi300x-cpx/root"), &[]);
+    let slices = parse(&yaml);
+    assert!(limits(&slices).is_empty(), "{:?}", limits(&slices));
+    let sets: Vec<_> = slices
+        .iter()
+        .flat_map(|s| s.spec.shared_counters.clone().unwrap_or_default())
+        .collect();
+    assert_eq!(sets.len(), 1, "{sets:?}");
+    assert_eq!(sets[0].name, "gpu-0000-05-00-0");
+    assert_eq!(sets[0].counters["xcds"].value.0, "8");
+    assert_eq!(sets[0].counters["partitions"].value.0, "8");
+    for d in slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+    {
+        let uses = d.consumes_counters.clone().unwrap_or_default();
+        if d.name.starts_with("amd-gpu-0000-05-00-0") {
+            assert_eq!(uses.len(), 1, "{}", d.name);
+            assert_eq!(uses[0].counter_set, "gpu-0000-05-00-0");
+            assert_eq!(uses[0].counters["xcds"].value.0, "1");
+        } else {
+            assert!(uses.is_empty(), "{}", d.name);
+        }
+    }
+}
+
+/// Every device on a PCI function carries the standard PCI attributes:
+/// an AMD GPU's partitions (platform devices) those of their GPU, a USB
+/// serial adapter those of its USB controller.
+#[test]
+fn every_pci_device_has_its_pcie_root() {
+    let yaml = print_slices(&fixtures_dir().join("mi300x-cpx/root"), &[]);
+    let parts: Vec<_> = parse(&yaml)
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.name.starts_with("amd-gpu-0000-05-00-0"))
+        .collect();
+    assert_eq!(parts.len(), 8, "{parts:?}");
+    for d in &parts {
+        let a = d.attributes.as_ref().unwrap();
+        let s = |k: &str| a.get(k).and_then(|v| v.string.clone());
+        assert_eq!(
+            s("resource.kubernetes.io/pcieRoot").as_deref(),
+            Some("pci0000:00"),
+            "{}",
+            d.name
+        );
+        assert_eq!(
+            s("resource.kubernetes.io/pciBusID").as_deref(),
+            Some("0000:05:00.0")
+        );
+        assert_eq!(a["resource.kubernetes.io/numaNode"].int, Some(0));
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = usb_serial_enabled(tmp.path());
+    let yaml = print_slices(
+        &fixtures_dir().join("serial-host/root"),
+        &["--generators", defs.to_str().unwrap()],
+    );
+    let serial: Vec<_> = parse(&yaml)
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.name.starts_with("usb-serial-"))
+        .collect();
+    assert_eq!(serial.len(), 2);
+    for d in &serial {
+        let a = d.attributes.as_ref().unwrap();
+        assert_eq!(
+            a["resource.kubernetes.io/pciBusID"].string.as_deref(),
+            Some("0000:0e:00.3")
+        );
+        assert_eq!(
+            a["resource.kubernetes.io/pcieRoot"].string.as_deref(),
+            Some("pci0000:00")
+        );
+        // The controller's numa_node is -1: no numaNode.
+        assert!(!a.contains_key("resource.kubernetes.io/numaNode"));
+    }
+}
+
+/// The opt-in `rdma-shared` pool (1000 device plugin units per device)
+/// publishes each RDMA device once, with a `shares` capacity of 1000 that
+/// claims consume one at a time (KEP-5075).
+#[test]
+fn a_shared_pool_publishes_a_consumable_capacity() {
+    let tmp = tempfile::tempdir().unwrap();
+    let defs = tmp.path().join("generators.d");
+    fs::create_dir_all(&defs).unwrap();
+    let text = fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/rdma-shared.yaml"),
+    )
+    .unwrap();
+    assert!(text.contains("\nenabled: false\n") && text.contains("replicas: 1000"));
+    fs::write(
+        defs.join("rdma-shared.yaml"),
+        text.replace("\nenabled: false\n", "\nenabled: true\n"),
+    )
+    .unwrap();
+    let yaml = print_slices(
+        &fixtures_dir().join("rdma-host/root"),
+        &["--generators", defs.to_str().unwrap()],
+    );
+    let slices = parse(&yaml);
+    assert!(limits(&slices).is_empty(), "{:?}", limits(&slices));
+    let shared: Vec<_> = slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.name.starts_with("rdma-shared-"))
+        .collect();
+    assert!(!shared.is_empty(), "{yaml}");
+    for d in &shared {
+        assert_eq!(d.allow_multiple_allocations, Some(true), "{}", d.name);
+        let c = &d.capacity.as_ref().unwrap()["shares"];
+        assert_eq!(c.value.0, "1000");
+        let p = c.request_policy.as_ref().unwrap();
+        assert_eq!(p.default.as_ref().unwrap().0, "1");
+        let r = p.valid_range.as_ref().unwrap();
+        assert_eq!(
+            (r.min.0.as_str(), r.step.as_ref().unwrap().0.as_str()),
+            ("1", "1")
+        );
+        assert_eq!(r.max, None);
+    }
+    // A device that is not shared has no policy (the API refuses one).
+    for d in slices
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.allow_multiple_allocations.is_none())
+    {
+        for c in d.capacity.unwrap_or_default().values() {
+            assert!(c.request_policy.is_none(), "{}", d.name);
+        }
+    }
 }
 
 /// Printing writes no spec: the output directory stays absent.

@@ -611,11 +611,14 @@ fn judged(root: &HostRoot, d: &Device, check: &mut signals::Pass<'_>) -> Option<
     check.checks().judge(&d.id, problems)
 }
 
-/// Where `d` sits: its NUMA node, its path below `/sys/devices`, its MIG
+/// Where `d` sits: its NUMA node, its path below `/sys/devices` (that of
+/// its PCI function when it is elsewhere: an AMD partition's GPU), its MIG
 /// parent.
 pub fn placement(d: &Device) -> Placement {
     let pci_path = d
-        .sysfs_path
+        .pci_function
+        .as_deref()
+        .unwrap_or(&d.sysfs_path)
         .strip_prefix("/sys/devices/")
         .map(|p| {
             p.split('/')

@@ -21,7 +21,9 @@
 //! Recorded attributes are bounded ([`MAX_VALUE_LEN`]) printable text; a
 //! value that is not is left out with a warning naming its file. `/dev`
 //! symlinks (`/dev/serial/by-id/...`) are recorded when they name the
-//! node; they are never device nodes.
+//! node; they are never device nodes. A device below a PCI function (a
+//! USB serial adapter behind an xHCI controller) takes that function's
+//! NUMA node ([`pci_numa_node`]).
 
 pub mod scan;
 
@@ -34,7 +36,7 @@ use super::devnode::{check_host_node, is_safe_devname, read_node};
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, GenericInfo, Link, Node};
 use crate::root::{DevKind, HostRoot, dev_path, sys_path};
-use crate::sysfs::parse_uevent;
+use crate::sysfs::{parse_numa_node, parse_uevent};
 use scan::{Compiled, MAX_VALUE_LEN};
 
 /// The backend's name in definitions and `--backend`.
@@ -254,18 +256,40 @@ fn read_device(
             }
         })
         .collect();
+    let sysfs_path = real.display().to_string();
+    let numa_node = pci_numa_node(root, &sysfs_path, report);
     Some(Device {
         backend: NAME.into(),
         id: format!("{subsystem}:{name}"),
-        sysfs_path: real.display().to_string(),
+        sysfs_path,
         bus,
         driver,
+        numa_node,
         nodes: vec![node],
         links: dev_links,
         attrs: exposed,
         generic: Some(info),
         ..Default::default()
     })
+}
+
+/// The NUMA node of the PCI function `sysfs_path` is below
+/// ([`crate::model::nearest_pci_function`]): its `numa_node`, `None` when
+/// -1, absent, or not a node number (with a warning naming the file).
+fn pci_numa_node(root: &HostRoot, sysfs_path: &str, report: &mut Report) -> Option<u32> {
+    let function = crate::model::nearest_pci_function(sysfs_path)?;
+    let path = Path::new(function).join("numa_node");
+    match read_value(root, &path) {
+        Ok(Some(v)) => parse_numa_node(&v).unwrap_or_else(|| {
+            report.warn(&path, format!("{v:?} is not a NUMA node; ignoring it"));
+            None
+        }),
+        Ok(None) => None,
+        Err(e) => {
+            report.warn(&path, format!("{e}; ignoring it"));
+            None
+        }
+    }
 }
 
 /// The device's real path and its ancestors up to (not including)

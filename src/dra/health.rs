@@ -236,6 +236,7 @@ mod tests {
             generator: "sriov".into(),
             kind: "cdigen.io/vf".into(),
             shared: false,
+            shares: 1,
             entry: Entry {
                 id: name.into(),
                 cdi_name: format!("cdigen.io/vf={name}"),

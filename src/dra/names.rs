@@ -36,6 +36,9 @@ pub struct DraDevice {
     /// Whether several claims may hold it at once (a pool with
     /// `device_plugin.replicas` above 1).
     pub shared: bool,
+    /// How many claims may hold it at once: the pool's
+    /// `device_plugin.replicas` (1 for a device that is not shared).
+    pub shares: u32,
     /// The device plugin's entry: CDI name, health, placement, device.
     pub entry: Entry,
 }
@@ -62,6 +65,7 @@ pub fn devices(inv: &Inventory) -> Vec<DraDevice> {
                 generator: r.def.generator.clone(),
                 kind: r.def.kind.clone(),
                 shared,
+                shares: r.def.replicas.max(1),
                 entry,
             });
         }

@@ -8,16 +8,27 @@
 //! string value longer than [`MAX_STRING`] is left out (never cut short):
 //!
 //! 1. the standard attributes, `resource.kubernetes.io/pciBusID`,
-//!    `pcieRoot` and `numaNode` (omitted when the kernel says -1);
+//!    `pcieRoot` and `numaNode` (omitted when the kernel says -1), of the
+//!    PCI function the device is or is part of
+//!    ([`Model::pci_function_path`]: an AMD partition's GPU, a vDPA
+//!    device's VF, the nearest PCI function above a generic device);
 //! 2. what cdigen knows it as: `kind` (the CDI kind), `cdiName` (its name
 //!    in that kind), `resource`, `generator`, `class`, `backend`,
-//!    `healthy`;
+//!    `healthy`; for a shared device (`device_plugin.replicas` above 1,
+//!    `allowMultipleAllocations`), the consumable capacity `shares`
+//!    ([`shares_capacity`]);
 //! 3. what it is: `vendorID`, `deviceID`, `driver`, `model`, `vendor`,
 //!    `uuid`;
 //! 4. for a MIG device: `parentUUID`, `migProfile`, and the capacities
 //!    `memory` and `computeSlices` read from the profile;
 //! 5. for a network device: `pfName`, `pfPCIAddress`, `vfIndex`,
-//!    `netdev`, `linkType`, `rdmaDevice`, `representor`;
+//!    `netdev`, `linkType`, `rdmaDevice`, `representor`; and for a VF,
+//!    vDPA or RDMA device on PCI, what Multus reads in its DRA mode (as
+//!    SR-IOV's DRA driver publishes it): `k8s.cni.cncf.io/resourceName`
+//!    (the device plugin resource, `cdigen.io/vf`: a
+//!    NetworkAttachmentDefinition's `k8s.v1.cni.cncf.io/resourceName`
+//!    names it) and `k8s.cni.cncf.io/deviceID` (the PCI address, which
+//!    Multus hands the CNI plugin);
 //! 6. `nodeKinds` (the roles of its device nodes, NVIDIA's control nodes
 //!    left out, comma-separated) and `devNode` (its first node);
 //! 7. what its generator definition exposes (`attrs`: a USB adapter's
@@ -43,8 +54,9 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::resource::v1::{
-    Device, DeviceAttribute, DeviceCapacity, DeviceTaint, ResourcePool, ResourceSlice,
-    ResourceSliceSpec,
+    CapacityRequestPolicy, CapacityRequestPolicyRange, Counter, CounterSet, Device,
+    DeviceAttribute, DeviceCapacity, DeviceCounterConsumption, DeviceTaint, ResourcePool,
+    ResourceSlice, ResourceSliceSpec,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
@@ -79,11 +91,16 @@ pub const MAX_SUBDOMAIN: usize = 253;
 /// The domain of the standard attributes.
 pub const STANDARD_DOMAIN: &str = "resource.kubernetes.io";
 
+/// The domain of the attributes Multus reads from a network device.
+pub const CNI_DOMAIN: &str = "k8s.cni.cncf.io";
+
 /// One attribute or capacity a device publishes.
 #[derive(Debug, Clone, PartialEq)]
 enum Value {
     Attr(DeviceAttribute),
     Cap(Quantity),
+    /// A capacity claims consume ([`shares_capacity`]).
+    Consumable(DeviceCapacity),
 }
 
 fn text(s: &str) -> Value {
@@ -137,7 +154,7 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
     if bus_id.is_some() {
         c.string(
             &format!("{STANDARD_DOMAIN}/pcieRoot"),
-            pcie_root(&m.sysfs_path),
+            m.pci_function_path().and_then(pcie_root),
         );
     }
     if let Some(n) = m.numa_node.or(d.entry.placement.numa) {
@@ -152,6 +169,9 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
     c.string("class", Some(class(m)));
     c.string("backend", Some(&m.backend));
     c.push("healthy", boolean(d.entry.healthy()));
+    if d.shared {
+        c.push(SHARES, Value::Consumable(shares_capacity(d.shares)));
+    }
     // 3. Identity.
     let pci = m.pci.as_ref();
     c.string("vendorID", pci.map(|p| p.vendor_id.as_str()));
@@ -196,6 +216,16 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
         .or_else(|| m.rdma.as_ref().map(|r| &r.name));
     c.string("rdmaDevice", rdma.map(String::as_str));
     c.string("representor", net.and_then(|n| n.representor.as_deref()));
+    if net.is_some() || m.vdpa.is_some() || m.rdma.is_some() {
+        // What Multus reads from a claim's network device (its DRA mode):
+        // the name a NetworkAttachmentDefinition's resourceName annotation
+        // gives, and the device ID it hands the CNI plugin, as SR-IOV's
+        // device plugin and DRA driver give them.
+        if let Some(id) = bus_id {
+            c.string(&format!("{CNI_DOMAIN}/resourceName"), Some(&d.resource));
+            c.string(&format!("{CNI_DOMAIN}/deviceID"), Some(id));
+        }
+    }
     // 6. Nodes.
     c.string("nodeKinds", node_kinds(m).as_deref());
     let first = m
@@ -247,6 +277,32 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
     c.out
 }
 
+/// The capacity a shared device's claims consume, one share each unless
+/// a request asks for more (KEP-5075).
+pub const SHARES: &str = "shares";
+
+/// A shared device's [`SHARES`] capacity: `shares` (its pool's
+/// `device_plugin.replicas`, the device plugin's units), of which a claim
+/// takes 1 by default and any whole number up to all of them, so that at
+/// most `shares` claims hold it at once, as at most `shares` containers
+/// hold its device plugin units. A device with fewer than 2 shares is not
+/// shared and has none (the API wants min + step within the value).
+pub fn shares_capacity(shares: u32) -> DeviceCapacity {
+    let one = || Quantity("1".into());
+    DeviceCapacity {
+        value: Quantity(shares.to_string()),
+        request_policy: Some(CapacityRequestPolicy {
+            default: Some(one()),
+            valid_range: Some(CapacityRequestPolicyRange {
+                min: one(),
+                max: None,
+                step: Some(one()),
+            }),
+            valid_values: None,
+        }),
+    }
+}
+
 /// What `d` publishes: its [`candidates`] without the string values over
 /// [`MAX_STRING`] (each said in a debug log), the first
 /// [`MAX_PROPERTIES`] of them.
@@ -284,14 +340,14 @@ pub fn attributes(d: &DraDevice) -> BTreeMap<String, DeviceAttribute> {
         .into_iter()
         .filter_map(|(n, v)| match v {
             Value::Attr(a) => Some((n, a)),
-            Value::Cap(_) => None,
+            Value::Cap(_) | Value::Consumable(_) => None,
         })
         .collect()
 }
 
-/// The capacities `d` publishes: a MIG device's `memory` and
-/// `computeSlices` (from its profile); none for other devices, whose
-/// memory cdigen does not know.
+/// The capacities `d` publishes: a shared device's `shares`, a MIG
+/// device's `memory` and `computeSlices` (from its profile); none for
+/// other devices, whose memory cdigen does not know.
 pub fn capacity(d: &DraDevice) -> BTreeMap<String, DeviceCapacity> {
     properties(d)
         .into_iter()
@@ -303,18 +359,24 @@ pub fn capacity(d: &DraDevice) -> BTreeMap<String, DeviceCapacity> {
                     ..DeviceCapacity::default()
                 },
             )),
+            Value::Consumable(c) => Some((n, c)),
             Value::Attr(_) => None,
         })
         .collect()
 }
 
 /// The PCI address of `m` (extended BDF), or of the function a vDPA
-/// device lives on.
+/// device lives on, or of the nearest PCI function above it in sysfs (a
+/// generic device's: the USB controller of a serial adapter).
 fn pci_bus_id(m: &Model) -> Option<&str> {
     m.pci
         .as_ref()
         .map(|p| p.address.as_str())
         .or_else(|| m.vdpa.as_ref().and_then(|v| v.pci_address.as_deref()))
+        .or_else(|| {
+            let f = m.pci_function_path()?;
+            f.rsplit_once('/').map(|(_, bdf)| bdf)
+        })
 }
 
 /// The PCIe root of a device at `sysfs_path`: the first component below
@@ -427,7 +489,7 @@ pub fn device(d: &DraDevice, driver: &str) -> Device {
         .iter()
         .filter_map(|(n, v)| match v {
             Value::Attr(a) => Some((n.clone(), a.clone())),
-            Value::Cap(_) => None,
+            Value::Cap(_) | Value::Consumable(_) => None,
         })
         .collect();
     let capacity: BTreeMap<String, DeviceCapacity> = props
@@ -440,6 +502,7 @@ pub fn device(d: &DraDevice, driver: &str) -> Device {
                     ..DeviceCapacity::default()
                 },
             )),
+            Value::Consumable(c) => Some((n, c)),
             Value::Attr(_) => None,
         })
         .collect();
@@ -457,18 +520,122 @@ pub fn device(d: &DraDevice, driver: &str) -> Device {
     }
 }
 
+/// The API's limit on counter sets per slice.
+pub const MAX_COUNTER_SETS: usize = 8;
+
+/// Counters in whole units and their unit suffix (`""`, `"Gi"`).
+type Share = BTreeMap<String, (i64, &'static str)>;
+
+/// What one partition of a GPU takes of its GPU's counters: the GPU's
+/// identity (its PCI address) and the counters.
+fn partition_share(m: &Model) -> Option<(String, Share)> {
+    let mut out = BTreeMap::new();
+    if let Some(mig) = m.nvidia.as_ref().and_then(|n| n.mig.as_ref()) {
+        // A MIG device: its profile's compute slices and memory.
+        let (slices, gib) = mig.profile.as_deref().and_then(mig_profile)?;
+        out.insert("compute-slices".to_string(), (i64::from(slices), ""));
+        out.insert("memory".to_string(), (i64::from(gib), "Gi"));
+        return Some((mig.parent.clone(), out));
+    }
+    // An AMD compute partition: one of the partitions of a mode that has
+    // several; in CPX, one per XCD.
+    let mode = m.attrs.get("compute_partition")?;
+    m.attrs.get("partition")?;
+    if mode == "SPX" {
+        return None;
+    }
+    out.insert("partitions".to_string(), (1, ""));
+    if mode == "CPX" {
+        out.insert("xcds".to_string(), (1, ""));
+    }
+    Some((m.pci.as_ref()?.address.clone(), out))
+}
+
+/// The shared counters of the pool's partitioned GPUs (KEP-4815), and
+/// what each of `devices` consumes of them, by index. A GPU's counter set
+/// (`gpu-<address>`) holds what its partitions take together: an AMD
+/// GPU's `partitions` (and in CPX `xcds`: one partition per XCD), a MIG
+/// GPU's `compute-slices` and `memory` (from the profiles, only when NVML
+/// named every MIG device's). The partitions are the ones that exist,
+/// disjoint, and the whole GPU is not offered beside them (MIG mode or a
+/// partition mode makes it unusable as one device), so the counters
+/// describe the split without constraining the existing partitions;
+/// dynamic partitioning would add the whole GPU, consuming all.
+pub fn counters(
+    devices: &[DraDevice],
+) -> (Vec<CounterSet>, BTreeMap<usize, DeviceCounterConsumption>) {
+    let mut groups: BTreeMap<String, Vec<(usize, Option<Share>)>> = BTreeMap::new();
+    for (i, d) in devices.iter().enumerate() {
+        let m = &d.entry.device;
+        if let Some(mig) = m.nvidia.as_ref().and_then(|n| n.mig.as_ref()) {
+            let share = partition_share(m).map(|(_, s)| s);
+            groups
+                .entry(mig.parent.clone())
+                .or_default()
+                .push((i, share));
+        } else if let Some((gpu, share)) = partition_share(m) {
+            groups.entry(gpu).or_default().push((i, Some(share)));
+        }
+    }
+    let mut sets = Vec::new();
+    let mut uses = BTreeMap::new();
+    for (gpu, members) in groups {
+        if members.iter().any(|(_, s)| s.is_none()) {
+            continue;
+        }
+        let name = super::names::label(&format!("gpu-{gpu}"));
+        let mut total = Share::new();
+        for (i, share) in members.into_iter().filter_map(|(i, s)| Some((i, s?))) {
+            for (k, (n, unit)) in &share {
+                let t = total.entry(k.clone()).or_insert((0, unit));
+                t.0 = t.0.saturating_add(*n);
+            }
+            uses.insert(
+                i,
+                DeviceCounterConsumption {
+                    counter_set: name.clone(),
+                    counters: quantities(&share),
+                },
+            );
+        }
+        sets.push(CounterSet {
+            name,
+            counters: quantities(&total),
+        });
+    }
+    (sets, uses)
+}
+
+fn quantities(share: &Share) -> BTreeMap<String, Counter> {
+    share
+        .iter()
+        .map(|(k, (n, unit))| {
+            (
+                k.clone(),
+                Counter {
+                    value: Quantity(format!("{n}{unit}")),
+                },
+            )
+        })
+        .collect()
+}
+
 /// The slices publishing `devices` for `node`, pool generation
 /// `generation`: at least one (an empty pool says the node has none), at
 /// most [`MAX_DEVICES`] devices each, [`MAX_DEVICES_WITH_TAINTS`] when
-/// one of the pool's devices is unhealthy. The order of `devices` is
-/// kept; so is every device's slice while the pool's devices stay.
+/// one of the pool's devices is unhealthy or consumes counters; then the
+/// pool's shared [`counters`], [`MAX_COUNTER_SETS`] per slice, in slices
+/// without devices (the API allows one or the other). The order of
+/// `devices` is kept; so is every device's slice while the pool's
+/// devices stay.
 pub fn slices(
     devices: &[DraDevice],
     driver: &str,
     node: &str,
     generation: i64,
 ) -> Vec<ResourceSlice> {
-    let per_slice = if devices.iter().any(|d| d.entry.unhealthy.is_some()) {
+    let (sets, uses) = counters(devices);
+    let per_slice = if !uses.is_empty() || devices.iter().any(|d| d.entry.unhealthy.is_some()) {
         MAX_DEVICES_WITH_TAINTS
     } else {
         MAX_DEVICES
@@ -478,28 +645,49 @@ pub fn slices(
     } else {
         devices.chunks(per_slice).collect()
     };
-    let count = i64::try_from(chunks.len()).unwrap_or(i64::MAX);
-    chunks
-        .iter()
-        .enumerate()
-        .map(|(i, chunk)| ResourceSlice {
-            metadata: ObjectMeta {
-                name: Some(slice_name(node, driver, i)),
-                ..ObjectMeta::default()
+    let set_chunks: Vec<&[CounterSet]> = sets.chunks(MAX_COUNTER_SETS).collect();
+    let count = i64::try_from(chunks.len() + set_chunks.len()).unwrap_or(i64::MAX);
+    let slice = |i: usize, devices, shared_counters| ResourceSlice {
+        metadata: ObjectMeta {
+            name: Some(slice_name(node, driver, i)),
+            ..ObjectMeta::default()
+        },
+        spec: ResourceSliceSpec {
+            driver: driver.to_string(),
+            node_name: Some(node.to_string()),
+            pool: ResourcePool {
+                name: node.to_string(),
+                generation,
+                resource_slice_count: count,
             },
-            spec: ResourceSliceSpec {
-                driver: driver.to_string(),
-                node_name: Some(node.to_string()),
-                pool: ResourcePool {
-                    name: node.to_string(),
-                    generation,
-                    resource_slice_count: count,
-                },
-                devices: Some(chunk.iter().map(|d| device(d, driver)).collect()),
-                ..ResourceSliceSpec::default()
-            },
-        })
-        .collect()
+            devices,
+            shared_counters,
+            ..ResourceSliceSpec::default()
+        },
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    for chunk in &chunks {
+        let list = chunk
+            .iter()
+            .enumerate()
+            .map(|(k, d)| {
+                let mut dev = device(d, driver);
+                if let Some(u) = uses.get(&(at + k)) {
+                    dev.consumes_counters = Some(vec![u.clone()]);
+                }
+                dev
+            })
+            .collect();
+        out.push(slice(out.len(), Some(list), None));
+        at += chunk.len();
+    }
+    // The API wants counter sets in slices of their own, after the
+    // devices' (whose names stay).
+    for sets in set_chunks {
+        out.push(slice(out.len(), None, Some(sets.to_vec())));
+    }
+    out
 }
 
 /// The Node `node` (UID `uid`) as the controlling owner of its slices:
@@ -631,6 +819,7 @@ mod tests {
             generator: "sriov".into(),
             kind: "cdigen.io/vf".into(),
             shared: false,
+            shares: 1,
             entry: Entry {
                 id: m.id.clone(),
                 cdi_name: format!("cdigen.io/vf={}", m.id),
@@ -661,6 +850,8 @@ mod tests {
         assert_eq!(s(&a["linkType"]), "ether");
         assert_eq!(s(&a["nodeKinds"]), "rdma-verbs");
         assert_eq!(a["healthy"].bool, Some(true));
+        assert_eq!(s(&a["k8s.cni.cncf.io/resourceName"]), "cdigen.io/vf");
+        assert_eq!(s(&a["k8s.cni.cncf.io/deviceID"]), "0000:3b:00.2");
         assert!(capacity(&dra(vf(), None)).is_empty());
         for (k, v) in &a {
             let set = [v.int.is_some(), v.bool.is_some(), v.string.is_some()];
@@ -693,6 +884,43 @@ mod tests {
     }
 
     #[test]
+    fn a_partition_and_a_device_below_pci_have_the_pci_attributes() {
+        // An AMD partition: a platform device, on its GPU's function.
+        let mut m = vf();
+        m.net = None;
+        m.sysfs_path = "/sys/devices/platform/amdgpu_xcp_0".into();
+        m.pci_function = Some("/sys/devices/pci0000:00/0000:00:01.1/0000:05:00.0".into());
+        m.pci = Some(test_pci("0000:05:00.0"));
+        let a = attributes(&dra(m, None));
+        assert_eq!(s(&a["resource.kubernetes.io/pciBusID"]), "0000:05:00.0");
+        assert_eq!(s(&a["resource.kubernetes.io/pcieRoot"]), "pci0000:00");
+        assert!(
+            !a.keys().any(|k| k.starts_with(CNI_DOMAIN)),
+            "not a network device"
+        );
+        // A generic device (a USB serial adapter) below an xHCI function.
+        let g = Model {
+            backend: "generic".into(),
+            id: "tty:ttyUSB0".into(),
+            sysfs_path: "/sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb3/3-2/3-2:1.0/ttyUSB0/tty/ttyUSB0".into(),
+            numa_node: Some(1),
+            ..Model::default()
+        };
+        let a = attributes(&dra(g, None));
+        assert_eq!(s(&a["resource.kubernetes.io/pciBusID"]), "0000:0e:00.3");
+        assert_eq!(s(&a["resource.kubernetes.io/pcieRoot"]), "pci0000:00");
+        assert_eq!(a["resource.kubernetes.io/numaNode"].int, Some(1));
+        // Outside PCI: none of them.
+        let p = Model {
+            backend: "generic".into(),
+            sysfs_path: "/sys/devices/platform/serial8250/tty/ttyS0".into(),
+            ..Model::default()
+        };
+        let a = attributes(&dra(p, None));
+        assert!(!a.keys().any(|k| k.starts_with(STANDARD_DOMAIN)), "{a:?}");
+    }
+
+    #[test]
     fn a_mig_device_has_its_profile_as_capacity() {
         let mut m = vf();
         m.backend = "nvidia".into();
@@ -721,6 +949,85 @@ mod tests {
         assert_eq!(mig_profile("1g.10gb+me"), Some((1, 10)));
         assert_eq!(mig_profile("7g.80gb"), Some((7, 80)));
         assert_eq!(mig_profile("weird"), None);
+    }
+
+    fn mig(gi: u32, profile: Option<&str>, parent: &str) -> DraDevice {
+        let mut m = vf();
+        m.backend = "nvidia".into();
+        m.net = None;
+        m.nvidia = Some(NvidiaInfo {
+            gpu_uuid: format!("GPU-{parent}"),
+            mig: Some(MigInfo {
+                parent: parent.into(),
+                gi,
+                ci: 0,
+                uuid: None,
+                profile: profile.map(str::to_string),
+            }),
+            ..NvidiaInfo::default()
+        });
+        let mut d = dra(m, None);
+        d.name = format!("mig-{parent}-{gi}");
+        d
+    }
+
+    #[test]
+    fn mig_devices_with_profiles_share_their_gpus_counters() {
+        let devices = [
+            mig(1, Some("3g.40gb"), "0000:41:00.0"),
+            mig(2, Some("4g.40gb"), "0000:41:00.0"),
+            dra(vf(), None),
+            // NVML named one MIG device of this GPU only: no counters.
+            mig(1, Some("1g.10gb"), "0000:c1:00.0"),
+            mig(2, None, "0000:c1:00.0"),
+        ];
+        let (sets, uses) = counters(&devices);
+        assert_eq!(sets.len(), 1, "{sets:?}");
+        assert_eq!(sets[0].name, "gpu-0000-41-00-0");
+        assert_eq!(
+            sets[0].counters["compute-slices"].value,
+            Quantity("7".into())
+        );
+        assert_eq!(sets[0].counters["memory"].value, Quantity("80Gi".into()));
+        assert_eq!(uses.keys().copied().collect::<Vec<_>>(), [0, 1]);
+        assert_eq!(uses[&0].counters["memory"].value, Quantity("40Gi".into()));
+        assert_eq!(
+            uses[&1].counters["compute-slices"].value,
+            Quantity("4".into())
+        );
+        let s = slices(&devices, "dra.cdigen.io", "node-1", 1);
+        assert_eq!(sizes(&s), [5, 0]);
+        assert!(s[1].spec.devices.is_none() && s[0].spec.shared_counters.is_none());
+        assert_eq!(s[1].spec.shared_counters.as_ref().unwrap().len(), 1);
+        assert_eq!(s[0].spec.pool.resource_slice_count, 2);
+        let consumes: Vec<bool> = s[0]
+            .spec
+            .devices
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|d| d.consumes_counters.is_some())
+            .collect();
+        assert_eq!(consumes, [true, true, false, false, false]);
+    }
+
+    #[test]
+    fn counter_sets_are_chunked_and_devices_that_consume_at_64() {
+        let devices: Vec<DraDevice> = (0..20)
+            .flat_map(|g| {
+                let parent = format!("0000:{g:02x}:00.0");
+                (1..=7).map(move |gi| mig(gi, Some("1g.10gb"), &parent))
+            })
+            .collect();
+        let s = slices(&devices, "dra.cdigen.io", "node-1", 1);
+        // 140 devices at 64 a slice, then 20 sets at 8 a slice.
+        assert_eq!(sizes(&s), [64, 64, 12, 0, 0, 0]);
+        let sets: Vec<usize> = s
+            .iter()
+            .map(|x| x.spec.shared_counters.as_ref().map_or(0, Vec::len))
+            .collect();
+        assert_eq!(sets, [0, 0, 0, 8, 8, 4]);
+        assert!(s.iter().all(|x| x.spec.pool.resource_slice_count == 6));
     }
 
     #[test]
@@ -866,8 +1173,19 @@ mod tests {
     fn a_shared_device_allows_multiple_allocations() {
         let mut d = dra(vf(), None);
         assert_eq!(device(&d, "x.io").allow_multiple_allocations, None);
+        assert_eq!(device(&d, "x.io").capacity, None);
         d.shared = true;
-        assert_eq!(device(&d, "x.io").allow_multiple_allocations, Some(true));
+        d.shares = 8;
+        let dev = device(&d, "x.io");
+        assert_eq!(dev.allow_multiple_allocations, Some(true));
+        let c = &dev.capacity.unwrap()[SHARES];
+        assert_eq!(c.value, Quantity("8".into()));
+        let p = c.request_policy.as_ref().unwrap();
+        assert_eq!(p.default, Some(Quantity("1".into())));
+        let r = p.valid_range.as_ref().unwrap();
+        assert_eq!(r.min, Quantity("1".into()));
+        assert_eq!(r.step, Some(Quantity("1".into())));
+        assert_eq!(p.valid_values, None);
     }
 
     fn many(n: usize, unhealthy_at: Option<usize>) -> Vec<DraDevice> {

@@ -319,6 +319,7 @@ pub(super) fn partitions(
             sysfs_path: x.parent.display().to_string(),
             bus: gpu.bus.clone(),
             pci: gpu.pci.clone(),
+            pci_function: Some(gpu.sysfs_path.clone()),
             driver: gpu.driver.clone(),
             numa_node: gpu.numa_node,
             links: by_path_links(root, &format!("platform-{}", x.name), &kept, report),
