@@ -926,21 +926,27 @@ fn driver_keeps_its_slices_while_sysfs_is_gone() {
 fn driver_start_removes_temp_files_left_by_a_killed_driver() {
     let (tmp, _root) = support::machine("example");
     let driver_dir = tmp.path().join("plugins").join(DRIVER);
+    // The earlier layout's metadata directory, and a request's of the
+    // current one.
     let meta_dir = driver_dir.join("metadata");
+    let request_dir =
+        driver_dir.join("dra-device-metadata/6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10/vf");
     let cdi = tmp.path().join("cdi");
-    for d in [&meta_dir, &cdi] {
+    for d in [&meta_dir, &request_dir, &cdi] {
         fs::create_dir_all(d).unwrap();
     }
     let big = vec![b'{'; 1 << 20];
     let leftovers = [
         driver_dir.join(".cdigen-Xa91kq.tmp"),
         meta_dir.join(".cdigen-7fQz2m.tmp"),
+        request_dir.join(".cdigen-Rk2v9a.tmp"),
         cdi.join(".cdigen-p0Lw3e.tmp"),
     ];
     let foreign = [
         driver_dir.join(".cdigen-Xa91kq.tmp.orig"),
         driver_dir.join("cdigen-Xa91kq.tmp"),
         meta_dir.join(".cdigen-notes"),
+        request_dir.join("notes"),
         cdi.join(".cdigen-p0Lw3e.tmp~"),
     ];
     for f in leftovers.iter().chain(&foreign) {
@@ -1260,7 +1266,9 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
             .filter_map(|m| m["destination"].as_str())
             .collect();
         assert!(
-            mounts.contains(&"/var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json"),
+            mounts.contains(
+                &"/var/run/kubernetes.io/dra-device-attributes/resourceclaims/net/vf/dra.cdigen.io-metadata.json"
+            ),
             "{mounts:?}"
         );
     }
@@ -1613,7 +1621,7 @@ fn a_prepared_claim_works_in_a_real_container() {
             "sh",
             "-c",
             "ls -l /dev/infiniband/uverbs3 /dev/infiniband/rdma_cm; echo \"HCA=$NCCL_IB_HCA\"; \
-             cat /var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json",
+             cat /var/run/kubernetes.io/dra-device-attributes/resourceclaims/net/vf/dra.cdigen.io-metadata.json",
         ])
         .output()
         .unwrap();
@@ -1635,9 +1643,10 @@ fn a_prepared_claim_works_in_a_real_container() {
     let meta_start = stdout.find('{').unwrap_or_else(|| panic!("{stdout}"));
     let meta_end = stdout.rfind('}').unwrap();
     let meta: Value = serde_json::from_str(&stdout[meta_start..=meta_end]).unwrap();
-    assert_eq!(meta["claim"]["uid"], json!(E2E_UID), "{meta}");
+    assert_eq!(meta["apiVersion"], "metadata.resource.k8s.io/v1alpha1");
+    assert_eq!(meta["metadata"]["uid"], json!(E2E_UID), "{meta}");
     assert_eq!(
-        meta["requests"][0]["devices"][0]["device"],
+        meta["requests"][0]["devices"][0]["name"],
         json!(E2E_VF),
         "{meta}"
     );

@@ -243,6 +243,53 @@ mod tests {
         c
     }
 
+    /// A checkpoint as cdigen wrote it before `adminAccess` (and with a
+    /// claim whose metadata file is of the earlier layout).
+    const EARLIER: &str = r#"{
+  "version": 1,
+  "checksum": "f63ee96970cbe7e1d0a148d78fd1aa1ecdb6f2fb56841b4b44066d3446feae96",
+  "claims": {
+    "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10": {
+      "namespace": "ns",
+      "name": "old",
+      "devices": [
+        {
+          "requests": [
+            "vf"
+          ],
+          "pool": "node1",
+          "device": "sriov-0000-3b-00-2",
+          "cdiIds": [
+            "cdigen.io/vf=0000:3b:00.2"
+          ]
+        }
+      ],
+      "spec": false,
+      "metadata": true
+    }
+  }
+}
+"#;
+
+    /// The earlier checkpoint is read (its devices not for admin access)
+    /// and written back byte for byte: its checksum holds both ways, so an
+    /// earlier cdigen reads what this one writes of it.
+    #[test]
+    fn an_earlier_checkpoint_is_read_and_written_alike() {
+        let c = parse(EARLIER.as_bytes()).unwrap();
+        let claim = &c.claims["6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10"];
+        assert!(claim.metadata && !claim.devices[0].admin_access);
+        assert_eq!(String::from_utf8(to_bytes(&c).unwrap()).unwrap(), EARLIER);
+        let mut admin = c.clone();
+        admin
+            .claims
+            .values_mut()
+            .for_each(|c| c.devices[0].admin_access = true);
+        let text = String::from_utf8(to_bytes(&admin).unwrap()).unwrap();
+        assert!(text.contains("\"adminAccess\": true"), "{text}");
+        assert_eq!(parse(text.as_bytes()).unwrap(), admin);
+    }
+
     #[test]
     fn round_trip_and_absent() {
         let dir = tempfile::tempdir().unwrap();
