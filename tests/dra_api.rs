@@ -142,6 +142,57 @@ fn allocation(node: &str) -> Value {
 
 // --- claims ------------------------------------------------------------------
 
+/// Admin access, as 1.36's API server checks it: a claim in a namespace
+/// labelled `resource.kubernetes.io/admin-access: "true"` may be allocated
+/// a device for admin access, and the driver's status write on it is
+/// accepted (the allocation granted it already); an allocation written
+/// newly granting it in a namespace without the label is refused.
+#[test]
+fn admin_access_needs_the_namespace_label_and_the_drivers_status_write_passes() {
+    let api = FakeApi::start();
+    api.put_namespace("mon", &[(apiserver::ADMIN_LABEL, "true")]);
+    api.put_namespace("plain", &[(apiserver::ADMIN_LABEL, "yes")]);
+    let mut alloc = allocation(NODE);
+    alloc["devices"]["results"][0]["adminAccess"] = json!(true);
+    let request = json!({"devices": {"requests": [
+        {"name": "vf", "exactly": {"deviceClassName": "vf", "adminAccess": true}}]}});
+    api.put_claim(json!({
+        "metadata": {"namespace": "mon", "name": "claim", "uid": "u1"},
+        "spec": request,
+        "status": {"allocation": alloc},
+    }));
+    let rt = runtime();
+    let claims = rt.block_on(async { KubeClaims::new(api.client()) });
+    rt.block_on(claims.set_device_status("mon", "claim", DRIVER, vec![status(DRIVER, "vf")]))
+        .unwrap();
+    let stored = api.claim("mon", "claim").unwrap();
+    assert_eq!(stored["status"]["devices"][0]["device"], "vf");
+    assert_eq!(
+        stored["status"]["allocation"]["devices"]["results"][0]["adminAccess"],
+        true
+    );
+
+    // Granted newly where the label is not "true": refused.
+    api.put_claim(json!({
+        "metadata": {"namespace": "plain", "name": "claim", "uid": "u2"},
+        "spec": {},
+    }));
+    let raw: kube::Api<k8s_openapi::api::resource::v1::ResourceClaim> =
+        rt.block_on(async { kube::Api::namespaced(api.client(), "plain") });
+    let patch = kube::api::Patch::Merge(json!({"status": {"allocation": alloc}}));
+    let e = rt
+        .block_on(raw.patch_status("claim", &kube::api::PatchParams::default(), &patch))
+        .unwrap_err();
+    let e = e.to_string();
+    assert!(
+        e.contains(
+            "status.allocation.devices.results[0].adminAccess: Forbidden: admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace"
+        ),
+        "{e}"
+    );
+    assert!(api.claim("plain", "claim").unwrap()["status"].is_null());
+}
+
 /// `status.devices`: our entries replaced, other drivers' kept, through a
 /// merge patch by field manager cdigen; nothing written when nothing
 /// changes; a write by someone else in between is retried and kept.

@@ -12,8 +12,8 @@
 //!    be one this node offers now, or the claim fails naming it;
 //! 4. the opaque configuration of this driver ([`DeviceConfig`]) adds
 //!    environment variables to the devices of the requests it names;
-//! 5. with device metadata on ([`Options::metadata`]), a file per claim
-//!    ([`super::metadata`]);
+//! 5. with device metadata on ([`Options::metadata`]), a file per request
+//!    of the claim, KEP-5304's ([`super::metadata`]);
 //! 6. when a device has variables or the claim a metadata file, a
 //!    transient per-claim CDI spec in the CDI directory:
 //!    `k8s.<driver>-claim_<uid>.json`, kind `k8s.<driver>/claim`, a device
@@ -33,7 +33,15 @@
 //! <uid>-<device>`. Its request name is the allocation result's, a
 //! subrequest as `<request>/<subrequest>`, as the kubelet expects.
 //!
-//! Unpreparing removes the per-claim spec and metadata file and forgets
+//! A result with `adminAccess` (a monitoring claim, which the scheduler
+//! allocates a device whatever other claims hold) is prepared like any
+//! other, beside the device's other claims: everything written here is
+//! the claim's own. Whatever comes to act on the device itself, for one
+//! claim at a time (rebinding its driver, say), must skip the devices
+//! whose [`Planned::admin_access`] / [`PreparedDevice::admin_access`] is
+//! set, and must not be undone when such a claim is unprepared.
+//!
+//! Unpreparing removes the per-claim spec and metadata files and forgets
 //! the claim; one never prepared (or already unprepared) is a success.
 //!
 //! What calls change on the node (the claims' files and the checkpoint)
