@@ -246,14 +246,16 @@ impl serde_json::ser::Formatter for GoFormatter {
         w: &mut W,
         fragment: &str,
     ) -> std::io::Result<()> {
-        let mut rest = fragment;
-        while let Some(i) = rest.find(['<', '>', '&', '\u{2028}', '\u{2029}']) {
-            w.write_all(&rest.as_bytes()[..i])?;
-            let c = rest[i..].chars().next().unwrap_or_default();
-            write!(w, "\\u{:04x}", u32::from(c))?;
-            rest = &rest[i + c.len_utf8()..];
+        let bytes = fragment.as_bytes();
+        let mut start = 0;
+        for (i, c) in fragment.char_indices() {
+            if matches!(c, '<' | '>' | '&' | '\u{2028}' | '\u{2029}') {
+                w.write_all(bytes.get(start..i).unwrap_or_default())?;
+                write!(w, "\\u{:04x}", u32::from(c))?;
+                start = i + c.len_utf8();
+            }
         }
-        w.write_all(rest.as_bytes())
+        w.write_all(bytes.get(start..).unwrap_or_default())
     }
     fn begin_array<W: ?Sized + std::io::Write>(&mut self, w: &mut W) -> std::io::Result<()> {
         self.0.begin_array(w)
@@ -407,9 +409,8 @@ pub fn write(driver_dir: &Path, uid: &str, base: &str, bytes: &[u8]) -> Result<P
 /// What is in the way or could not be removed, named.
 pub fn remove(driver_dir: &Path, uid: &str) -> Result<(), String> {
     remove_legacy(driver_dir, uid)?;
-    let _lock;
     let claim = claim_dir(driver_dir, uid);
-    match std::fs::symlink_metadata(&claim) {
+    let _lock = match std::fs::symlink_metadata(&claim) {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(format!("{}: {e}", claim.display())),
         Ok(m) if !m.file_type().is_dir() => {
@@ -419,11 +420,9 @@ pub fn remove(driver_dir: &Path, uid: &str) -> Result<(), String> {
                 crate::fsio::describe(m.file_type())
             ));
         }
-        Ok(_) => {
-            _lock = crate::write::lock_dir(&dir(driver_dir))
-                .map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
-        }
-    }
+        Ok(_) => crate::write::lock_dir(&dir(driver_dir))
+            .map_err(|e| format!("{:#}", anyhow::Error::from(e)))?,
+    };
     let entries = |d: &Path| {
         std::fs::read_dir(d)
             .and_then(Iterator::collect::<Result<Vec<_>, _>>)
