@@ -1630,3 +1630,30 @@ async fn a_claim_prepared_before_the_upgrade_is_unprepared() {
     stop.send(()).unwrap();
     running.wait().await;
 }
+
+/// Results for two subrequests of one request (which the allocator never
+/// writes: it picks one) would share one metadata file: the claim fails
+/// saying so, and leaves no file behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_subrequests_of_a_request_fail_the_claim_and_leave_nothing() {
+    let env = Env::new(FakeApi::default());
+    env.api.add(claim(
+        "two",
+        UID1,
+        &[(DRIVER, NODE, VF, "vf/a"), (DRIVER, NODE, VF2, "vf/b")],
+        json!([]),
+    ));
+    let (running, stop) = env.start(true).await;
+    let r = prepare(&running.dra_socket, &[("two", UID1)]).await;
+    assert!(
+        r[UID1]
+            .error
+            .ends_with("the allocation has results for two subrequests of request vf"),
+        "{}",
+        r[UID1].error
+    );
+    assert!(!metadata_dir(&env, UID1).exists() && !claim_spec(&env, UID1).exists());
+    assert!(running.preparer.prepared().await.claims.is_empty());
+    stop.send(()).unwrap();
+    running.wait().await;
+}

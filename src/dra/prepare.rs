@@ -756,7 +756,15 @@ impl Preparer {
             let pod_claim = metadata::pod_claim_name(claim.metadata.annotations.as_ref())?;
             let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
             let written = tokio::task::spawn_blocking(move || {
-                write_files(&opts, &w, pod_claim.as_deref(), &p)
+                let written = write_files(&opts, &w, pod_claim.as_deref(), &p);
+                // A claim that failed leaves no metadata behind (its
+                // UID is in no checkpoint: the files are nobody's).
+                if written.is_err()
+                    && let Err(e) = metadata::remove(&opts.driver_dir, &w.uid)
+                {
+                    tracing::warn!("claim {}/{}: {e}", w.namespace, w.name);
+                }
+                written
             })
             .await
             .map_err(|e| format!("writer: {e}"))??;
