@@ -142,6 +142,57 @@ fn allocation(node: &str) -> Value {
 
 // --- claims ------------------------------------------------------------------
 
+/// Admin access, as 1.36's API server checks it: a claim in a namespace
+/// labelled `resource.kubernetes.io/admin-access: "true"` may be allocated
+/// a device for admin access, and the driver's status write on it is
+/// accepted (the allocation granted it already); an allocation written
+/// newly granting it in a namespace without the label is refused.
+#[test]
+fn admin_access_needs_the_namespace_label_and_the_drivers_status_write_passes() {
+    let api = FakeApi::start();
+    api.put_namespace("mon", &[(apiserver::ADMIN_LABEL, "true")]);
+    api.put_namespace("plain", &[(apiserver::ADMIN_LABEL, "yes")]);
+    let mut alloc = allocation(NODE);
+    alloc["devices"]["results"][0]["adminAccess"] = json!(true);
+    let request = json!({"devices": {"requests": [
+        {"name": "vf", "exactly": {"deviceClassName": "vf", "adminAccess": true}}]}});
+    api.put_claim(json!({
+        "metadata": {"namespace": "mon", "name": "claim", "uid": "u1"},
+        "spec": request,
+        "status": {"allocation": alloc},
+    }));
+    let rt = runtime();
+    let claims = rt.block_on(async { KubeClaims::new(api.client()) });
+    rt.block_on(claims.set_device_status("mon", "claim", DRIVER, vec![status(DRIVER, "vf")]))
+        .unwrap();
+    let stored = api.claim("mon", "claim").unwrap();
+    assert_eq!(stored["status"]["devices"][0]["device"], "vf");
+    assert_eq!(
+        stored["status"]["allocation"]["devices"]["results"][0]["adminAccess"],
+        true
+    );
+
+    // Granted newly where the label is not "true": refused.
+    api.put_claim(json!({
+        "metadata": {"namespace": "plain", "name": "claim", "uid": "u2"},
+        "spec": {},
+    }));
+    let raw: kube::Api<k8s_openapi::api::resource::v1::ResourceClaim> =
+        rt.block_on(async { kube::Api::namespaced(api.client(), "plain") });
+    let patch = kube::api::Patch::Merge(json!({"status": {"allocation": alloc}}));
+    let e = rt
+        .block_on(raw.patch_status("claim", &kube::api::PatchParams::default(), &patch))
+        .unwrap_err();
+    let e = e.to_string();
+    assert!(
+        e.contains(
+            "status.allocation.devices.results[0].adminAccess: Forbidden: admin access to devices requires the `resource.kubernetes.io/admin-access: true` label on the containing namespace"
+        ),
+        "{e}"
+    );
+    assert!(api.claim("plain", "claim").unwrap()["status"].is_null());
+}
+
 /// `status.devices`: our entries replaced, other drivers' kept, through a
 /// merge patch by field manager cdigen; nothing written when nothing
 /// changes; a write by someone else in between is retried and kept.
@@ -974,21 +1025,27 @@ fn driver_keeps_its_slices_while_sysfs_is_gone() {
 fn driver_start_removes_temp_files_left_by_a_killed_driver() {
     let (tmp, _root) = support::machine("example");
     let driver_dir = tmp.path().join("plugins").join(DRIVER);
+    // The earlier layout's metadata directory, and a request's of the
+    // current one.
     let meta_dir = driver_dir.join("metadata");
+    let request_dir =
+        driver_dir.join("dra-device-metadata/6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10/vf");
     let cdi = tmp.path().join("cdi");
-    for d in [&meta_dir, &cdi] {
+    for d in [&meta_dir, &request_dir, &cdi] {
         fs::create_dir_all(d).unwrap();
     }
     let big = vec![b'{'; 1 << 20];
     let leftovers = [
         driver_dir.join(".cdigen-Xa91kq.tmp"),
         meta_dir.join(".cdigen-7fQz2m.tmp"),
+        request_dir.join(".cdigen-Rk2v9a.tmp"),
         cdi.join(".cdigen-p0Lw3e.tmp"),
     ];
     let foreign = [
         driver_dir.join(".cdigen-Xa91kq.tmp.orig"),
         driver_dir.join("cdigen-Xa91kq.tmp"),
         meta_dir.join(".cdigen-notes"),
+        request_dir.join("notes"),
         cdi.join(".cdigen-p0Lw3e.tmp~"),
     ];
     for f in leftovers.iter().chain(&foreign) {
@@ -1308,7 +1365,9 @@ fn driver_registers_and_prepares_a_claim_end_to_end() {
             .filter_map(|m| m["destination"].as_str())
             .collect();
         assert!(
-            mounts.contains(&"/var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json"),
+            mounts.contains(
+                &"/var/run/kubernetes.io/dra-device-attributes/resourceclaims/net/vf/dra.cdigen.io-metadata.json"
+            ),
             "{mounts:?}"
         );
     }
@@ -1661,7 +1720,7 @@ fn a_prepared_claim_works_in_a_real_container() {
             "sh",
             "-c",
             "ls -l /dev/infiniband/uverbs3 /dev/infiniband/rdma_cm; echo \"HCA=$NCCL_IB_HCA\"; \
-             cat /var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json",
+             cat /var/run/kubernetes.io/dra-device-attributes/resourceclaims/net/vf/dra.cdigen.io-metadata.json",
         ])
         .output()
         .unwrap();
@@ -1683,9 +1742,10 @@ fn a_prepared_claim_works_in_a_real_container() {
     let meta_start = stdout.find('{').unwrap_or_else(|| panic!("{stdout}"));
     let meta_end = stdout.rfind('}').unwrap();
     let meta: Value = serde_json::from_str(&stdout[meta_start..=meta_end]).unwrap();
-    assert_eq!(meta["claim"]["uid"], json!(E2E_UID), "{meta}");
+    assert_eq!(meta["apiVersion"], "metadata.resource.k8s.io/v1alpha1");
+    assert_eq!(meta["metadata"]["uid"], json!(E2E_UID), "{meta}");
     assert_eq!(
-        meta["requests"][0]["devices"][0]["device"],
+        meta["requests"][0]["devices"][0]["name"],
         json!(E2E_VF),
         "{meta}"
     );

@@ -284,11 +284,23 @@ fn claim_spec(env: &Env, uid: &str) -> PathBuf {
         .join(format!("k8s.{DRIVER}-claim_{uid}.json"))
 }
 
-fn metadata_file(env: &Env, uid: &str) -> PathBuf {
+/// The node's metadata file of request `request` of claim `uid`.
+fn request_metadata(env: &Env, uid: &str, request: &str) -> PathBuf {
+    metadata_dir(env, uid).join(request).join("metadata.json")
+}
+
+/// The node's metadata directory of claim `uid` (its requests' files).
+fn metadata_dir(env: &Env, uid: &str) -> PathBuf {
     env.path("plugins")
         .join(DRIVER)
-        .join("metadata")
-        .join(format!("{uid}.json"))
+        .join("dra-device-metadata")
+        .join(uid)
+}
+
+/// The metadata of the claim `uid` prepared from `claim("…")` (its `vf`
+/// request).
+fn metadata_file(env: &Env, uid: &str) -> PathBuf {
+    request_metadata(env, uid, "vf")
 }
 
 /// The spec at `path`, loaded and validated by cdigen's validator.
@@ -511,22 +523,38 @@ async fn prepare_answers_cdi_ids_on_both_versions() {
         edits[format!("{UID1}-{GPU}").as_str()].env,
         ["A=class", "B=class"]
     );
+    // Each device mounts the file of its request, at KEP-5304's path.
     let mount = &edits[format!("{UID1}-{GPU}").as_str()].mounts[0];
+    assert_eq!(edits[format!("{UID1}-{GPU}").as_str()].mounts.len(), 1);
+    assert_eq!(
+        Path::new(&mount.host_path),
+        request_metadata(&env, UID1, "gpu")
+    );
+    assert_eq!(
+        mount.container_path,
+        "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/net/gpu/dra.cdigen.io-metadata.json"
+    );
+    let mount = &edits[format!("{UID1}-{VF}").as_str()].mounts[0];
     assert_eq!(Path::new(&mount.host_path), metadata_file(&env, UID1));
     assert_eq!(
         mount.container_path,
-        "/var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json"
+        "/var/run/kubernetes.io/dra-device-attributes/resourceclaims/net/vf/dra.cdigen.io-metadata.json"
     );
-    // The metadata file.
+    // The metadata files, one per request, upstream's format.
     let meta: Value =
         serde_json::from_slice(&fs::read(metadata_file(&env, UID1)).unwrap()).unwrap();
+    assert_eq!(meta["kind"], "DeviceMetadata");
+    assert_eq!(meta["apiVersion"], "metadata.resource.k8s.io/v1alpha1");
     assert_eq!(
-        meta["claim"],
-        json!({"namespace": "ns", "name": "net", "uid": UID1})
+        meta["metadata"],
+        json!({"namespace": "ns", "name": "net", "uid": UID1, "generation": 1})
     );
+    assert_eq!(meta["requests"].as_array().unwrap().len(), 1);
     assert_eq!(meta["requests"][0]["name"], "vf");
     let vf = &meta["requests"][0]["devices"][0];
-    assert_eq!(vf["device"], VF);
+    assert_eq!(vf["driver"], DRIVER);
+    assert_eq!(vf["pool"], NODE);
+    assert_eq!(vf["name"], VF);
     // The attributes are the device's in its ResourceSlice.
     assert_eq!(vf["attributes"]["resource"]["string"], "cdigen.io/vf");
     assert_eq!(
@@ -538,7 +566,10 @@ async fn prepare_answers_cdi_ids_on_both_versions() {
         vf["networkData"],
         json!({"interfaceName": "ens1f0v0", "hardwareAddress": "9a:2c:11:4e:00:10"})
     );
-    assert_eq!(meta["requests"][1]["devices"][0]["device"], GPU);
+    let gpu: Value =
+        serde_json::from_slice(&fs::read(request_metadata(&env, UID1, "gpu")).unwrap()).unwrap();
+    assert_eq!(gpu["requests"][0]["name"], "gpu");
+    assert_eq!(gpu["requests"][0]["devices"][0]["name"], GPU);
     // The VF's status, as the CNI DRA driver reports it.
     {
         let statuses = env.api.statuses.lock().unwrap();
@@ -664,7 +695,7 @@ async fn prepare_answers_cdi_ids_on_both_versions() {
             .map(|m| m["destination"].as_str().unwrap())
             .collect();
         assert!(
-            mounts.contains(&"/var/run/kubernetes.io/dra-device-attributes/dra.cdigen.io/net.json"),
+            mounts.contains(&"/var/run/kubernetes.io/dra-device-attributes/resourceclaims/net/vf/dra.cdigen.io-metadata.json"),
             "{mounts:?}"
         );
         let paths: Vec<&str> = spec["linux"]["devices"]
@@ -798,7 +829,7 @@ async fn each_claim_gets_an_answer_and_failures_say_why() {
         )]
     );
     assert!(!claim_spec(&env, UID1).exists());
-    assert!(!metadata_file(&env, UID1).exists());
+    assert!(!metadata_dir(&env, UID1).exists());
     // The status write was refused: logged, the claim prepared anyway.
     assert_eq!(env.api.statuses.lock().unwrap().len(), 1);
     let prepared = running.preparer.prepared().await;
@@ -827,7 +858,7 @@ async fn a_start_removes_the_temp_files_a_killed_driver_left_and_nothing_else() 
     running.wait().await;
 
     let driver_dir = env.path("plugins").join(DRIVER);
-    let meta_dir = driver_dir.join("metadata");
+    let meta_dir = metadata_dir(&env, UID1).join("vf");
     let leftovers = [
         driver_dir.join(".cdigen-Xa91kq.tmp"),
         meta_dir.join(".cdigen-7fQz2m.tmp"),
@@ -876,14 +907,14 @@ async fn unprepare_works_across_a_restart_from_the_checkpoint() {
     assert_eq!((r[UID1].error.as_str(), r[UID2].error.as_str()), ("", ""));
     for uid in [UID1, UID2] {
         assert!(claim_spec(&env, uid).is_file());
-        assert!(metadata_file(&env, uid).is_file());
+        assert!(metadata_dir(&env, uid).is_dir());
     }
     let e = unprepare(&sock, &[("a", UID1), ("never", UID3)]).await;
     assert_eq!(
         e,
         BTreeMap::from([(UID1.into(), String::new()), (UID3.into(), String::new())])
     );
-    assert!(!claim_spec(&env, UID1).exists() && !metadata_file(&env, UID1).exists());
+    assert!(!claim_spec(&env, UID1).exists() && !metadata_dir(&env, UID1).exists());
     stop.send(()).unwrap();
     running.wait().await;
 
@@ -919,7 +950,7 @@ async fn unprepare_works_across_a_restart_from_the_checkpoint() {
         .into_inner();
     assert_eq!(u.claims[UID2].error, "");
     assert_eq!(env.api.gets(), gets, "no API call");
-    assert!(!claim_spec(&env, UID2).exists() && !metadata_file(&env, UID2).exists());
+    assert!(!claim_spec(&env, UID2).exists() && !metadata_dir(&env, UID2).exists());
     assert!(running.preparer.prepared().await.claims.is_empty());
     stop.send(()).unwrap();
     running.wait().await;
@@ -970,7 +1001,7 @@ async fn unprepare_never_waits_on_a_hung_api_server() {
         .expect("unprepare waited on the hung API server");
     assert_eq!(e, BTreeMap::from([(UID1.into(), String::new())]));
     assert!(started.elapsed() < Duration::from_secs(2));
-    assert!(!claim_spec(&env, UID1).exists() && !metadata_file(&env, UID1).exists());
+    assert!(!claim_spec(&env, UID1).exists() && !metadata_dir(&env, UID1).exists());
     assert!(
         !waiting.is_finished(),
         "the prepare waits on the API server"
@@ -1072,7 +1103,7 @@ async fn two_instances_of_a_rolling_update_share_the_checkpoint() {
     assert_eq!(again[UID1], r[UID1], "B answers from A's checkpoint");
     assert_eq!(env.api.gets(), gets, "no API call");
     assert_eq!(unprepare(&b.dra_socket, &[("a", UID1)]).await[UID1], "");
-    assert!(!claim_spec(&env, UID1).exists() && !metadata_file(&env, UID1).exists());
+    assert!(!claim_spec(&env, UID1).exists() && !metadata_dir(&env, UID1).exists());
     assert!(
         a.preparer.prepared().await.claims.is_empty(),
         "A sees it gone"
@@ -1460,5 +1491,291 @@ async fn a_rising_aer_fatal_counter_taints_the_vf_and_turns_it_unhealthy() {
 
     stop.send(()).unwrap();
     drop(stream);
+    running.wait().await;
+}
+
+/// A claim allocated for admin access by `request` of its spec (which
+/// asks for it, `spec_admin`) to `device`, as the allocator writes it.
+fn admin_claim(name: &str, uid: &str, device: &str, spec_admin: bool) -> ResourceClaim {
+    serde_json::from_value(json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaim",
+        "metadata": {"namespace": "ns", "name": name, "uid": uid},
+        "spec": {"devices": {"requests": [{"name": "vf", "exactly": {
+            "deviceClassName": "vf.cdigen.io", "adminAccess": spec_admin}}]}},
+        "status": {"allocation": {"devices": {"results": [{
+            "driver": DRIVER, "pool": NODE, "device": device, "request": "vf",
+            "adminAccess": true}]}}},
+    }))
+    .unwrap()
+}
+
+/// What the checkpoint holds of claim `uid`: its devices' admin access.
+async fn admin_flags(running: &Running, uid: &str) -> Vec<bool> {
+    running.preparer.prepared().await.claims[uid]
+        .devices
+        .iter()
+        .map(|d| d.admin_access)
+        .collect()
+}
+
+/// A claim with admin access (resource.k8s.io/v1 `adminAccess`, for
+/// monitoring) gets a device another claim has prepared, in either order;
+/// the checkpoint holds both, the admin one marked; unpreparing one
+/// leaves the other's files alone; its metadata file is upstream's
+/// (which has no field for admin access).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_access_claim_shares_a_prepared_device() {
+    let env = Env::new(FakeApi::default());
+    env.api
+        .add(claim("a", UID1, &[(DRIVER, NODE, VF, "vf")], json!([])));
+    env.api.add(admin_claim("mon", UID2, VF, true));
+    let (running, stop) = env.start(true).await;
+    let sock = running.dra_socket.clone();
+
+    let r = prepare(&sock, &[("a", UID1)]).await;
+    assert_eq!(r[UID1].error, "");
+    let r = prepare(&sock, &[("mon", UID2)]).await;
+    assert_eq!(r[UID2].error, "");
+    assert_eq!(r[UID2].devices[0].device_name, VF);
+    assert_eq!(admin_flags(&running, UID1).await, [false]);
+    assert_eq!(admin_flags(&running, UID2).await, [true]);
+    let on_disk =
+        fs::read_to_string(env.path("plugins").join(DRIVER).join("checkpoint.json")).unwrap();
+    assert_eq!(
+        on_disk.matches("\"adminAccess\": true").count(),
+        1,
+        "{on_disk}"
+    );
+    let meta: Value =
+        serde_json::from_slice(&fs::read(metadata_file(&env, UID2)).unwrap()).unwrap();
+    let device = meta["requests"][0]["devices"][0].as_object().unwrap();
+    assert_eq!(
+        device.keys().map(String::as_str).collect::<Vec<_>>(),
+        ["attributes", "driver", "name", "networkData", "pool"]
+    );
+
+    // Unpreparing the admin claim leaves the other's files.
+    assert_eq!(unprepare(&sock, &[("mon", UID2)]).await[UID2], "");
+    assert!(!claim_spec(&env, UID2).exists() && !metadata_dir(&env, UID2).exists());
+    assert!(claim_spec(&env, UID1).is_file() && metadata_file(&env, UID1).is_file());
+    // And the other way round: prepared again, then the normal claim goes.
+    assert_eq!(prepare(&sock, &[("mon", UID2)]).await[UID2].error, "");
+    assert_eq!(unprepare(&sock, &[("a", UID1)]).await[UID1], "");
+    assert!(claim_spec(&env, UID2).is_file() && metadata_file(&env, UID2).is_file());
+    assert_eq!(
+        running
+            .preparer
+            .prepared()
+            .await
+            .claims
+            .keys()
+            .collect::<Vec<_>>(),
+        [UID2]
+    );
+    // A normal claim prepared while the admin claim holds the device.
+    assert_eq!(prepare(&sock, &[("a", UID1)]).await[UID1].error, "");
+    assert_eq!(admin_flags(&running, UID1).await, [false]);
+    stop.send(()).unwrap();
+    running.wait().await;
+}
+
+/// Admin access only where the claim's spec asks for it, as the allocator
+/// grants it: a result that says so for a request that does not is
+/// refused, naming the request.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn admin_access_the_spec_does_not_ask_for_is_refused() {
+    let env = Env::new(FakeApi::default());
+    env.api.add(admin_claim("mon", UID2, VF, false));
+    let (running, stop) = env.start(true).await;
+    let r = prepare(&running.dra_socket, &[("mon", UID2)]).await;
+    assert!(
+        r[UID2].error.ends_with(
+            "the allocation grants admin access to request vf, which does not ask for it"
+        ),
+        "{}",
+        r[UID2].error
+    );
+    assert!(running.preparer.prepared().await.claims.is_empty());
+    assert!(!claim_spec(&env, UID2).exists() && !metadata_dir(&env, UID2).exists());
+    stop.send(()).unwrap();
+    running.wait().await;
+}
+
+/// A claim made from a template (the claim controller's
+/// `resource.kubernetes.io/pod-claim-name` annotation) has its metadata
+/// under `resourceclaimtemplates/<pod's name for it>`, as upstream's;
+/// hostile request names and annotations never name a path: the claim
+/// fails saying why, and nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_paths_of_templates_and_hostile_names() {
+    let env = Env::new(FakeApi::default());
+    let mut templated = claim(
+        "pod-a-vf-x7k2q",
+        UID1,
+        &[(DRIVER, NODE, VF, "vf")],
+        json!([]),
+    );
+    templated.metadata.annotations = Some(BTreeMap::from([(
+        "resource.kubernetes.io/pod-claim-name".to_string(),
+        "vf-claim".to_string(),
+    )]));
+    env.api.add(templated);
+    env.api.add(claim(
+        "bad-request",
+        UID2,
+        &[(DRIVER, NODE, VF, "../../x")],
+        json!([]),
+    ));
+    let mut bad_annotation = claim(
+        "bad-annotation",
+        UID3,
+        &[(DRIVER, NODE, VF, "vf")],
+        json!([]),
+    );
+    bad_annotation.metadata.annotations = Some(BTreeMap::from([(
+        "resource.kubernetes.io/pod-claim-name".to_string(),
+        "../../etc".to_string(),
+    )]));
+    env.api.add(bad_annotation);
+    let (running, stop) = env.start(true).await;
+    let r = prepare(
+        &running.dra_socket,
+        &[
+            ("pod-a-vf-x7k2q", UID1),
+            ("bad-request", UID2),
+            ("bad-annotation", UID3),
+        ],
+    )
+    .await;
+    assert_eq!(r[UID1].error, "");
+    let spec = valid_spec(&claim_spec(&env, UID1));
+    assert_eq!(
+        spec.devices[0].container_edits.mounts[0].container_path,
+        "/var/run/kubernetes.io/dra-device-attributes/resourceclaimtemplates/vf-claim/vf/dra.cdigen.io-metadata.json"
+    );
+    let meta: Value =
+        serde_json::from_slice(&fs::read(metadata_file(&env, UID1)).unwrap()).unwrap();
+    assert_eq!(meta["podClaimName"], "vf-claim");
+    assert_eq!(meta["metadata"]["name"], "pod-a-vf-x7k2q");
+    assert!(
+        r[UID2]
+            .error
+            .ends_with("request name \"../../x\" is not a DNS label, or two joined by /"),
+        "{}",
+        r[UID2].error
+    );
+    assert!(
+        r[UID3].error.ends_with(
+            "annotation resource.kubernetes.io/pod-claim-name \"../../etc\" is not a DNS label"
+        ),
+        "{}",
+        r[UID3].error
+    );
+    for uid in [UID2, UID3] {
+        assert!(!claim_spec(&env, uid).exists() && !metadata_dir(&env, uid).exists());
+    }
+    let plugins = env.path("plugins");
+    let mut found = Vec::new();
+    let mut stack = vec![plugins.clone()];
+    while let Some(d) = stack.pop() {
+        for e in fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            found.push(p);
+        }
+    }
+    assert!(found.iter().all(|p| p.starts_with(&plugins)));
+    assert!(!env.path("x").exists() && !env.path("etc").exists());
+    stop.send(()).unwrap();
+    running.wait().await;
+}
+
+/// A claim prepared by the cdigen before KEP-5304's layout (its
+/// checkpoint, its metadata file at `<driver>/metadata/<uid>.json`) is
+/// answered from the checkpoint after the upgrade, and unprepared: the
+/// earlier file removed, the claim forgotten.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_prepared_before_the_upgrade_is_unprepared() {
+    const EARLIER: &str = r#"{
+  "version": 1,
+  "checksum": "f63ee96970cbe7e1d0a148d78fd1aa1ecdb6f2fb56841b4b44066d3446feae96",
+  "claims": {
+    "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10": {
+      "namespace": "ns",
+      "name": "old",
+      "devices": [
+        {
+          "requests": [
+            "vf"
+          ],
+          "pool": "node1",
+          "device": "sriov-0000-3b-00-2",
+          "cdiIds": [
+            "cdigen.io/vf=0000:3b:00.2"
+          ]
+        }
+      ],
+      "spec": false,
+      "metadata": true
+    }
+  }
+}
+"#;
+    let env = Env::new(FakeApi::default());
+    let driver_dir = env.path("plugins").join(DRIVER);
+    let old_file = driver_dir.join("metadata").join(format!("{UID1}.json"));
+    fs::create_dir_all(old_file.parent().unwrap()).unwrap();
+    fs::write(driver_dir.join("checkpoint.json"), EARLIER).unwrap();
+    fs::write(
+        &old_file,
+        r#"{"apiVersion": "metadata.dra.cdigen.io/v1alpha1", "kind": "DeviceMetadata"}"#,
+    )
+    .unwrap();
+    let (running, stop) = env.start(true).await;
+    assert_eq!(running.checkpoint_warning, None);
+    let again = prepare(&running.dra_socket, &[("old", UID1)]).await;
+    assert_eq!(again[UID1].error, "");
+    assert_eq!(
+        again[UID1].devices[0].cdi_device_ids,
+        ["cdigen.io/vf=0000:3b:00.2"]
+    );
+    assert_eq!(env.api.gets(), 0, "answered from the checkpoint");
+    assert_eq!(
+        unprepare(&running.dra_socket, &[("old", UID1)]).await[UID1],
+        ""
+    );
+    assert!(!old_file.exists());
+    assert!(running.preparer.prepared().await.claims.is_empty());
+    stop.send(()).unwrap();
+    running.wait().await;
+}
+
+/// Results for two subrequests of one request (which the allocator never
+/// writes: it picks one) would share one metadata file: the claim fails
+/// saying so, and leaves no file behind.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_subrequests_of_a_request_fail_the_claim_and_leave_nothing() {
+    let env = Env::new(FakeApi::default());
+    env.api.add(claim(
+        "two",
+        UID1,
+        &[(DRIVER, NODE, VF, "vf/a"), (DRIVER, NODE, VF2, "vf/b")],
+        json!([]),
+    ));
+    let (running, stop) = env.start(true).await;
+    let r = prepare(&running.dra_socket, &[("two", UID1)]).await;
+    assert!(
+        r[UID1]
+            .error
+            .ends_with("the allocation has results for two subrequests of request vf"),
+        "{}",
+        r[UID1].error
+    );
+    assert!(!metadata_dir(&env, UID1).exists() && !claim_spec(&env, UID1).exists());
+    assert!(running.preparer.prepared().await.claims.is_empty());
+    stop.send(()).unwrap();
     running.wait().await;
 }

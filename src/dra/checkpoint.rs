@@ -51,6 +51,19 @@ pub struct PreparedDevice {
     pub device: String,
     /// The CDI devices the runtime injects for it.
     pub cdi_ids: Vec<String>,
+    /// Whether it was allocated for administrative access (the result's
+    /// `adminAccess`): the device may be prepared for other claims at the
+    /// same time, and nothing done for this claim may have an exclusive
+    /// effect on it (such as rebinding its driver), nor be undone for the
+    /// others when this claim is unprepared. Absent (false) in a
+    /// checkpoint of an earlier cdigen, which reads the same.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub admin_access: bool,
+}
+
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// A prepared claim.
@@ -168,20 +181,15 @@ pub fn save(dir: &Path, checkpoint: &Checkpoint) -> Result<(), String> {
 
 /// At start: removes the temp files a driver killed while writing its
 /// checkpoint or a metadata file left in `driver_dir` and its metadata
-/// directory, each under that directory's lock
-/// ([`crate::write::lock_and_tidy`]); nothing else is touched.
+/// directories ([`super::metadata::tidy`]), each under that directory's
+/// lock ([`crate::write::lock_and_tidy`]); nothing else is touched.
 ///
 /// # Errors
 /// A directory that cannot be locked or read, or a file that cannot be
 /// removed, named.
 pub fn tidy(driver_dir: &Path) -> Result<(), String> {
-    for dir in [driver_dir.to_path_buf(), super::metadata::dir(driver_dir)] {
-        if dir != driver_dir && !dir.exists() {
-            continue;
-        }
-        crate::write::lock_and_tidy(&dir).map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
-    }
-    Ok(())
+    crate::write::lock_and_tidy(driver_dir).map_err(|e| format!("{:#}", anyhow::Error::from(e)))?;
+    super::metadata::tidy(driver_dir)
 }
 
 /// The file content [`save`] writes for `checkpoint`.
@@ -226,12 +234,60 @@ mod tests {
                     pool: "node1".into(),
                     device: "sriov-0000-3b-00-2".into(),
                     cdi_ids: vec!["cdigen.io/vf=0000:3b:00.2".into()],
+                    admin_access: false,
                 }],
                 spec: true,
                 metadata: false,
             },
         );
         c
+    }
+
+    /// A checkpoint as cdigen wrote it before `adminAccess` (and with a
+    /// claim whose metadata file is of the earlier layout).
+    const EARLIER: &str = r#"{
+  "version": 1,
+  "checksum": "f63ee96970cbe7e1d0a148d78fd1aa1ecdb6f2fb56841b4b44066d3446feae96",
+  "claims": {
+    "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10": {
+      "namespace": "ns",
+      "name": "old",
+      "devices": [
+        {
+          "requests": [
+            "vf"
+          ],
+          "pool": "node1",
+          "device": "sriov-0000-3b-00-2",
+          "cdiIds": [
+            "cdigen.io/vf=0000:3b:00.2"
+          ]
+        }
+      ],
+      "spec": false,
+      "metadata": true
+    }
+  }
+}
+"#;
+
+    /// The earlier checkpoint is read (its devices not for admin access)
+    /// and written back byte for byte: its checksum holds both ways, so an
+    /// earlier cdigen reads what this one writes of it.
+    #[test]
+    fn an_earlier_checkpoint_is_read_and_written_alike() {
+        let c = parse(EARLIER.as_bytes()).unwrap();
+        let claim = &c.claims["6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10"];
+        assert!(claim.metadata && !claim.devices[0].admin_access);
+        assert_eq!(String::from_utf8(to_bytes(&c).unwrap()).unwrap(), EARLIER);
+        let mut admin = c.clone();
+        admin
+            .claims
+            .values_mut()
+            .for_each(|c| c.devices[0].admin_access = true);
+        let text = String::from_utf8(to_bytes(&admin).unwrap()).unwrap();
+        assert!(text.contains("\"adminAccess\": true"), "{text}");
+        assert_eq!(parse(text.as_bytes()).unwrap(), admin);
     }
 
     #[test]

@@ -12,8 +12,8 @@
 //!    be one this node offers now, or the claim fails naming it;
 //! 4. the opaque configuration of this driver ([`DeviceConfig`]) adds
 //!    environment variables to the devices of the requests it names;
-//! 5. with device metadata on ([`Options::metadata`]), a file per claim
-//!    ([`super::metadata`]);
+//! 5. with device metadata on ([`Options::metadata`]), a file per request
+//!    of the claim, KEP-5304's ([`super::metadata`]);
 //! 6. when a device has variables or the claim a metadata file, a
 //!    transient per-claim CDI spec in the CDI directory:
 //!    `k8s.<driver>-claim_<uid>.json`, kind `k8s.<driver>/claim`, a device
@@ -33,7 +33,15 @@
 //! <uid>-<device>`. Its request name is the allocation result's, a
 //! subrequest as `<request>/<subrequest>`, as the kubelet expects.
 //!
-//! Unpreparing removes the per-claim spec and metadata file and forgets
+//! A result with `adminAccess` (a monitoring claim, which the scheduler
+//! allocates a device whatever other claims hold) is prepared like any
+//! other, beside the device's other claims: everything written here is
+//! the claim's own. Whatever comes to act on the device itself, for one
+//! claim at a time (rebinding its driver, say), must skip the devices
+//! whose [`Planned::admin_access`] / [`PreparedDevice::admin_access`] is
+//! set, and must not be undone when such a claim is unprepared.
+//!
+//! Unpreparing removes the per-claim spec and metadata files and forgets
 //! the claim; one never prepared (or already unprepared) is a success.
 //!
 //! What calls change on the node (the claims' files and the checkpoint)
@@ -60,7 +68,7 @@ use tokio::sync::{Mutex, watch};
 
 use super::ClaimApi;
 use super::checkpoint::{self, Checkpoint, PreparedClaim, PreparedDevice};
-use super::metadata::{self, ClaimMeta, DeviceMeta, DeviceMetadata};
+use super::metadata::{self, ClaimMeta, DeviceMeta};
 use super::names::DraDevice;
 use crate::cdi::spec::{ContainerEdits, Device as CdiDevice, Mount, Spec};
 use crate::root::{HostRoot, sys_path};
@@ -230,6 +238,9 @@ pub struct Planned {
     pub device: DraDevice,
     /// Variables from the configuration, `NAME=value`, sorted by name.
     pub env: Vec<String>,
+    /// Whether the result is for administrative access
+    /// ([`PreparedDevice::admin_access`]).
+    pub admin_access: bool,
 }
 
 /// Whether `s` is a DNS subdomain (what the API allows as a claim name):
@@ -295,8 +306,27 @@ pub fn plan(
         .flatten()
         .filter(|r| r.driver == opts.driver && r.pool == opts.node)
         .collect();
+    let admin_requests: BTreeSet<&str> = claim
+        .spec
+        .devices
+        .iter()
+        .flat_map(|d| d.requests.iter().flatten())
+        .filter(|r| r.exactly.as_ref().and_then(|e| e.admin_access) == Some(true))
+        .map(|r| r.name.as_str())
+        .collect();
     let mut out = Vec::new();
     for r in ours {
+        metadata::base_request(&r.request)?;
+        // The allocator grants admin access only to a request of the
+        // claim's spec that asks for it (never a subrequest, which cannot);
+        // the API server checked the namespace's label when the claim and
+        // its allocation were written.
+        if r.admin_access == Some(true) && !admin_requests.contains(r.request.as_str()) {
+            return Err(format!(
+                "the allocation grants admin access to request {}, which does not ask for it",
+                crate::text::escape(&r.request)
+            ));
+        }
         let Some(d) = by_name.get(r.device.as_str()) else {
             return Err(format!(
                 "device {:?} of pool {} (request {}) is not offered by this node now",
@@ -315,6 +345,7 @@ pub fn plan(
             request: r.request.clone(),
             device: (*d).clone(),
             env: env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+            admin_access: r.admin_access == Some(true),
         });
     }
     Ok(out)
@@ -396,9 +427,15 @@ struct Written {
     status: Vec<AllocatedDeviceStatus>,
 }
 
-/// Writes the metadata file and the per-claim spec of `want`'s `planned`
-/// devices; returns the answer. Blocking.
-fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<Written, String> {
+/// Writes the metadata files and the per-claim spec of `want`'s `planned`
+/// devices (`pod_claim_name`: the pod's name for a claim made from a
+/// template); returns the answer. Blocking.
+fn write_files(
+    opts: &Options,
+    want: &ClaimRef,
+    pod_claim_name: Option<&str>,
+    planned: &[Planned],
+) -> Result<Written, String> {
     let mut status = Vec::new();
     let mut nets: Vec<Option<NetworkDeviceData>> = Vec::new();
     // The host now, none of an earlier claim's lookups.
@@ -410,39 +447,49 @@ fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<W
         }
         nets.push(net);
     }
-    let mut mount = None;
+    // The metadata file of each base request, and its mount.
+    let mut mounts: BTreeMap<&str, Mount> = BTreeMap::new();
     if opts.metadata {
-        let devices = planned
-            .iter()
-            .zip(&nets)
-            .map(|(p, net)| {
-                (
-                    p.request.clone(),
-                    DeviceMeta {
-                        pool: opts.node.clone(),
-                        device: p.device.name.clone(),
-                        attributes: (opts.attributes)(&p.device),
-                        network_data: net.clone(),
-                    },
-                )
-            })
-            .collect();
-        let meta = DeviceMetadata::new(
-            &opts.driver,
-            ClaimMeta {
-                namespace: want.namespace.clone(),
-                name: want.name.clone(),
-                uid: want.uid.clone(),
-            },
-            devices,
-        );
-        let file = metadata::write(&opts.driver_dir, &meta)?;
-        mount = Some(Mount {
-            host_path: file.to_string_lossy().into_owned(),
-            container_path: metadata::container_path(&opts.driver, &want.name),
-            options: ["ro", "nosuid", "nodev", "bind"].map(String::from).to_vec(),
-            mount_type: "bind".into(),
-        });
+        let claim = ClaimMeta {
+            namespace: want.namespace.clone(),
+            name: want.name.clone(),
+            uid: want.uid.clone(),
+            pod_claim_name: pod_claim_name.map(String::from),
+        };
+        // By request (`<request>` or `<request>/<subrequest>`), in
+        // allocation order, as the upstream writer groups them.
+        let mut requests: Vec<(&str, Vec<DeviceMeta>)> = Vec::new();
+        for (p, net) in planned.iter().zip(&nets) {
+            let device = DeviceMeta {
+                pool: opts.node.clone(),
+                device: p.device.name.clone(),
+                attributes: (opts.attributes)(&p.device),
+                network_data: net.clone(),
+            };
+            match requests.iter_mut().find(|(r, _)| *r == p.request) {
+                Some((_, devices)) => devices.push(device),
+                None => requests.push((&p.request, vec![device])),
+            }
+        }
+        for (request, devices) in &requests {
+            let base = metadata::base_request(request)?;
+            if mounts.contains_key(base) {
+                return Err(format!(
+                    "the allocation has results for two subrequests of request {base}"
+                ));
+            }
+            let bytes = metadata::File::new(&opts.driver, &claim, request, devices).to_bytes()?;
+            let file = metadata::write(&opts.driver_dir, &want.uid, base, &bytes)?;
+            mounts.insert(
+                base,
+                Mount {
+                    host_path: file.to_string_lossy().into_owned(),
+                    container_path: metadata::container_path(&opts.driver, &claim, base),
+                    options: ["ro", "nosuid", "nodev", "bind"].map(String::from).to_vec(),
+                    mount_type: "bind".into(),
+                },
+            );
+        }
     }
     let kind = claim_kind(&opts.driver);
     let mut spec = Spec {
@@ -452,6 +499,9 @@ fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<W
     let mut devices = Vec::new();
     for p in planned {
         let mut ids = vec![p.device.entry.cdi_name.clone()];
+        let mount = metadata::base_request(&p.request)
+            .ok()
+            .and_then(|b| mounts.get(b));
         if !p.env.is_empty() || mount.is_some() {
             let name = format!("{}-{}", want.uid, p.device.name);
             ids.push(format!("{kind}={name}"));
@@ -459,7 +509,7 @@ fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<W
                 name,
                 container_edits: ContainerEdits {
                     env: p.env.clone(),
-                    mounts: mount.iter().cloned().collect(),
+                    mounts: mount.into_iter().cloned().collect(),
                     ..ContainerEdits::default()
                 },
                 ..CdiDevice::default()
@@ -470,6 +520,7 @@ fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<W
             pool: opts.node.clone(),
             device: p.device.name.clone(),
             cdi_ids: ids,
+            admin_access: p.admin_access,
         });
     }
     let has_spec = !spec.devices.is_empty();
@@ -479,7 +530,7 @@ fn write_files(opts: &Options, want: &ClaimRef, planned: &[Planned]) -> Result<W
     Ok(Written {
         devices,
         spec: has_spec,
-        metadata: mount.is_some(),
+        metadata: !mounts.is_empty(),
         status,
     })
 }
@@ -702,10 +753,21 @@ impl Preparer {
             }
             let devices = Arc::clone(&self.devices.borrow());
             let planned = plan(&self.opts, &claim, want, &devices)?;
+            let pod_claim = metadata::pod_claim_name(claim.metadata.annotations.as_ref())?;
             let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
-            let written = tokio::task::spawn_blocking(move || write_files(&opts, &w, &p))
-                .await
-                .map_err(|e| format!("writer: {e}"))??;
+            let written = tokio::task::spawn_blocking(move || {
+                let written = write_files(&opts, &w, pod_claim.as_deref(), &p);
+                // A claim that failed leaves no metadata behind (its
+                // UID is in no checkpoint: the files are nobody's).
+                if written.is_err()
+                    && let Err(e) = metadata::remove(&opts.driver_dir, &w.uid)
+                {
+                    tracing::warn!("claim {}/{}: {e}", w.namespace, w.name);
+                }
+                written
+            })
+            .await
+            .map_err(|e| format!("writer: {e}"))??;
             state.claims.insert(
                 want.uid.clone(),
                 PreparedClaim {

@@ -203,6 +203,9 @@ struct State {
     /// The node the token names (`authentication.kubernetes.io/node-name`).
     token_node: Option<String>,
     checks: Vec<Check>,
+    /// Namespaces' labels, by name (for admin access; a namespace not
+    /// here does not exist).
+    namespaces: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 impl State {
@@ -378,11 +381,37 @@ current-context: fake\n",
             .cloned()
     }
 
+    /// Creates namespace `name` with `labels` (for admin access:
+    /// [`ADMIN_LABEL`]).
+    pub fn put_namespace(&self, name: &str, labels: &[(&str, &str)]) {
+        let labels = labels
+            .iter()
+            .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+            .collect();
+        self.lock().namespaces.insert(name.to_string(), labels);
+    }
+
     /// Stores `claim` (as someone else would), with a new resourceVersion.
+    /// Admin access in its spec or allocation needs its namespace labelled
+    /// (as the API server's checks of a create and of a status write
+    /// require); a claim the API server would refuse is a mistake of the
+    /// test, and panics with the API server's message.
     pub fn put_claim(&self, mut claim: Value) {
         let mut s = self.lock();
-        s.rv += 1;
         let ns = claim["metadata"]["namespace"].as_str().unwrap().to_string();
+        let asked = claim["spec"]["devices"]["requests"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .position(|r| r["exactly"]["adminAccess"] == json!(true))
+            .map(|i| format!("spec.devices.requests[{i}].adminAccess"));
+        let refused = asked.and_then(|path| admin_namespace_refused(&s, &ns, &path));
+        let refused =
+            refused.or_else(|| admin_access_refused(&s, &ns, &Value::Null, &claim["status"]));
+        if let Some(message) = refused {
+            panic!("the API server refuses this claim: {message}");
+        }
+        s.rv += 1;
         let name = claim["metadata"]["name"].as_str().unwrap().to_string();
         claim["apiVersion"] = json!("resource.k8s.io/v1");
         claim["kind"] = json!("ResourceClaim");
@@ -786,6 +815,49 @@ fn modified_drivers(old: &Value, new: &Value) -> std::collections::BTreeSet<Stri
     out
 }
 
+/// The namespace label that allows admin access
+/// (`resource.DRAAdminNamespaceLabelKey`).
+pub const ADMIN_LABEL: &str = "resource.kubernetes.io/admin-access";
+
+/// 1.36's `AuthorizedForAdmin…` of a claim in `namespace` asking for admin
+/// access at `path`: the field error, if the namespace is not labelled.
+fn admin_namespace_refused(s: &State, namespace: &str, path: &str) -> Option<String> {
+    match s.namespaces.get(namespace) {
+        None => Some(format!(
+            "{path}: Internal error: could not retrieve namespace to verify admin access: namespaces \"{namespace}\" not found"
+        )),
+        Some(labels) if labels.get(ADMIN_LABEL).map(String::as_str) != Some("true") => {
+            Some(format!(
+                "{path}: Forbidden: admin access to devices requires the `{ADMIN_LABEL}: true` label on the containing namespace"
+            ))
+        }
+        Some(_) => None,
+    }
+}
+
+/// 1.36's `AuthorizedForAdminStatus` of a status write from `old` to `new`
+/// in `namespace`: nothing to check when the old allocation already
+/// granted admin access (an allocation is immutable) or the new one does
+/// not; else the namespace must be labelled.
+fn admin_access_refused(s: &State, namespace: &str, old: &Value, new: &Value) -> Option<String> {
+    let granted = |status: &Value| {
+        status["allocation"]["devices"]["results"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .position(|r| r["adminAccess"] == json!(true))
+    };
+    if granted(old).is_some() {
+        return None;
+    }
+    let i = granted(new)?;
+    admin_namespace_refused(
+        s,
+        namespace,
+        &format!("status.allocation.devices.results[{i}].adminAccess"),
+    )
+}
+
 /// 1.36's check of a status write of claim `namespace/name` from `old` to
 /// `new` by a request of `verb`: the message of the 422, if refused.
 fn device_status_refused(
@@ -1081,6 +1153,11 @@ fn route(
                 let mut next = c.clone();
                 merge_patch(&mut next, &patch);
                 let old = c["status"].clone();
+                if let Some(message) = admin_access_refused(s, ns, &old, &next["status"]) {
+                    let message =
+                        format!("ResourceClaim.resource.k8s.io \"{name}\" is invalid: {message}");
+                    return (422, status(422, "Invalid", &message));
+                }
                 if let Some(message) =
                     device_status_refused(s, "patch", ns, name, &old, &next["status"])
                 {
