@@ -258,6 +258,7 @@ fn builtin_amd_gpu_is_exactly_as_written() {
                 ..Default::default()
             },
             driver: None,
+            dra: Default::default(),
         }
     );
     assert_eq!(g.file_name(g.output.format), "amd.com-gpu.yaml");
@@ -288,6 +289,7 @@ fn defaults_of_a_minimal_definition() {
             static_devices: vec![],
             device_plugin: Default::default(),
             driver: None,
+            dra: Default::default(),
         }
     );
 }
@@ -348,6 +350,7 @@ fn full_definition() {
             static_devices: vec![],
             device_plugin: Default::default(),
             driver: None,
+            dra: Default::default(),
         }
     );
 }
