@@ -784,7 +784,7 @@ impl Preparer {
             let planned = plan(&self.opts, &claim, want, &devices)?;
             let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
             let mut st = state.clone();
-            let (written, st) = tokio::task::spawn_blocking(move || {
+            let done = tokio::task::spawn_blocking(move || {
                 let targets: Vec<(String, String)> = p
                     .iter()
                     .filter_map(|p| Some((p.device.name.clone(), p.passthrough.clone()?)))
@@ -800,8 +800,17 @@ impl Preparer {
                 );
                 (written, st)
             })
-            .await
-            .map_err(|e| format!("writer: {e}"))?;
+            .await;
+            let (written, st) = match done {
+                Ok(d) => d,
+                Err(e) => {
+                    // What the writer saved before it died stands.
+                    if let Ok(c) = checkpoint::load(&self.opts.driver_dir) {
+                        *state = c;
+                    }
+                    return Err(format!("writer: {e}"));
+                }
+            };
             *state = st;
             let written = written?;
             passthrough::Host::mark_bound(&mut state, &want.uid);
