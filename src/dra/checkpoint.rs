@@ -400,6 +400,49 @@ mod tests {
         }
     }
 
+    /// A checkpoint written before rebinds existed (no `rebinds`, its
+    /// checksum of the claims alone) loads; one with rebinds round-trips,
+    /// and its checksum covers them.
+    #[test]
+    fn rebinds_extend_the_checkpoint_compatibly() {
+        let old = serde_json::json!({
+            "version": 1,
+            "checksum": checksum(&sample().claims, &BTreeMap::new()).unwrap(),
+            "claims": sample().claims,
+        });
+        let loaded = parse(&serde_json::to_vec(&old).unwrap()).unwrap();
+        assert_eq!(loaded, sample());
+        assert!(loaded.rebinds.is_empty());
+        // Without rebinds, the file is what an older cdigen writes.
+        assert!(
+            !String::from_utf8(to_bytes(&sample()).unwrap())
+                .unwrap()
+                .contains("rebinds")
+        );
+
+        let mut c = sample();
+        c.rebinds.insert(
+            "0000:3b:00.2".into(),
+            Rebind {
+                claim: "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10".into(),
+                device: "sriov-0000-3b-00-2".into(),
+                original: Some("mlx5_core".into()),
+                step: Step::Binding,
+            },
+        );
+        let text = String::from_utf8(to_bytes(&c).unwrap()).unwrap();
+        assert!(text.contains("\"step\": \"binding\""), "{text}");
+        assert_eq!(parse(text.as_bytes()).unwrap(), c);
+        let e = parse(text.replace("mlx5_core", "mlx4_core").as_bytes()).unwrap_err();
+        assert_eq!(e, "checksum mismatch: the file is corrupted");
+        let e = parse(
+            text.replace("\"step\"", "\"path\": \"/x\", \"step\"")
+                .as_bytes(),
+        )
+        .unwrap_err();
+        assert!(e.contains("unknown field `path`"), "{e}");
+    }
+
     #[test]
     fn rebind_addresses_and_records_are_checked() {
         assert!(is_pci_address("0000:3b:00.2"));

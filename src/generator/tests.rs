@@ -1696,3 +1696,18 @@ fn device_plugin_vendor_resources() {
         );
     }
 }
+
+/// `dra.vfio_passthrough` is off unless set, strict, and not written
+/// out while off.
+#[test]
+fn dra_vfio_passthrough_is_opt_in() {
+    let text = "name: vf\nbackend: sriov\nkind: example.com/vf\ntemplate: sriov\n";
+    let file = Path::new("vf.yaml");
+    let g = parse(file, text).unwrap();
+    assert!(!g.dra.vfio_passthrough);
+    assert!(!serde_json::to_string(&g).unwrap().contains("dra"));
+    let on = parse(file, &format!("{text}dra:\n  vfio_passthrough: true\n")).unwrap();
+    assert!(on.dra.vfio_passthrough);
+    let e = parse(file, &format!("{text}dra:\n  rebind: true\n")).unwrap_err();
+    assert!(e.to_string().contains("rebind"), "{e}");
+}
