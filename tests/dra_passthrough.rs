@@ -641,3 +641,25 @@ async fn a_crash_between_unbind_and_bind_is_undone_at_the_next_start() {
     stop.send(()).unwrap();
     running.wait().await;
 }
+
+/// The example opt-in class carries the configuration the tests use, and
+/// the driver reads it.
+#[test]
+fn the_example_class_asks_for_vfio_pci() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("deploy/kubernetes/examples/dra/deviceclasses.yaml");
+    let text = fs::read_to_string(file).unwrap();
+    let doc = text
+        .split("\n---\n")
+        .find(|d| d.contains("name: vf-passthrough.cdigen.io"))
+        .unwrap();
+    let class: k8s_openapi::api::resource::v1::DeviceClass = serde_saphyr::from_str(doc).unwrap();
+    let opaque = class.spec.config.unwrap()[0].opaque.clone().unwrap();
+    assert_eq!(opaque.driver, DRIVER);
+    assert_eq!(
+        opaque.parameters.0,
+        passthrough_config("FromClass")[0]["opaque"]["parameters"]
+    );
+    let c = cdigen::dra::prepare::parse_config(&opaque.parameters.0).unwrap();
+    assert_eq!(c.passthrough.as_deref(), Some("vfio-pci"));
+}
