@@ -1074,7 +1074,7 @@ impl HostRoot {
     ///
     /// # Errors
     /// [`Error`] when it exists but cannot be read.
-    pub fn read_link(&self, host: &Path) -> Result<Option<PathBuf>, Error> {
+    pub fn raw_link(&self, host: &Path) -> Result<Option<PathBuf>, Error> {
         let (Some(parent), Some(name)) = (host.parent(), host.file_name()) else {
             return Ok(None);
         };

@@ -543,12 +543,15 @@ async fn a_function_whose_group_node_is_open_is_not_given_back() {
     let fd = env.base.join("proc/4242/fd");
     fs::create_dir_all(&fd).unwrap();
     fs::write(env.base.join("proc/4242/comm"), "qemu-kvm\n").unwrap();
+    // Another VM's process has only the container node open: not this VF's.
+    fs::create_dir_all(env.base.join("proc/77/fd")).unwrap();
+    std::os::unix::fs::symlink("/dev/vfio/vfio", env.base.join("proc/77/fd/3")).unwrap();
     std::os::unix::fs::symlink("/dev/vfio/41", fd.join("17")).unwrap();
     let err = unprepare(&sock, "vm", UID1).await;
     assert!(
         err.ends_with(
-            "PCI function 0000:3b:00.2 is in use: pid 4242 (qemu-kvm) has /dev/vfio/vfio or \
-             /dev/vfio/41 open; not unbinding it from vfio-pci (the kernel would wait for it); stop \
+            "PCI function 0000:3b:00.2 is in use: pid 4242 (qemu-kvm) has /dev/vfio/41 open; not \
+             unbinding it from vfio-pci (the kernel would wait for it); stop \
              that process, the kubelet retries"
         ),
         "{err}"

@@ -105,21 +105,14 @@ pub struct Rebind {
 
 /// Whether `a` is a PCI address `DDDD:BB:DD.F` (lower-case hex).
 pub fn is_pci_address(a: &str) -> bool {
-    let b = a.as_bytes();
-    let hex = |r: std::ops::Range<usize>| {
-        b.get(r).is_some_and(|s| {
-            s.iter()
-                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(c))
+    let hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+    a.len() == 12
+        && a.bytes().enumerate().all(|(i, c)| match i {
+            4 | 7 => c == b':',
+            10 => c == b'.',
+            11 => (b'0'..=b'7').contains(&c),
+            _ => hex(c),
         })
-    };
-    b.len() == 12
-        && hex(0..4)
-        && b[4] == b':'
-        && hex(5..7)
-        && b[7] == b':'
-        && hex(8..10)
-        && b[10] == b'.'
-        && (b'0'..=b'7').contains(&b[11])
 }
 
 /// Whether `d` may name a driver directory.

@@ -47,6 +47,10 @@ use crate::root::{self, HostRoot, proc_path, sys_path};
 /// The driver functions are bound to.
 pub const VFIO_PCI: &str = "vfio-pci";
 
+/// The VFIO nodes every VFIO user opens, which say nothing of one
+/// function being in use.
+const SHARED_NODES: [&str; 2] = ["/dev/vfio/vfio", "/dev/iommu"];
+
 /// Most processes looked at for an open VFIO node.
 const MAX_PROCS: usize = 1 << 16;
 
@@ -329,7 +333,7 @@ pub fn opened_by(root: &HostRoot, nodes: &[String]) -> Option<String> {
             continue;
         };
         for fd in fds.iter().take(MAX_FDS) {
-            let Ok(Some(target)) = root.read_link(&fd_dir.join(fd)) else {
+            let Ok(Some(target)) = root.raw_link(&fd_dir.join(fd)) else {
                 continue;
             };
             if nodes.iter().any(|n| Path::new(n) == target) {
@@ -475,8 +479,8 @@ impl Host<'_> {
             .filter(|(_, r)| r.claim == uid)
             .map(|(a, r)| (a.clone(), r.original.clone()))
             .collect();
-        for (address, _) in &mine {
-            let device = &state.rebinds[address].device;
+        for (address, r) in state.rebinds.iter().filter(|(_, r)| r.claim == uid) {
+            let device = &r.device;
             if held.contains(device) {
                 return Err(format!(
                     "PCI function {address} (device {device}) is in use by another prepared claim: \
@@ -486,7 +490,13 @@ impl Host<'_> {
             if driver_of(self.root, address).ok().flatten().as_deref() == Some(VFIO_PCI)
                 && let Ok(nodes) = vfio_nodes(self.root, address)
             {
-                let paths: Vec<String> = nodes.into_iter().map(|n| n.path).collect();
+                // The group node or cdev: /dev/vfio/vfio and /dev/iommu
+                // are every VFIO user's.
+                let paths: Vec<String> = nodes
+                    .into_iter()
+                    .map(|n| n.path)
+                    .filter(|p| !SHARED_NODES.contains(&p.as_str()))
+                    .collect();
                 if let Some(who) = opened_by(self.root, &paths) {
                     return Err(format!(
                         "PCI function {address} is in use: {who} has {} open; not unbinding it from \
