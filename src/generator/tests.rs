@@ -363,8 +363,8 @@ fn unknown_key_names_file_line_and_expected_keys() {
         err_with("vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of name, \
          description, enabled, backend, kind, match, join, select, reserve, names, template, \
-         output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver \
-         at line 5, column 1"
+         output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver, \
+         dra at line 5, column 1"
     );
     assert_eq!(
         err_with("select:\n  vendorids: [\"0x1002\"]\n"),
@@ -954,7 +954,7 @@ fn load_broken_file_is_its_error() {
         format!(
             "{}: unknown field `vendorids`, expected one of name, description, enabled, backend, \
              kind, match, join, select, reserve, names, template, output, device_nodes, links, \
-             cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver at line 5, column 1",
+             cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver, dra at line 5, column 1",
             bad.display()
         )
     );
