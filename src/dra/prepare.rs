@@ -12,6 +12,10 @@
 //!    be one this node offers now, or the claim fails naming it;
 //! 4. the opaque configuration of this driver ([`DeviceConfig`]) adds
 //!    environment variables to the devices of the requests it names;
+//!    A DeviceClass's `passthrough: vfio-pci` has the PCI functions of
+//!    the requests it names bound to `vfio-pci` first, their VFIO nodes in
+//!    the per-claim spec ([`super::passthrough`]); unpreparing gives them
+//!    back before anything else.
 //! 5. with device metadata on ([`Options::metadata`]), a file per claim
 //!    ([`super::metadata`]);
 //! 6. when a device has variables or the claim a metadata file, a
