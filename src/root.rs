@@ -28,6 +28,44 @@ use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
 use std::sync::Mutex;
 
+/// `O_NOFOLLOW | O_CLOEXEC | O_NOCTTY` for [`HostRoot::write_pci_attr`].
+fn libc_flags() -> i32 {
+    (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC | rustix::fs::OFlags::NOCTTY).bits()
+        as i32
+}
+
+/// Whether `host` is one of the PCI driver-binding attributes
+/// [`HostRoot::write_pci_attr`] may write: no `..`, no `.`.
+pub fn is_pci_binding_attr(host: &Path) -> bool {
+    let parts: Vec<&str> = match host
+        .components()
+        .map(|c| match c {
+            Component::RootDir => Some(""),
+            Component::Normal(n) => n.to_str(),
+            _ => None,
+        })
+        .collect::<Option<Vec<_>>>()
+    {
+        Some(p) => p,
+        None => return false,
+    };
+    let plain = |s: &str| !s.is_empty() && !s.starts_with('.') && !s.contains('/');
+    match parts.as_slice() {
+        ["", "sys", "bus", "pci", "drivers_probe"] => true,
+        ["", "sys", "bus", "pci", "devices", addr, "driver_override"] => plain(addr),
+        [
+            "",
+            "sys",
+            "bus",
+            "pci",
+            "drivers",
+            driver,
+            "bind" | "unbind",
+        ] => plain(driver),
+        _ => false,
+    }
+}
+
 /// Name of the devfs manifest at the top of a fixture root.
 pub const DEV_MANIFEST: &str = "dev.manifest";
 /// Largest file the root reads (sysfs attributes are a page at most).
@@ -1028,6 +1066,102 @@ impl HostRoot {
                 .map_err(|why| format!("{} {why}", at.display()))?;
         }
         Ok(disk)
+    }
+
+    /// The raw target of the symlink `host` (`/proc/<pid>/fd/<n>` →
+    /// `/dev/vfio/41`), its parents resolved inside the root; `None` when
+    /// it does not exist or is not a link. Never followed.
+    ///
+    /// # Errors
+    /// [`Error`] when it exists but cannot be read.
+    pub fn raw_link(&self, host: &Path) -> Result<Option<PathBuf>, Error> {
+        let (Some(parent), Some(name)) = (host.parent(), host.file_name()) else {
+            return Ok(None);
+        };
+        let parent = match self.resolve_dir(parent) {
+            Ok(p) => p,
+            Err(e) if e.is_not_found() => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        let disk = self.disk_path(&parent.join(name));
+        match fs::read_link(&disk) {
+            Ok(t) => Ok(Some(t)),
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    || e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(self.io_error(host, e)),
+        }
+    }
+
+    /// The same root re-opened: as [`HostRoot::fresh`], with a fixture's
+    /// devfs manifest read again (the host's `/dev` is always read now).
+    ///
+    /// # Errors
+    /// As [`HostRoot::open`].
+    pub fn reopen(&self) -> Result<HostRoot, Error> {
+        let mut fresh = self.fresh();
+        if matches!(self.devfs, DevFs::Manifest(_)) {
+            fresh.devfs = HostRoot::open(&self.base)?.devfs;
+        }
+        Ok(fresh)
+    }
+
+    /// Writes `value` to a PCI driver-binding attribute of sysfs, the one
+    /// write cdigen makes to the host tree (the DRA driver's passthrough):
+    /// `/sys/bus/pci/devices/<address>/driver_override`,
+    /// `/sys/bus/pci/drivers/<driver>/bind` or `unbind`, or
+    /// `/sys/bus/pci/drivers_probe`. Anything else is refused without
+    /// opening it. The path is resolved inside the root; the attribute is
+    /// opened write-only, never created, never through a symlink, and must
+    /// be a regular file; `value` goes in one `write` (sysfs takes a
+    /// store as one call), so the kernel's errno comes back as the error.
+    ///
+    /// # Errors
+    /// A path outside those, or the write's failure, naming the file.
+    pub fn write_pci_attr(&self, host: &Path, value: &str) -> Result<(), Error> {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        if !is_pci_binding_attr(host) {
+            return Err(self.io_error(
+                host,
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    "cdigen writes only driver_override, bind, unbind and drivers_probe under /sys/bus/pci",
+                ),
+            ));
+        }
+        let real = self.fresh().resolve(host)?;
+        let disk = self.disk_path(&real);
+        let mut file = fs::OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .custom_flags(libc_flags())
+            .open(&disk)
+            .map_err(|e| self.io_error(host, e))?;
+        let meta = file.metadata().map_err(|e| self.io_error(host, e))?;
+        if !meta.is_file() {
+            return Err(Error::NotRegular {
+                path: host.to_path_buf(),
+                disk,
+                what: "not a file",
+            });
+        }
+        let n = file
+            .write(value.as_bytes())
+            .map_err(|e| self.io_error(host, e))?;
+        if n != value.len() {
+            return Err(self.io_error(
+                host,
+                io::Error::new(
+                    io::ErrorKind::WriteZero,
+                    format!("the kernel took {n} of {} bytes", value.len()),
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// Whether this root has a `/dev` to look at (a manifest, or a `dev`

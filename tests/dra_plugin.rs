@@ -808,7 +808,7 @@ async fn each_claim_gets_an_answer_and_failures_say_why() {
             ),
             (
                 bad_uid,
-                "claim ns/badconfig (b0000000-0000-4000-8000-000000000001): config[0] (FromClaim): not a DeviceConfig: unknown field `mounts`, expected one of `apiVersion`, `kind`, `env`"
+                "claim ns/badconfig (b0000000-0000-4000-8000-000000000001): config[0] (FromClaim): not a DeviceConfig: unknown field `mounts`, expected one of `apiVersion`, `kind`, `env`, `passthrough`"
             ),
             (
                 missing,

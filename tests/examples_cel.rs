@@ -131,6 +131,14 @@ const EXAMPLES: &[Example] = &[
     Example {
         file: "deploy/kubernetes/examples/dra/deviceclasses.yaml",
         kind: "DeviceClass",
+        name: "vf-passthrough.cdigen.io",
+        fixture: "example",
+        slices: "resourceslices.yaml",
+        selects: EXAMPLE_VFS,
+    },
+    Example {
+        file: "deploy/kubernetes/examples/dra/deviceclasses.yaml",
+        kind: "DeviceClass",
         name: "serial.cdigen.io",
         fixture: "serial-host",
         slices: "resourceslices-usb-serial.yaml",

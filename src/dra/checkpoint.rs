@@ -12,6 +12,13 @@
 //! than stopping. Nothing in it names a path: the files a claim owns are
 //! named from its UID (checked by [`is_safe_uid`]) by the code that writes
 //! them.
+//!
+//! The PCI functions the driver rebound to `vfio-pci` for a claim
+//! ([`super::passthrough`]) are recorded by address, each with the driver
+//! it had, before the first write to sysfs: a crash between unbinding and
+//! binding is undone at the next start. The field is left out while
+//! empty, so a checkpoint written before it existed still loads (and its
+//! checksum, of the claims alone, still holds).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -82,11 +89,88 @@ pub struct PreparedClaim {
     pub metadata: bool,
 }
 
+/// Where a rebinding stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Step {
+    /// Recorded before the first write: the function may be on its
+    /// driver, on none, or on `vfio-pci`.
+    Binding,
+    /// On `vfio-pci`, for a prepared claim.
+    Bound,
+    /// Being given back.
+    Restoring,
+}
+
+/// A function rebound for a claim, as the checkpoint records it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Rebind {
+    /// The claim's UID.
+    pub claim: String,
+    /// The device's name in the pool.
+    pub device: String,
+    /// The driver it had (`None`: none).
+    pub original: Option<String>,
+    /// Where it stands.
+    pub step: Step,
+}
+
+/// Whether `a` is a PCI address `DDDD:BB:DD.F` (lower-case hex).
+pub fn is_pci_address(a: &str) -> bool {
+    let hex = |c: u8| c.is_ascii_digit() || (b'a'..=b'f').contains(&c);
+    a.len() == 12
+        && a.bytes().enumerate().all(|(i, c)| match i {
+            4 | 7 => c == b':',
+            10 => c == b'.',
+            11 => (b'0'..=b'7').contains(&c),
+            _ => hex(c),
+        })
+}
+
+/// Whether `d` may name a driver directory.
+fn is_driver_name(d: &str) -> bool {
+    !d.is_empty()
+        && d.len() <= 64
+        && !d.starts_with('.')
+        && d.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+}
+
+/// Checks a checkpoint record (untrusted input).
+///
+/// # Errors
+/// A bad address, claim UID or driver name, in words.
+pub fn check_record(address: &str, r: &Rebind) -> Result<(), String> {
+    if !is_pci_address(address) {
+        return Err(format!(
+            "rebound function {:?} is not a PCI address",
+            crate::text::escape(address)
+        ));
+    }
+    if !is_safe_uid(&r.claim) {
+        return Err(format!(
+            "rebound function {address}: its claim is not a UID"
+        ));
+    }
+    if let Some(d) = &r.original
+        && !is_driver_name(d)
+    {
+        return Err(format!(
+            "rebound function {address}: original driver {:?} is not a driver name",
+            crate::text::escape(d)
+        ));
+    }
+    Ok(())
+}
+
 /// The prepared claims, by UID.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Checkpoint {
     /// By claim UID.
     pub claims: BTreeMap<String, PreparedClaim>,
+    /// The PCI functions rebound for passthrough, by address.
+    pub rebinds: BTreeMap<String, Rebind>,
 }
 
 /// The file's layout.
@@ -97,6 +181,8 @@ struct OnDisk {
     /// SHA-256 (hex) of the compact JSON of `claims`.
     checksum: String,
     claims: BTreeMap<String, PreparedClaim>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    rebinds: BTreeMap<String, Rebind>,
 }
 
 /// Whether `uid` may name files: 1 to [`MAX_UID_LEN`] of `a-z A-Z 0-9 -`
@@ -108,8 +194,16 @@ pub fn is_safe_uid(uid: &str) -> bool {
         && uid.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
 }
 
-fn checksum(claims: &BTreeMap<String, PreparedClaim>) -> Result<String, String> {
-    let bytes = serde_json::to_vec(claims).map_err(|e| e.to_string())?;
+/// SHA-256 of the claims' compact JSON, followed by the rebinds' when
+/// there are any (so that a checkpoint without them sums as before).
+fn checksum(
+    claims: &BTreeMap<String, PreparedClaim>,
+    rebinds: &BTreeMap<String, Rebind>,
+) -> Result<String, String> {
+    let mut bytes = serde_json::to_vec(claims).map_err(|e| e.to_string())?;
+    if !rebinds.is_empty() {
+        bytes.extend(serde_json::to_vec(rebinds).map_err(|e| e.to_string())?);
+    }
     Ok(Sha256::digest(&bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
@@ -153,14 +247,18 @@ pub fn parse(bytes: &[u8]) -> Result<Checkpoint, String> {
             on_disk.version
         ));
     }
-    if checksum(&on_disk.claims)? != on_disk.checksum {
+    if checksum(&on_disk.claims, &on_disk.rebinds)? != on_disk.checksum {
         return Err("checksum mismatch: the file is corrupted".into());
     }
     if let Some(uid) = on_disk.claims.keys().find(|u| !is_safe_uid(u)) {
         return Err(format!("claim UID {uid:?} is not a UID"));
     }
+    for (address, r) in &on_disk.rebinds {
+        check_record(address, r)?;
+    }
     Ok(Checkpoint {
         claims: on_disk.claims,
+        rebinds: on_disk.rebinds,
     })
 }
 
@@ -199,8 +297,9 @@ pub fn tidy(driver_dir: &Path) -> Result<(), String> {
 pub fn to_bytes(checkpoint: &Checkpoint) -> Result<Vec<u8>, String> {
     let on_disk = OnDisk {
         version: VERSION,
-        checksum: checksum(&checkpoint.claims)?,
+        checksum: checksum(&checkpoint.claims, &checkpoint.rebinds)?,
         claims: checkpoint.claims.clone(),
+        rebinds: checkpoint.rebinds.clone(),
     };
     let mut bytes = serde_json::to_vec_pretty(&on_disk).map_err(|e| e.to_string())?;
     bytes.push(b'\n');
@@ -348,6 +447,81 @@ mod tests {
         for bad in ["", ".x", "a/b", "-x", &"a".repeat(65), "a b"] {
             assert!(!is_safe_uid(bad), "{bad}");
         }
+    }
+
+    /// A checkpoint written before rebinds existed (no `rebinds`, its
+    /// checksum of the claims alone) loads; one with rebinds round-trips,
+    /// and its checksum covers them.
+    #[test]
+    fn rebinds_extend_the_checkpoint_compatibly() {
+        let old = serde_json::json!({
+            "version": 1,
+            "checksum": checksum(&sample().claims, &BTreeMap::new()).unwrap(),
+            "claims": sample().claims,
+        });
+        let loaded = parse(&serde_json::to_vec(&old).unwrap()).unwrap();
+        assert_eq!(loaded, sample());
+        assert!(loaded.rebinds.is_empty());
+        // Without rebinds, the file is what an older cdigen writes.
+        assert!(
+            !String::from_utf8(to_bytes(&sample()).unwrap())
+                .unwrap()
+                .contains("rebinds")
+        );
+
+        let mut c = sample();
+        c.rebinds.insert(
+            "0000:3b:00.2".into(),
+            Rebind {
+                claim: "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10".into(),
+                device: "sriov-0000-3b-00-2".into(),
+                original: Some("mlx5_core".into()),
+                step: Step::Binding,
+            },
+        );
+        let text = String::from_utf8(to_bytes(&c).unwrap()).unwrap();
+        assert!(text.contains("\"step\": \"binding\""), "{text}");
+        assert_eq!(parse(text.as_bytes()).unwrap(), c);
+        let e = parse(text.replace("mlx5_core", "mlx4_core").as_bytes()).unwrap_err();
+        assert_eq!(e, "checksum mismatch: the file is corrupted");
+        let e = parse(
+            text.replace("\"step\"", "\"path\": \"/x\", \"step\"")
+                .as_bytes(),
+        )
+        .unwrap_err();
+        assert!(e.contains("unknown field `path`"), "{e}");
+    }
+
+    #[test]
+    fn rebind_addresses_and_records_are_checked() {
+        assert!(is_pci_address("0000:3b:00.2"));
+        for bad in [
+            "0000:3b:00.8",
+            "0000:3B:00.2",
+            "../../x",
+            "0000:3b:00.2/",
+            "",
+        ] {
+            assert!(!is_pci_address(bad), "{bad}");
+        }
+        let r = Rebind {
+            claim: "u1".into(),
+            device: "sriov-0000-3b-00-2".into(),
+            original: Some("mlx5_core".into()),
+            step: Step::Bound,
+        };
+        assert_eq!(check_record("0000:3b:00.2", &r), Ok(()));
+        let e = check_record("../x", &r).unwrap_err();
+        assert_eq!(e, "rebound function \"../x\" is not a PCI address");
+        let bad = Rebind {
+            original: Some("../evil".into()),
+            ..r
+        };
+        let e = check_record("0000:3b:00.2", &bad).unwrap_err();
+        assert!(
+            e.ends_with("original driver \"../evil\" is not a driver name"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -14,6 +14,7 @@
 //! - [`prepare`]: NodePrepareResources and NodeUnprepareResources.
 //! - [`checkpoint`]: the prepared claims, kept across restarts.
 //! - [`metadata`]: the device metadata file of a prepared claim.
+//! - [`passthrough`]: PCI functions rebound to `vfio-pci` for a claim.
 //! - [`kubeapi`]: the API server through `kube` ([`ClaimApi`] over it).
 //! - [`publish`]: keeps the node's slices on the API server true.
 //! - [`run`]: the process.
@@ -30,6 +31,7 @@ pub mod health;
 pub mod kubeapi;
 pub mod metadata;
 pub mod names;
+pub mod passthrough;
 pub mod plugin;
 pub mod prepare;
 pub mod publish;

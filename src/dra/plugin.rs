@@ -148,6 +148,7 @@ impl Config {
                 metadata: true,
                 attributes,
                 serialize: false,
+                passthrough: super::passthrough::Settings::default(),
             },
             pod_uid: None,
             health_period: super::health::PERIOD,
@@ -504,6 +505,10 @@ pub async fn start(
     };
     let (preparer, checkpoint_warning) = Preparer::new(config.prepare.clone(), api, devices);
     let preparer = Arc::new(preparer);
+    // What a crash left rebound goes back before the kubelet calls.
+    for e in preparer.recover().await {
+        tracing::warn!("passthrough recovery: {e}");
+    }
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };

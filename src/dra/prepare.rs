@@ -12,6 +12,10 @@
 //!    be one this node offers now, or the claim fails naming it;
 //! 4. the opaque configuration of this driver ([`DeviceConfig`]) adds
 //!    environment variables to the devices of the requests it names;
+//!    A DeviceClass's `passthrough: vfio-pci` has the PCI functions of
+//!    the requests it names bound to `vfio-pci` first, their VFIO nodes in
+//!    the per-claim spec ([`super::passthrough`]); unpreparing gives them
+//!    back before anything else.
 //! 5. with device metadata on ([`Options::metadata`]), a file per request
 //!    of the claim, KEP-5304's ([`super::metadata`]);
 //! 6. when a device has variables or the claim a metadata file, a
@@ -36,10 +40,10 @@
 //! A result with `adminAccess` (a monitoring claim, which the scheduler
 //! allocates a device whatever other claims hold) is prepared like any
 //! other, beside the device's other claims: everything written here is
-//! the claim's own. Whatever comes to act on the device itself, for one
-//! claim at a time (rebinding its driver, say), must skip the devices
-//! whose [`Planned::admin_access`] / [`PreparedDevice::admin_access`] is
-//! set, and must not be undone when such a claim is unprepared.
+//! the claim's own. What acts on the device itself, for one claim at a
+//! time (passthrough's rebinding), skips the devices whose
+//! [`Planned::admin_access`] / [`PreparedDevice::admin_access`] is set,
+//! and is not undone when such a claim is unprepared.
 //!
 //! Unpreparing removes the per-claim spec and metadata files and forgets
 //! the claim; one never prepared (or already unprepared) is a success.
@@ -70,6 +74,7 @@ use super::ClaimApi;
 use super::checkpoint::{self, Checkpoint, PreparedClaim, PreparedDevice};
 use super::metadata::{self, ClaimMeta, DeviceMeta};
 use super::names::DraDevice;
+use super::passthrough;
 use crate::cdi::spec::{ContainerEdits, Device as CdiDevice, Mount, Spec};
 use crate::root::{HostRoot, sys_path};
 use crate::write::ManagedDir;
@@ -127,6 +132,8 @@ pub struct Options {
     /// rolling update): each call then takes
     /// [`checkpoint::SERIALIZE_LOCK`] and re-reads the checkpoint first.
     pub serialize: bool,
+    /// Passthrough by rebinding ([`super::passthrough`]).
+    pub passthrough: passthrough::Settings,
 }
 
 impl std::fmt::Debug for Options {
@@ -139,6 +146,7 @@ impl std::fmt::Debug for Options {
             .field("root", &self.root)
             .field("metadata", &self.metadata)
             .field("serialize", &self.serialize)
+            .field("passthrough", &self.passthrough)
             .finish_non_exhaustive()
     }
 }
@@ -172,6 +180,11 @@ pub struct DeviceConfig {
     /// Variables set in the containers of the devices it applies to.
     #[serde(default)]
     pub env: BTreeMap<String, String>,
+    /// `vfio-pci`: the devices it applies to are bound to `vfio-pci` while
+    /// the claim is prepared ([`super::passthrough`]); a DeviceClass's
+    /// only.
+    #[serde(default)]
+    pub passthrough: Option<String>,
 }
 
 /// Parses and checks one configuration's parameters.
@@ -198,6 +211,15 @@ pub fn parse_config(parameters: &serde_json::Value) -> Result<DeviceConfig, Stri
     }
     for (k, v) in &c.env {
         check_env(k, v)?;
+    }
+    if let Some(p) = c.passthrough.as_deref()
+        && p != passthrough::VFIO_PCI
+    {
+        return Err(format!(
+            "passthrough: {:?}: the only passthrough is {}",
+            crate::text::escape(p),
+            passthrough::VFIO_PCI
+        ));
     }
     Ok(c)
 }
@@ -241,6 +263,9 @@ pub struct Planned {
     /// Whether the result is for administrative access
     /// ([`PreparedDevice::admin_access`]).
     pub admin_access: bool,
+    /// The PCI function to bind to `vfio-pci` for the claim (its class
+    /// asks for passthrough; not for an admin access).
+    pub passthrough: Option<String>,
 }
 
 /// Whether `s` is a DNS subdomain (what the API allows as a claim name):
@@ -296,6 +321,13 @@ pub fn plan(
         };
         let config = parse_config(&o.parameters.0)
             .map_err(|e| format!("config[{i}] ({}): {e}", c.source))?;
+        if config.passthrough.is_some() && c.source != "FromClass" {
+            return Err(format!(
+                "config[{i}] ({}): passthrough is an administrator's choice: only a DeviceClass's \
+                 configuration may set it, not a claim's",
+                c.source
+            ));
+        }
         parsed.push((c.requests.clone().unwrap_or_default(), config));
     }
     let by_name: BTreeMap<&str, &DraDevice> =
@@ -336,16 +368,25 @@ pub fn plan(
             ));
         };
         let mut env: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut pass = false;
         for (requests, c) in &parsed {
             if applies(requests, &r.request) {
                 env.extend(c.env.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+                pass |= c.passthrough.is_some();
             }
         }
+        // An admin access looks at a device in use: never rebound.
+        let pass = pass && r.admin_access != Some(true);
         out.push(Planned {
             request: r.request.clone(),
             device: (*d).clone(),
             env: env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
             admin_access: r.admin_access == Some(true),
+            passthrough: if pass {
+                Some(passthrough::function_of(&opts.passthrough, d)?)
+            } else {
+                None
+            },
         });
     }
     Ok(out)
@@ -429,12 +470,14 @@ struct Written {
 
 /// Writes the metadata files and the per-claim spec of `want`'s `planned`
 /// devices (`pod_claim_name`: the pod's name for a claim made from a
-/// template); returns the answer. Blocking.
+/// template; `vfio`: the VFIO nodes of the functions passed through, by
+/// PCI address); returns the answer. Blocking.
 fn write_files(
     opts: &Options,
     want: &ClaimRef,
     pod_claim_name: Option<&str>,
     planned: &[Planned],
+    vfio: &BTreeMap<String, Vec<crate::cdi::spec::DeviceNode>>,
 ) -> Result<Written, String> {
     let mut status = Vec::new();
     let mut nets: Vec<Option<NetworkDeviceData>> = Vec::new();
@@ -498,17 +541,25 @@ fn write_files(
     };
     let mut devices = Vec::new();
     for p in planned {
-        let mut ids = vec![p.device.entry.cdi_name.clone()];
         let mount = metadata::base_request(&p.request)
             .ok()
             .and_then(|b| mounts.get(b));
-        if !p.env.is_empty() || mount.is_some() {
+        // A function passed through is the claim's device alone: its VFIO
+        // nodes, not what the generator's spec says of its host driver.
+        let nodes = p.passthrough.as_ref().and_then(|a| vfio.get(a));
+        let mut ids = if nodes.is_some() {
+            Vec::new()
+        } else {
+            vec![p.device.entry.cdi_name.clone()]
+        };
+        if !p.env.is_empty() || mount.is_some() || nodes.is_some() {
             let name = format!("{}-{}", want.uid, p.device.name);
             ids.push(format!("{kind}={name}"));
             spec.devices.push(CdiDevice {
                 name,
                 container_edits: ContainerEdits {
                     env: p.env.clone(),
+                    device_nodes: nodes.cloned().unwrap_or_default(),
                     mounts: mount.into_iter().cloned().collect(),
                     ..ContainerEdits::default()
                 },
@@ -663,6 +714,36 @@ impl Preparer {
         (me, warning)
     }
 
+    /// Gives back the PCI functions a crash left rebound
+    /// ([`passthrough::Host::recover`]); what could not be, in words.
+    pub async fn recover(&self) -> Vec<String> {
+        let mut state = match self.lock().await {
+            Ok(s) => s,
+            Err(e) => return vec![e],
+        };
+        if state.rebinds.is_empty() {
+            return Vec::new();
+        }
+        let (opts, mut st) = (self.opts.clone(), state.clone());
+        let done = tokio::task::spawn_blocking(move || {
+            let host = passthrough::Host {
+                root: &opts.root,
+                writer: opts.passthrough.writer.as_ref(),
+                driver_dir: &opts.driver_dir,
+            };
+            let errors = host.recover(&mut st);
+            (errors, st)
+        })
+        .await;
+        match done {
+            Ok((errors, st)) => {
+                *state = st;
+                errors
+            }
+            Err(e) => vec![format!("passthrough: {e}")],
+        }
+    }
+
     /// The options.
     pub fn options(&self) -> &Options {
         &self.opts
@@ -755,19 +836,47 @@ impl Preparer {
             let planned = plan(&self.opts, &claim, want, &devices)?;
             let pod_claim = metadata::pod_claim_name(claim.metadata.annotations.as_ref())?;
             let (opts, w, p) = (self.opts.clone(), want.clone(), planned);
-            let written = tokio::task::spawn_blocking(move || {
-                let written = write_files(&opts, &w, pod_claim.as_deref(), &p);
-                // A claim that failed leaves no metadata behind (its
-                // UID is in no checkpoint: the files are nobody's).
-                if written.is_err()
-                    && let Err(e) = metadata::remove(&opts.driver_dir, &w.uid)
-                {
-                    tracing::warn!("claim {}/{}: {e}", w.namespace, w.name);
-                }
-                written
+            let mut st = state.clone();
+            let done = tokio::task::spawn_blocking(move || {
+                let targets: Vec<(String, String)> = p
+                    .iter()
+                    .filter_map(|p| Some((p.device.name.clone(), p.passthrough.clone()?)))
+                    .collect();
+                let written = passthrough::prepare(
+                    &opts.root,
+                    &opts.passthrough,
+                    &opts.driver_dir,
+                    &mut st,
+                    &w.uid,
+                    &targets,
+                    |vfio| {
+                        let written = write_files(&opts, &w, pod_claim.as_deref(), &p, vfio);
+                        // A claim that failed leaves no metadata behind (its
+                        // UID is in no checkpoint: the files are nobody's).
+                        if written.is_err()
+                            && let Err(e) = metadata::remove(&opts.driver_dir, &w.uid)
+                        {
+                            tracing::warn!("claim {}/{}: {e}", w.namespace, w.name);
+                        }
+                        written
+                    },
+                );
+                (written, st)
             })
-            .await
-            .map_err(|e| format!("writer: {e}"))??;
+            .await;
+            let (written, st) = match done {
+                Ok(d) => d,
+                Err(e) => {
+                    // What the writer saved before it died stands.
+                    if let Ok(c) = checkpoint::load(&self.opts.driver_dir) {
+                        *state = c;
+                    }
+                    return Err(format!("writer: {e}"));
+                }
+            };
+            *state = st;
+            let written = written?;
+            passthrough::Host::mark_bound(&mut state, &want.uid);
             state.claims.insert(
                 want.uid.clone(),
                 PreparedClaim {
@@ -847,6 +956,24 @@ impl Preparer {
         if !checkpoint::is_safe_uid(&want.uid) {
             return Err("the UID is not a UID".into());
         }
+        // Functions passed through go back to their drivers first; one in
+        // use keeps the claim prepared, for the kubelet to retry.
+        let (opts, uid) = (self.opts.clone(), want.uid.clone());
+        let mut st = state.clone();
+        let (restored, st) = tokio::task::spawn_blocking(move || {
+            let r = passthrough::unprepare(
+                &opts.root,
+                &opts.passthrough,
+                &opts.driver_dir,
+                &mut st,
+                &uid,
+            );
+            (r, st)
+        })
+        .await
+        .map_err(|e| format!("passthrough: {e}"))?;
+        *state = st;
+        restored?;
         // The files are named from the UID: removed even when the
         // checkpoint lost the claim (a crash between writing them and it).
         let (opts, uid) = (self.opts.clone(), want.uid.clone());
@@ -908,6 +1035,7 @@ mod tests {
             metadata: false,
             attributes: Arc::new(|_| BTreeMap::new()),
             serialize,
+            passthrough: passthrough::Settings::default(),
         };
         let (_tx, rx) = watch::channel(Arc::new(Vec::new()));
         Preparer::new(opts, Arc::new(NoApi), rx).0

@@ -137,6 +137,12 @@ pub fn run(
         &options.plugin_dir.join(&options.driver),
         options.pod_uid.as_deref(),
     )?;
+    let passthrough: BTreeSet<String> = pipeline
+        .generators()
+        .iter()
+        .filter(|l| l.generator.dra.vfio_passthrough)
+        .map(|l| l.generator.name.clone())
+        .collect();
     let (devices_tx, devices_rx) = tw::channel(Arc::new(Vec::new()));
     let (slices_tx, slices_rx) = tw::channel(None);
     let fatal = Arc::new(Mutex::new(None));
@@ -166,6 +172,7 @@ pub fn run(
         devices_rx,
         slices_rx,
         options.clone(),
+        passthrough,
         &control,
         &fatal,
     ));
@@ -186,6 +193,7 @@ async fn serve(
     devices: tw::Receiver<Arc<Vec<DraDevice>>>,
     slices: tw::Receiver<Option<Arc<Desired>>>,
     options: Options,
+    passthrough: BTreeSet<String>,
     control: &Control,
     fatal: &Mutex<Option<anyhow::Error>>,
 ) {
@@ -206,6 +214,7 @@ async fn serve(
         Arc::clone(&options.root),
     );
     config.prepare.cdi_dir = options.output_dir.clone();
+    config.prepare.passthrough.generators = passthrough;
     if let Some(uid) = &options.pod_uid {
         config = config.with_pod_uid(uid);
     }

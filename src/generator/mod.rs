@@ -137,6 +137,27 @@ pub struct Generator {
     /// The driver files the devices' containers get (backend `nvidia`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub driver: Option<DriverSettings>,
+    /// How `cdigen dra-driver` prepares the devices.
+    #[serde(default, skip_serializing_if = "Dra::is_default")]
+    pub dra: Dra,
+}
+
+/// A generator's DRA driver settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dra {
+    /// Whether a claim whose DeviceClass asks for it (`passthrough:
+    /// vfio-pci` in its configuration) may have a device (a PCI function)
+    /// unbound from its host driver and bound to `vfio-pci` while the claim
+    /// is prepared (KubeVirt's passthrough); off by default.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub vfio_passthrough: bool,
+}
+
+impl Dra {
+    fn is_default(&self) -> bool {
+        *self == Dra::default()
+    }
 }
 
 /// Which of a driver's user-space files a generator's spec gives, and how.

@@ -258,6 +258,7 @@ fn builtin_amd_gpu_is_exactly_as_written() {
                 ..Default::default()
             },
             driver: None,
+            dra: Default::default(),
         }
     );
     assert_eq!(g.file_name(g.output.format), "amd.com-gpu.yaml");
@@ -288,6 +289,7 @@ fn defaults_of_a_minimal_definition() {
             static_devices: vec![],
             device_plugin: Default::default(),
             driver: None,
+            dra: Default::default(),
         }
     );
 }
@@ -348,6 +350,7 @@ fn full_definition() {
             static_devices: vec![],
             device_plugin: Default::default(),
             driver: None,
+            dra: Default::default(),
         }
     );
 }
@@ -360,8 +363,8 @@ fn unknown_key_names_file_line_and_expected_keys() {
         err_with("vendorids: [\"0x1002\"]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `vendorids`, expected one of name, \
          description, enabled, backend, kind, match, join, select, reserve, names, template, \
-         output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver \
-         at line 5, column 1"
+         output, device_nodes, links, cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver, \
+         dra at line 5, column 1"
     );
     assert_eq!(
         err_with("select:\n  vendorids: [\"0x1002\"]\n"),
@@ -951,7 +954,7 @@ fn load_broken_file_is_its_error() {
         format!(
             "{}: unknown field `vendorids`, expected one of name, description, enabled, backend, \
              kind, match, join, select, reserve, names, template, output, device_nodes, links, \
-             cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver at line 5, column 1",
+             cdi_version, vfio_mode, device_info, static_devices, device_plugin, driver, dra at line 5, column 1",
             bad.display()
         )
     );
@@ -1692,4 +1695,19 @@ fn device_plugin_vendor_resources() {
             g.device_plugin.vendor_resources
         );
     }
+}
+
+/// `dra.vfio_passthrough` is off unless set, strict, and not written
+/// out while off.
+#[test]
+fn dra_vfio_passthrough_is_opt_in() {
+    let text = "name: vf\nbackend: sriov\nkind: example.com/vf\ntemplate: sriov\n";
+    let file = Path::new("vf.yaml");
+    let g = parse(file, text).unwrap();
+    assert!(!g.dra.vfio_passthrough);
+    assert!(!serde_json::to_string(&g).unwrap().contains("dra"));
+    let on = parse(file, &format!("{text}dra:\n  vfio_passthrough: true\n")).unwrap();
+    assert!(on.dra.vfio_passthrough);
+    let e = parse(file, &format!("{text}dra:\n  rebind: true\n")).unwrap_err();
+    assert!(e.to_string().contains("rebind"), "{e}");
 }
