@@ -553,7 +553,7 @@ impl Publisher {
         rv: Option<String>,
     ) -> Result<(), ApiError> {
         let params = DeleteParams {
-            preconditions: (uid.is_some() || rv.is_some()).then(|| Preconditions {
+            preconditions: (uid.is_some() || rv.is_some()).then_some(Preconditions {
                 uid,
                 resource_version: rv,
             }),
