@@ -1,15 +1,44 @@
 //! The ResourceSlice publisher: keeps the API server's slices of
 //! (driver, node) equal to the ones wanted ([`super::slices`]), whoever
-//! changes them.
+//! changes them, writing only the slices that differ.
 //!
-//! - [`Publisher::sync`] lists the slices (field selectors
-//!   `spec.driver=<driver>,spec.nodeName=<node>`), creates the missing,
-//!   replaces the changed (with the resourceVersion read, so a write in
-//!   between fails and the next round reads again) and deletes the others.
-//!   The pool generation goes up with every change of content, from above
-//!   the highest one seen in the pool; slices that already say what is
-//!   wanted at one generation are adopted as they are (a driver restart
-//!   writes nothing).
+//! - What the server holds is kept as a reflector keeps it: a list
+//!   (field selectors `spec.driver=<driver>,spec.nodeName=<node>`), then a
+//!   watch from the list's resourceVersion with bookmarks, every event and
+//!   bookmark moving the resourceVersion on. A watch that ends (its
+//!   timeout) is made again from there; one that fails with 410
+//!   Gone/Expired (that resourceVersion is compacted away) leads to one
+//!   list at once; a watch refused with 429 or not connected is tried
+//!   again from the same resourceVersion after the backoff; any other
+//!   failure (an undecodable event, another error) lists again after the
+//!   backoff (as client-go's reflector does). A change by someone else
+//!   arrives as an event: the publisher compares and writes back only
+//!   what differs, without listing.
+//! - Our own writes are known before the watch says them (the answer to
+//!   each write is kept over the watched state until the watch reaches
+//!   it), so a round right after a write sees it, and our own events are
+//!   not news. Updates carry the resourceVersion held and deletes the
+//!   UID and resourceVersion as preconditions: a write made on a stale
+//!   view fails (409) and is tried again once the watch has caught up.
+//! - The pool generation (`spec.pool.generation`, `resourceSliceCount`,
+//!   resource.k8s.io/v1 `ResourcePool`): a consumer only considers the
+//!   slices of a pool at its highest generation, and the pool as
+//!   complete when it sees `resourceSliceCount` of them. Whenever a
+//!   driver changes what the pool says, the API asks for a new
+//!   generation in all its slices; a change that is one update of one
+//!   slice (no slice created or deleted, so the count stays) is the
+//!   exception the upstream resourceslice controller makes: the scheduler
+//!   sees that slice before or after, each a complete pool that is true,
+//!   so the generation stays and only that slice is written. Any other
+//!   change (two slices, a slice more or less, a device moved from one
+//!   slice to another) goes to the next generation in every slice, so
+//!   that no mix of old and new slices counts as the pool. The generation
+//!   starts above the highest one seen in the pool; a repair (the same
+//!   content again after a wipe, a slice deleted or edited by someone
+//!   else, a stale slice) writes only what was broken, at the generation
+//!   published; slices that already say what is wanted at one generation
+//!   are adopted as they are (a driver restart writes nothing); someone
+//!   publishing the pool above us makes us go above them.
 //! - Every slice names the node's `Node` as its controlling owner (as the
 //!   upstream resourceslice controller does), so the garbage collector
 //!   removes the slices with the Node. The Node's UID is read (`nodes get`)
@@ -19,13 +48,11 @@
 //!   slice that does not name the Node read (an older driver's) is
 //!   replaced to name it, in place of any other Node.
 //! - [`Publisher::run`] does that whenever the wanted slices change, and
-//!   whenever the slices change on the server (a watch from the list's
-//!   resourceVersion: the kubelet wipes a driver's slices when it starts,
-//!   and 30 s after the driver goes away), with backoff on failures
-//!   (logged once per streak); on the way out it deletes them.
-//!
-//! Our own writes come back through the watch; an event whose
-//! resourceVersion is the one our write got is not a change.
+//!   whenever the slices change on the server (the kubelet wipes a
+//!   driver's slices when it starts, and 30 s after the driver goes
+//!   away), with backoff on failures (logged once per streak); on the way
+//!   out it deletes them. [`Publisher::sync`] is one round of it on its
+//!   own: a list, then the writes.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::pin::Pin;
@@ -33,10 +60,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::api::resource::v1::{ResourceSlice, ResourceSliceSpec};
+use k8s_openapi::api::resource::v1::{Device, ResourceSlice, ResourceSliceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 use kube::Api;
-use kube::api::{DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::api::{DeleteParams, ListParams, PostParams, Preconditions, WatchEvent, WatchParams};
 use tokio::sync::watch as tw;
 use tokio_stream::{Stream, StreamExt as _};
 
@@ -56,6 +83,10 @@ pub const SHUTDOWN_WITHIN: Duration = Duration::from_secs(10);
 /// server ends it anyway, after about as long).
 const WATCH_TIMEOUT_S: u32 = 290;
 
+/// A watch that ends sooner with nothing sent is a failure (client-go's
+/// reflector: `VeryShortWatchError`).
+const SHORT_WATCH: Duration = Duration::from_secs(1);
+
 /// The slices to publish, and when the watch pass that made them started.
 #[derive(Debug, Clone)]
 pub struct Desired {
@@ -67,7 +98,7 @@ pub struct Desired {
     pub since: Instant,
 }
 
-/// What one [`Publisher::sync`] wrote.
+/// What one round of writes wrote.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Outcome {
     /// Slices created.
@@ -89,6 +120,32 @@ impl Outcome {
 
 type WatchStream = Pin<Box<dyn Stream<Item = kube::Result<WatchEvent<ResourceSlice>>> + Send>>;
 
+/// Our writes of one slice that the watch has not shown yet.
+#[derive(Debug)]
+struct Pending {
+    /// The resourceVersions they got, oldest first.
+    versions: Vec<String>,
+    /// The slice since (`None`: deleted).
+    now: Option<ResourceSlice>,
+}
+
+/// What a round writes, at one generation.
+#[derive(Debug, Default)]
+struct Plan {
+    /// Indexes of the wanted slices to create.
+    create: Vec<usize>,
+    /// Indexes of the wanted slices to replace.
+    update: Vec<usize>,
+    /// Names of the slices to delete.
+    delete: Vec<String>,
+}
+
+impl Plan {
+    fn is_empty(&self) -> bool {
+        self.create.is_empty() && self.update.is_empty() && self.delete.is_empty()
+    }
+}
+
 /// Publishes one node's slices of one driver.
 pub struct Publisher {
     api: Api<ResourceSlice>,
@@ -98,19 +155,21 @@ pub struct Publisher {
     driver: String,
     node: String,
     backoff: (Duration, Duration),
-    /// The content published (names and specs, generation 0), once there
-    /// is one.
-    content: Option<Vec<(String, ResourceSliceSpec)>>,
+    /// The content published, once there is one.
+    content: Option<Arc<Desired>>,
     /// Its pool generation.
     generation: i64,
-    /// Our last write of each slice: the resourceVersion it got, and
-    /// what it said.
-    written: BTreeMap<String, (String, ResourceSliceSpec)>,
-    /// Slices we deleted (their watch event is not news).
-    deleted: BTreeSet<String>,
-    /// The resourceVersion to watch from: the last list's, then the
-    /// last event's.
+    /// Our slices on the server as the last list and the watch since
+    /// say (managed fields dropped).
+    store: BTreeMap<String, ResourceSlice>,
+    /// Our writes the watch has not shown yet, by slice.
+    pending: BTreeMap<String, Pending>,
+    /// The resourceVersion to watch from (the list's, then the last
+    /// event's or bookmark's); `None` until listed, and when the watched
+    /// state is lost (a list is due).
     since: Option<String>,
+    /// Lists made (the driver's debug log says how long each took).
+    lists: u64,
     /// Whether the slices stay on the way out ([`Publisher::keep_on_exit`]).
     keep: bool,
 }
@@ -121,8 +180,39 @@ impl std::fmt::Debug for Publisher {
             .field("driver", &self.driver)
             .field("node", &self.node)
             .field("generation", &self.generation)
+            .field("since", &self.since)
             .finish_non_exhaustive()
     }
+}
+
+/// What a watch's failure leads to, as client-go's reflector decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Watch again from the same resourceVersion.
+    Rewatch,
+    /// List again: the resourceVersion is gone (410), or the watch
+    /// cannot be trusted.
+    Relist,
+}
+
+/// What a failed watch request or a failing watch leads to: 429 and a
+/// connection refused or broken watch again from where they were;
+/// anything else (410 Gone or Expired, another error, an event that
+/// cannot be read) lists again.
+fn after_watch_failure(e: &kube::Error) -> Next {
+    match e {
+        kube::Error::Api(s) if s.code == 429 => Next::Rewatch,
+        kube::Error::HyperError(_) | kube::Error::ReadEvents(_) | kube::Error::Service(_) => {
+            Next::Rewatch
+        }
+        _ => Next::Relist,
+    }
+}
+
+/// Whether `e` is a 410: the resourceVersion watched from is compacted
+/// away (an expected end, not a failure to log).
+fn gone(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 410)
 }
 
 impl Publisher {
@@ -137,9 +227,10 @@ impl Publisher {
             backoff: (BACKOFF_MIN, BACKOFF_MAX),
             content: None,
             generation: 0,
-            written: BTreeMap::new(),
-            deleted: BTreeSet::new(),
+            store: BTreeMap::new(),
+            pending: BTreeMap::new(),
             since: None,
+            lists: 0,
             keep: false,
         }
     }
@@ -196,216 +287,357 @@ impl Publisher {
         }
     }
 
-    /// Our slices on the server (what the field selectors gave and is
-    /// ours indeed), and the list's resourceVersion.
-    async fn list(&self) -> Result<(Vec<ResourceSlice>, Option<String>), ApiError> {
+    /// Lists our slices (what the field selectors gave and is ours
+    /// indeed) into the store: the watched state starts again from the
+    /// list's resourceVersion.
+    async fn list(&mut self) -> Result<(), ApiError> {
+        let started = Instant::now();
         let list = self
             .api
             .list(&ListParams::default().fields(&self.selector()))
             .await
             .map_err(|e| error(&self.what(), "list", &e))?;
-        let rv = list.metadata.resource_version.clone();
-        let ours = list.items.into_iter().filter(|s| self.ours(s)).collect();
-        Ok((ours, rv))
-    }
-
-    /// Makes the server's slices say `desired`: one round (list, then
-    /// writes). The pool generation is set here.
-    ///
-    /// # Errors
-    /// The first call to the API server that failed, naming the slice.
-    pub async fn sync(&mut self, desired: &[ResourceSlice]) -> Result<Outcome, ApiError> {
-        let started = Instant::now();
-        let (existing, rv) = self.list().await?;
+        self.lists += 1;
+        self.store.clear();
+        // The list is newer than every write of ours that was answered.
+        self.pending.clear();
+        for mut s in list.items {
+            if let (true, Some(name)) = (self.ours(&s), s.metadata.name.clone()) {
+                s.metadata.managed_fields = None;
+                self.store.insert(name, s);
+            }
+        }
+        self.since = list.metadata.resource_version;
         tracing::debug!(
             "{}: list took {} ms ({} slices)",
             self.what(),
             started.elapsed().as_millis(),
-            existing.len()
+            self.store.len()
         );
-        let pool = desired
+        Ok(())
+    }
+
+    /// Our slices as they are now: the watched state, with our writes
+    /// the watch has not shown yet over it.
+    fn view(&self) -> BTreeMap<&str, &ResourceSlice> {
+        let mut view: BTreeMap<&str, &ResourceSlice> = self
+            .store
+            .iter()
+            .filter(|(n, _)| !self.pending.contains_key(*n))
+            .map(|(n, s)| (n.as_str(), s))
+            .collect();
+        for (name, p) in &self.pending {
+            if let Some(s) = &p.now {
+                view.insert(name.as_str(), s);
+            }
+        }
+        view
+    }
+
+    /// Makes the server's slices say `desired`: one round (a list, then
+    /// the writes). The pool generation is set here.
+    ///
+    /// # Errors
+    /// The first call to the API server that failed, naming the slice.
+    pub async fn sync(&mut self, desired: &[ResourceSlice]) -> Result<Outcome, ApiError> {
+        self.list().await?;
+        let desired = Arc::new(Desired {
+            slices: desired.to_vec(),
+            since: Instant::now(),
+        });
+        self.reconcile(&desired).await
+    }
+
+    /// What writing `desired` at generation `g` over `view` takes, with
+    /// the slices owned by `owner`.
+    fn plan(
+        view: &BTreeMap<&str, &ResourceSlice>,
+        desired: &[ResourceSlice],
+        g: i64,
+        owner: Option<&OwnerReference>,
+    ) -> Plan {
+        let mut plan = Plan::default();
+        for (i, want) in desired.iter().enumerate() {
+            let name = want.metadata.name.as_deref().unwrap_or_default();
+            match view.get(name) {
+                None => plan.create.push(i),
+                Some(e) => {
+                    let refs = e.metadata.owner_references.as_deref().unwrap_or_default();
+                    let owned = owner.is_none_or(|o| refs.contains(o));
+                    if !owned || !says(&e.spec, &want.spec, Some(g)) {
+                        plan.update.push(i);
+                    }
+                }
+            }
+        }
+        let wanted: BTreeSet<&str> = desired
+            .iter()
+            .filter_map(|s| s.metadata.name.as_deref())
+            .collect();
+        plan.delete = view
+            .keys()
+            .filter(|n| !wanted.contains(*n))
+            .map(|n| (*n).to_string())
+            .collect();
+        plan
+    }
+
+    /// Makes the slices say `desired` from what is held of them (no
+    /// list): writes only what differs, and sets the pool generation
+    /// (see the module's doc).
+    async fn reconcile(&mut self, desired: &Arc<Desired>) -> Result<Outcome, ApiError> {
+        let wanted = desired.slices.as_slice();
+        let pool = wanted
             .first()
             .map_or(self.node.as_str(), |s| s.spec.pool.name.as_str())
             .to_string();
-        let content: Vec<(String, ResourceSliceSpec)> = desired
-            .iter()
-            .map(|s| {
-                (
-                    s.metadata.name.clone().unwrap_or_default(),
-                    with_generation(&s.spec, 0),
-                )
-            })
-            .collect();
-        let by_name: BTreeMap<String, &ResourceSlice> = existing
-            .iter()
-            .filter_map(|s| s.metadata.name.clone().map(|n| (n, s)))
-            .collect();
-        let seen = existing
-            .iter()
-            .filter(|s| s.spec.pool.name == pool)
-            .map(|s| s.spec.pool.generation)
-            .max();
-        if self.content.as_ref() != Some(&content) {
-            let adopt = seen.filter(|g| {
-                self.content.is_none()
-                    && existing.len() == content.len()
-                    && content.iter().all(|(name, spec)| {
-                        by_name
-                            .get(name)
-                            .is_some_and(|e| same(&e.spec, &with_generation(spec, *g)))
-                    })
-            });
-            self.generation = match adopt {
-                Some(g) => g,
-                None => self.generation.max(seen.unwrap_or(0)).saturating_add(1),
-            };
-            self.content = Some(content.clone());
-        } else if seen.is_some_and(|g| g > self.generation) {
-            // Someone published the pool above us: ours would not count.
-            self.generation = seen.unwrap_or(0).saturating_add(1);
-        }
+        let changed = !self
+            .content
+            .as_ref()
+            .is_some_and(|c| Arc::ptr_eq(c, desired) || same_content(&c.slices, wanted));
         // The owner: read at the first round, and again when a slice is
         // to be created (the Node may be a new one of the same name).
-        if self.owner.is_none() || content.iter().any(|(n, _)| !by_name.contains_key(n)) {
+        let missing = {
+            let view = self.view();
+            wanted
+                .iter()
+                .any(|s| !view.contains_key(s.metadata.name.as_deref().unwrap_or_default()))
+        };
+        if self.owner.is_none() || missing {
             self.owner = Some(self.read_owner().await?);
         }
-        let owners: Vec<OwnerReference> = self.owner.iter().cloned().collect();
-        let generation = self.generation;
+        let (plan, generation) = {
+            let view = self.view();
+            let seen = view
+                .values()
+                .filter(|s| s.spec.pool.name == pool)
+                .map(|s| s.spec.pool.generation)
+                .max();
+            let owner = self.owner.as_ref();
+            if self.content.is_some() && seen.is_some_and(|g| g > self.generation) {
+                // Someone published the pool above us: ours would not count.
+                let g = seen.unwrap_or(0).saturating_add(1);
+                (Self::plan(&view, wanted, g, owner), g)
+            } else {
+                let base = if self.content.is_some() {
+                    self.generation
+                } else {
+                    seen.unwrap_or(0)
+                };
+                let plan = Self::plan(&view, wanted, base, owner);
+                let one_update =
+                    plan.create.is_empty() && plan.delete.is_empty() && plan.update.len() == 1;
+                if plan.is_empty() || !changed || (one_update && base > 0) {
+                    // Adopted as it is; a repair; one slice replaced.
+                    (plan, base)
+                } else {
+                    let g = base.saturating_add(1);
+                    (Self::plan(&view, wanted, g, owner), g)
+                }
+            }
+        };
+        self.generation = generation;
+        self.content = Some(Arc::clone(desired));
+        self.write(&plan, wanted, generation).await
+    }
+
+    /// Makes the writes of `plan`.
+    async fn write(
+        &mut self,
+        plan: &Plan,
+        wanted: &[ResourceSlice],
+        generation: i64,
+    ) -> Result<Outcome, ApiError> {
         let mut out = Outcome {
             generation,
             ..Outcome::default()
         };
+        let owners: Vec<OwnerReference> = self.owner.iter().cloned().collect();
         let params = PostParams {
             field_manager: Some(FIELD_MANAGER.to_string()),
             ..PostParams::default()
         };
-        for (name, spec) in &content {
-            let want = with_generation(spec, generation);
+        for &i in &plan.update {
+            let Some(want) = wanted.get(i) else { continue };
+            let name = want.metadata.name.clone().unwrap_or_default();
             let what = format!("ResourceSlice {name}");
-            match by_name.get(name) {
-                Some(e) => {
-                    let rv = e.metadata.resource_version.clone();
-                    let ours_unchanged = rv.is_some()
-                        && self
-                            .written
-                            .get(name)
-                            .is_some_and(|(w, s)| Some(w) == rv.as_ref() && *s == want);
-                    let refs = e.metadata.owner_references.as_deref().unwrap_or_default();
-                    let owned = owners.iter().all(|o| refs.contains(o));
-                    if owned && (ours_unchanged || same(&e.spec, &want)) {
-                        if let Some(rv) = rv {
-                            self.written.insert(name.clone(), (rv, want));
-                        }
-                        continue;
-                    }
-                    let mut slice = ResourceSlice {
-                        metadata: e.metadata.clone(),
-                        spec: want.clone(),
-                    };
-                    slice.metadata.managed_fields = None;
-                    // Ours in place of any other Node's; other owners kept.
-                    let mut refs: Vec<OwnerReference> =
-                        refs.iter().filter(|r| r.kind != "Node").cloned().collect();
-                    refs.extend(owners.iter().cloned());
-                    slice.metadata.owner_references = Some(refs);
-                    let done = self
-                        .api
-                        .replace(name, &params, &slice)
-                        .await
-                        .map_err(|e| error(&what, "update", &e))?;
-                    self.remember(name, &done, want);
-                    out.updated += 1;
-                }
-                None => {
-                    let slice = ResourceSlice {
-                        metadata: kube::api::ObjectMeta {
-                            name: Some(name.clone()),
-                            owner_references: Some(owners.clone()),
-                            ..kube::api::ObjectMeta::default()
-                        },
-                        spec: want.clone(),
-                    };
-                    let done = self
-                        .api
-                        .create(&params, &slice)
-                        .await
-                        .map_err(|e| error(&what, "create", &e))?;
-                    self.remember(name, &done, want);
-                    out.created += 1;
-                }
-            }
+            let Some(held) = self.view().get(name.as_str()).map(|s| (*s).clone()) else {
+                continue;
+            };
+            let mut slice = ResourceSlice {
+                metadata: held.metadata,
+                spec: at_generation(&want.spec, generation),
+            };
+            // Ours in place of any other Node's; other owners kept.
+            let mut refs: Vec<OwnerReference> = slice
+                .metadata
+                .owner_references
+                .take()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r.kind != "Node")
+                .collect();
+            refs.extend(owners.iter().cloned());
+            slice.metadata.owner_references = Some(refs);
+            let done = self
+                .api
+                .replace(&name, &params, &slice)
+                .await
+                .map_err(|e| error(&what, "update", &e))?;
+            self.wrote(&name, Some(done));
+            out.updated += 1;
         }
-        let wanted: BTreeSet<&String> = content.iter().map(|(n, _)| n).collect();
-        for name in by_name.keys().filter(|n| !wanted.contains(n)) {
-            self.delete(name).await?;
+        for &i in &plan.create {
+            let Some(want) = wanted.get(i) else { continue };
+            let name = want.metadata.name.clone().unwrap_or_default();
+            let what = format!("ResourceSlice {name}");
+            let slice = ResourceSlice {
+                metadata: kube::api::ObjectMeta {
+                    name: Some(name.clone()),
+                    owner_references: Some(owners.clone()),
+                    ..kube::api::ObjectMeta::default()
+                },
+                spec: at_generation(&want.spec, generation),
+            };
+            let done = self
+                .api
+                .create(&params, &slice)
+                .await
+                .map_err(|e| error(&what, "create", &e))?;
+            self.wrote(&name, Some(done));
+            out.created += 1;
+        }
+        for name in &plan.delete {
+            let held = self
+                .view()
+                .get(name.as_str())
+                .map(|s| (s.metadata.uid.clone(), s.metadata.resource_version.clone()));
+            let Some((uid, rv)) = held else { continue };
+            self.delete(name, uid, rv).await?;
             out.deleted += 1;
         }
-        self.since = rv;
         Ok(out)
     }
 
-    fn remember(&mut self, name: &str, done: &ResourceSlice, spec: ResourceSliceSpec) {
-        if let Some(rv) = done.metadata.resource_version.clone() {
-            self.written.insert(name.to_string(), (rv, spec));
-        }
-        self.deleted.remove(name);
+    /// Notes our write of `name`: what the server answered (`None`:
+    /// deleted, at `rv`).
+    fn wrote(&mut self, name: &str, done: Option<ResourceSlice>) {
+        self.wrote_at(name, done, None);
     }
 
-    async fn delete(&mut self, name: &str) -> Result<(), ApiError> {
-        self.deleted.insert(name.to_string());
-        self.written.remove(name);
-        match self.api.delete(name, &DeleteParams::default()).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 404 => Ok(()),
+    fn wrote_at(&mut self, name: &str, done: Option<ResourceSlice>, deleted_at: Option<String>) {
+        let rv = match &done {
+            Some(s) => s.metadata.resource_version.clone(),
+            None => deleted_at,
+        };
+        let now = done.map(|mut s| {
+            s.metadata.managed_fields = None;
+            s
+        });
+        let p = self.pending.entry(name.to_string()).or_insert(Pending {
+            versions: Vec::new(),
+            now: None,
+        });
+        p.now = now;
+        // A write whose resourceVersion is not known (a delete answered
+        // with a Status) is held until the watch shows the slice again
+        // or a list replaces the store.
+        p.versions.extend(rv);
+    }
+
+    /// Deletes `name` (with `uid` and `rv` as preconditions when known).
+    async fn delete(
+        &mut self,
+        name: &str,
+        uid: Option<String>,
+        rv: Option<String>,
+    ) -> Result<(), ApiError> {
+        let params = DeleteParams {
+            preconditions: (uid.is_some() || rv.is_some()).then_some(Preconditions {
+                uid,
+                resource_version: rv,
+            }),
+            ..DeleteParams::default()
+        };
+        match self.api.delete(name, &params).await {
+            Ok(done) => {
+                let at = done
+                    .left()
+                    .and_then(|s| s.metadata.resource_version.clone());
+                self.wrote_at(name, None, at);
+                Ok(())
+            }
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.wrote_at(name, None, None);
+                Ok(())
+            }
             Err(e) => Err(error(&format!("ResourceSlice {name}"), "delete", &e)),
         }
     }
 
-    /// Deletes all our slices; how many there were.
+    /// Deletes all our slices (listed now); how many there were.
     ///
     /// # Errors
     /// The first call to the API server that failed.
     pub async fn delete_all(&mut self) -> Result<usize, ApiError> {
-        let (existing, _) = self.list().await?;
-        let names: Vec<String> = existing
-            .iter()
-            .filter_map(|s| s.metadata.name.clone())
-            .collect();
+        self.list().await?;
+        let names: Vec<String> = self.store.keys().cloned().collect();
         for name in &names {
-            self.delete(name).await?;
+            // Whatever it says now: no preconditions.
+            self.delete(name, None, None).await?;
         }
         self.content = None;
         Ok(names.len())
     }
 
-    /// Whether a watch event is news: a slice of ours changed by someone
-    /// else. Bookmarks and our own writes only move the resourceVersion
-    /// on.
-    fn news(&mut self, event: &WatchEvent<ResourceSlice>) -> bool {
-        let (slice, deleted) = match event {
+    /// Applies a watch event to the store: whether it is news (a slice of
+    /// ours changed by someone else; our own writes and bookmarks only
+    /// move the resourceVersion on). An error event is the caller's.
+    fn apply(&mut self, event: WatchEvent<ResourceSlice>) -> bool {
+        let (mut slice, deleted) = match event {
             WatchEvent::Added(s) | WatchEvent::Modified(s) => (s, false),
             WatchEvent::Deleted(s) => (s, true),
             WatchEvent::Bookmark(b) => {
-                self.since = Some(b.metadata.resource_version.clone());
+                self.since = Some(b.metadata.resource_version);
                 return false;
             }
-            WatchEvent::Error(_) => return true,
+            WatchEvent::Error(_) => return false,
         };
-        if let Some(rv) = &slice.metadata.resource_version {
+        let rv = slice.metadata.resource_version.clone();
+        if let Some(rv) = &rv {
             self.since = Some(rv.clone());
         }
-        if !self.ours(slice) {
+        if !self.ours(&slice) {
             return false;
         }
-        let name = slice.metadata.name.clone().unwrap_or_default();
+        let Some(name) = slice.metadata.name.clone() else {
+            return false;
+        };
         if deleted {
-            return !self.deleted.contains(&name);
+            self.store.remove(&name);
+        } else {
+            slice.metadata.managed_fields = None;
+            self.store.insert(name.clone(), slice);
         }
-        let own = self
-            .written
-            .get(&name)
-            .is_some_and(|(rv, _)| slice.metadata.resource_version.as_ref() == Some(rv));
-        !own
+        let Some(p) = self.pending.get_mut(&name) else {
+            return true;
+        };
+        match rv.and_then(|rv| p.versions.iter().position(|v| *v == rv)) {
+            // One of our writes: the watch has caught up with it.
+            Some(i) => {
+                p.versions.drain(..=i);
+                if p.versions.is_empty() {
+                    self.pending.remove(&name);
+                }
+                false
+            }
+            // Someone else's, after ours (a write of ours carries the
+            // resourceVersion it saw, so nothing older can follow it).
+            None => {
+                self.pending.remove(&name);
+                true
+            }
+        }
     }
 
     /// Publishes what `desired` holds (nothing while it holds `None`)
@@ -417,29 +649,34 @@ impl Publisher {
         mut stop: tw::Receiver<bool>,
     ) {
         let mut dirty = desired.borrow_and_update().is_some();
-        let mut wait = self.backoff.0;
-        let mut retry_at: Option<tokio::time::Instant> = None;
-        // The first failure of the streak, logged; the streak's count.
-        let mut failing: Option<(String, u32)> = None;
+        let mut retry = Retry::new(self.backoff);
         let mut watch: Option<WatchStream> = None;
+        // When the watch started, and whether it has sent anything.
+        let mut watched = (tokio::time::Instant::now(), false);
         // The pass whose slices were last written.
         let mut last_pass: Option<Instant> = None;
         loop {
-            let due = retry_at.is_none_or(|t| tokio::time::Instant::now() >= t);
-            if dirty && due {
+            if retry.due() && self.since.is_none() {
+                // The watched state is lost (or not there yet): list.
+                watch = None;
+                match self.list().await {
+                    Ok(()) => {
+                        retry.listed(&self.what());
+                        dirty |= desired.borrow().is_some();
+                    }
+                    Err(e) => retry.failed(&e.0),
+                }
+            }
+            if dirty && retry.due() && self.since.is_some() {
                 let want = desired.borrow().clone();
                 let result = match &want {
-                    Some(d) => self.sync(&d.slices).await.map(Some),
+                    Some(d) => self.reconcile(d).await.map(Some),
                     None => Ok(None),
                 };
                 match result {
                     Ok(out) => {
                         dirty = false;
-                        retry_at = None;
-                        wait = self.backoff.0;
-                        if let Some((_, n)) = failing.take() {
-                            tracing::info!("{}: published again after {n} failures", self.what());
-                        }
+                        retry.worked(&self.what());
                         if let (Some(out), Some(d)) = (out, want)
                             && out.wrote()
                         {
@@ -461,35 +698,27 @@ impl Publisher {
                             );
                         }
                     }
-                    Err(e) => {
-                        note_failure(&mut failing, &e.0, wait);
-                        retry_at = Some(tokio::time::Instant::now() + wait);
-                        wait = (wait * 2).min(self.backoff.1);
-                    }
+                    Err(e) => retry.failed(&e.0),
                 }
             }
             if watch.is_none()
-                && !dirty
+                && retry.due()
                 && let Some(rv) = self.since.clone()
             {
                 let params = WatchParams::default()
                     .fields(&self.selector())
                     .timeout(WATCH_TIMEOUT_S);
                 match self.api.watch(&params, &rv).await {
-                    Ok(s) => watch = Some(Box::pin(s)),
+                    Ok(s) => {
+                        watch = Some(Box::pin(s));
+                        watched = (tokio::time::Instant::now(), false);
+                    }
                     Err(e) => {
-                        let e = error(&self.what(), "watch", &e);
-                        note_failure(&mut failing, &e.0, wait);
-                        // A fresh list gives a resourceVersion to watch from.
-                        self.since = None;
-                        dirty = true;
-                        retry_at = Some(tokio::time::Instant::now() + wait);
-                        wait = (wait * 2).min(self.backoff.1);
+                        self.watch_failed(&e, &mut retry);
+                        continue;
                     }
                 }
             }
-            let sleep_until = retry_at
-                .unwrap_or_else(|| tokio::time::Instant::now() + Duration::from_secs(24 * 3600));
             tokio::select! {
                 biased;
                 _ = stop.wait_for(|s| *s) => break,
@@ -499,29 +728,39 @@ impl Publisher {
                     }
                     dirty = true;
                     // New content goes out at once.
-                    retry_at = None;
+                    retry.now();
                 }
                 ev = next_event(&mut watch) => match ev {
+                    Some(Ok(WatchEvent::Error(s))) => {
+                        watch = None;
+                        self.watch_failed(&kube::Error::Api(s), &mut retry);
+                    }
                     Some(Ok(event)) => {
-                        if let WatchEvent::Error(s) = &event {
-                            tracing::debug!("{}: the watch ended: {}", self.what(), s.message);
-                            watch = None;
-                            self.since = None;
-                        }
-                        if self.news(&event) {
+                        watched.1 = true;
+                        retry.watching();
+                        if self.apply(event) {
                             dirty = true;
                         }
                     }
                     Some(Err(e)) => {
-                        tracing::debug!("{}: the watch failed: {e}", self.what());
                         watch = None;
-                        self.since = None;
-                        dirty = true;
+                        self.watch_failed(&e, &mut retry);
                     }
-                    // Ended (its timeout): watch again from where it was.
-                    None => watch = None,
+                    // Ended (its timeout): watch again from where it was;
+                    // ended at once with nothing sent, as a failure (a
+                    // proxy that cuts watches would have us loop).
+                    None => {
+                        watch = None;
+                        if !watched.1 && watched.0.elapsed() < SHORT_WATCH {
+                            self.since = None;
+                            retry.failed(&format!(
+                                "{}: the watch ended at once, with nothing sent; listing again",
+                                self.what()
+                            ));
+                        }
+                    }
                 },
-                () = tokio::time::sleep_until(sleep_until), if retry_at.is_some() => {}
+                () = retry.sleep() => {}
             }
         }
         drop(watch);
@@ -529,6 +768,24 @@ impl Publisher {
             tracing::info!("{}: left for the driver's next instance", self.what());
         } else {
             self.shut_down().await;
+        }
+    }
+
+    /// A watch that could not start or ended with `e`: watched again
+    /// from where it was, or listed again (see [`after_watch_failure`]),
+    /// after the backoff. A 410 is expected (bookmarks make it rare) and
+    /// logged at debug only.
+    fn watch_failed(&mut self, e: &kube::Error, retry: &mut Retry) {
+        let next = after_watch_failure(e);
+        if next == Next::Relist {
+            self.since = None;
+        }
+        let message = error(&self.what(), "watch", e).0;
+        if gone(e) {
+            tracing::debug!("{message}; listing again");
+            retry.later();
+        } else {
+            retry.failed(&message);
         }
     }
 
@@ -560,19 +817,91 @@ impl Publisher {
     }
 }
 
-/// Logs the first failure of a streak as an error (later ones at debug).
-fn note_failure(failing: &mut Option<(String, u32)>, e: &str, wait: Duration) {
-    match failing {
-        Some((_, n)) => {
-            *n += 1;
-            tracing::debug!("{e}; retrying in {} ms", wait.as_millis());
+/// The backoff between tries, and the log of a streak of failures.
+struct Retry {
+    min: Duration,
+    max: Duration,
+    /// The next wait.
+    wait: Duration,
+    /// When the next try is due, if not now.
+    at: Option<tokio::time::Instant>,
+    /// The first failure of the streak, logged; the streak's count.
+    failing: Option<(String, u32)>,
+}
+
+impl Retry {
+    fn new((min, max): (Duration, Duration)) -> Self {
+        Retry {
+            min,
+            max,
+            wait: min,
+            at: None,
+            failing: None,
         }
-        None => {
-            tracing::error!(
-                "{e}; retrying in {} ms, then with backoff (further failures are not logged until it works)",
-                wait.as_millis()
-            );
-            *failing = Some((e.to_string(), 1));
+    }
+
+    /// Whether the next try is due.
+    fn due(&self) -> bool {
+        self.at.is_none_or(|t| tokio::time::Instant::now() >= t)
+    }
+
+    /// The next try now.
+    fn now(&mut self) {
+        self.at = None;
+    }
+
+    /// The next try after the backoff, which grows.
+    fn later(&mut self) {
+        self.at = Some(tokio::time::Instant::now() + self.wait);
+        self.wait = (self.wait * 2).min(self.max);
+    }
+
+    /// A failure: logged as an error if it is the first of a streak (the
+    /// others at debug); the next try after the backoff.
+    fn failed(&mut self, e: &str) {
+        match &mut self.failing {
+            Some((_, n)) => {
+                *n += 1;
+                tracing::debug!("{e}; retrying in {} ms", self.wait.as_millis());
+            }
+            None => {
+                tracing::error!(
+                    "{e}; retrying in {} ms, then with backoff (further failures are not logged until it works)",
+                    self.wait.as_millis()
+                );
+                self.failing = Some((e.to_string(), 1));
+            }
+        }
+        self.later();
+    }
+
+    /// A list worked: the streak (of failed lists or watches) is over,
+    /// but the backoff stays until the watch or a round works.
+    fn listed(&mut self, what: &str) {
+        if let Some((_, n)) = self.failing.take() {
+            tracing::info!("{what}: listed again after {n} failures");
+        }
+    }
+
+    /// The watch delivered an event: it works.
+    fn watching(&mut self) {
+        self.wait = self.min;
+    }
+
+    /// A round of writes worked.
+    fn worked(&mut self, what: &str) {
+        self.at = None;
+        self.wait = self.min;
+        if let Some((_, n)) = self.failing.take() {
+            tracing::info!("{what}: published again after {n} failures");
+        }
+    }
+
+    /// Until the next try is due; never, when it is now.
+    async fn sleep(&self) {
+        match self.at {
+            Some(t) => tokio::time::sleep_until(t).await,
+            None => std::future::pending().await,
         }
     }
 }
@@ -588,34 +917,78 @@ async fn next_event(
 }
 
 /// `spec` at pool generation `g`.
-fn with_generation(spec: &ResourceSliceSpec, g: i64) -> ResourceSliceSpec {
+fn at_generation(spec: &ResourceSliceSpec, g: i64) -> ResourceSliceSpec {
     let mut s = spec.clone();
     s.pool.generation = g;
     s
 }
 
-/// Whether the server's `existing` says `want`: the same but for what the
-/// server fills in (a taint's timeAdded we left empty).
-fn same(existing: &ResourceSliceSpec, want: &ResourceSliceSpec) -> bool {
-    let mut e = existing.clone();
-    if let (Some(ed), Some(wd)) = (e.devices.as_mut(), want.devices.as_ref()) {
-        for (ed, wd) in ed.iter_mut().zip(wd) {
-            if let (Some(et), Some(wt)) = (ed.taints.as_mut(), wd.taints.as_ref()) {
-                for (et, wt) in et.iter_mut().zip(wt) {
-                    if wt.time_added.is_none() {
-                        et.time_added = None;
-                    }
-                }
+/// Whether two lists of wanted slices say the same (names and specs,
+/// whatever their generation).
+fn same_content(a: &[ResourceSlice], b: &[ResourceSlice]) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b)
+            .all(|(a, b)| a.metadata.name == b.metadata.name && says(&a.spec, &b.spec, None))
+}
+
+/// Whether the server's `existing` says `want`, at generation `g` when
+/// given (`want`'s own generation is not compared): the same but for what
+/// the server fills in (a taint's timeAdded we left empty). Nothing is
+/// copied but a device with such a taint.
+fn says(existing: &ResourceSliceSpec, want: &ResourceSliceSpec, g: Option<i64>) -> bool {
+    let ResourceSliceSpec {
+        all_nodes,
+        devices,
+        driver,
+        node_name,
+        node_selector,
+        per_device_node_selection,
+        pool,
+        shared_counters,
+    } = existing;
+    pool.name == want.pool.name
+        && pool.resource_slice_count == want.pool.resource_slice_count
+        && g.is_none_or(|g| pool.generation == g)
+        && *all_nodes == want.all_nodes
+        && *driver == want.driver
+        && *node_name == want.node_name
+        && *node_selector == want.node_selector
+        && *per_device_node_selection == want.per_device_node_selection
+        && *shared_counters == want.shared_counters
+        && match (devices, &want.devices) {
+            (Some(e), Some(w)) => {
+                e.len() == w.len() && e.iter().zip(w).all(|(e, w)| device_says(e, w))
+            }
+            (e, w) => e == w,
+        }
+}
+
+/// Whether the server's device `e` says `w`, but for taint times the
+/// server filled in.
+fn device_says(e: &Device, w: &Device) -> bool {
+    let filled = |t: &Option<Vec<k8s_openapi::api::resource::v1::DeviceTaint>>| {
+        t.as_ref()
+            .is_some_and(|t| t.iter().any(|t| t.time_added.is_none()))
+    };
+    if !filled(&w.taints) {
+        return e == w;
+    }
+    let mut e = e.clone();
+    if let (Some(et), Some(wt)) = (e.taints.as_mut(), w.taints.as_ref()) {
+        for (et, wt) in et.iter_mut().zip(wt) {
+            if wt.time_added.is_none() {
+                et.time_added = None;
             }
         }
     }
-    e == *want
+    e == *w
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::resource::v1::{Device, DeviceTaint};
+    use k8s_openapi::api::resource::v1::DeviceTaint;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     #[test]
@@ -639,11 +1012,60 @@ mod tests {
         {
             t.time_added = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
         }
-        assert!(same(&existing, &want));
+        assert!(says(&existing, &want, None));
         let mut other = existing.clone();
         if let Some(d) = other.devices.as_mut().and_then(|d| d.first_mut()) {
             d.name = "b".into();
         }
-        assert!(!same(&other, &want));
+        assert!(!says(&other, &want, None));
+    }
+
+    #[test]
+    fn generations_are_compared_only_when_asked() {
+        let want = ResourceSliceSpec::default();
+        let mut existing = want.clone();
+        existing.pool.generation = 3;
+        assert!(says(&existing, &want, None));
+        assert!(says(&existing, &want, Some(3)));
+        assert!(!says(&existing, &want, Some(4)));
+        existing.pool.resource_slice_count = 2;
+        assert!(!says(&existing, &want, None));
+    }
+
+    #[test]
+    fn watch_failures_lead_where_the_reflector_goes() {
+        let status = |code: u16, reason: &str| {
+            kube::Error::Api(
+                kube::core::Status {
+                    code,
+                    reason: reason.into(),
+                    ..kube::core::Status::default()
+                }
+                .boxed(),
+            )
+        };
+        assert_eq!(after_watch_failure(&status(410, "Expired")), Next::Relist);
+        assert_eq!(after_watch_failure(&status(410, "Gone")), Next::Relist);
+        assert!(gone(&status(410, "Expired")));
+        assert!(!gone(&status(500, "InternalError")));
+        assert_eq!(
+            after_watch_failure(&status(429, "TooManyRequests")),
+            Next::Rewatch
+        );
+        assert_eq!(
+            after_watch_failure(&status(500, "InternalError")),
+            Next::Relist
+        );
+        assert_eq!(after_watch_failure(&status(403, "Forbidden")), Next::Relist);
+        let io = std::io::Error::other("connection reset");
+        assert_eq!(
+            after_watch_failure(&kube::Error::ReadEvents(io)),
+            Next::Rewatch
+        );
+        let bad = serde_json::from_str::<u8>("x").unwrap_err();
+        assert_eq!(
+            after_watch_failure(&kube::Error::SerdeError(bad)),
+            Next::Relist
+        );
     }
 }

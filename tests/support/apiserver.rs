@@ -4,8 +4,20 @@
 //! (`resource.k8s.io/v1`) as JSON, and implementing just the calls the
 //! `kube` client makes for them: GET, LIST with `fieldSelector`, POST, PUT
 //! (resourceVersion checked), PATCH of a claim's status (JSON merge patch,
-//! resourceVersion checked), DELETE, and WATCH (`?watch=1`: JSON lines in
-//! a chunked response, from a resourceVersion, until `timeoutSeconds`).
+//! resourceVersion checked), DELETE (with DeleteOptions' UID and
+//! resourceVersion preconditions), and WATCH of ResourceSlices.
+//!
+//! The watch is the API server's (its watch cache, storage/cacher): JSON
+//! lines in a chunked response, with the field selector, from a
+//! resourceVersion (from `0` or none: the objects held, as ADDED events,
+//! then what follows), until `timeoutSeconds`. With
+//! `allowWatchBookmarks=true`, BOOKMARK events (an empty ResourceSlice
+//! whose metadata holds only the resourceVersion the server is at) when a
+//! test asks ([`FakeApi::bookmark`], as the server does about every
+//! minute) and right before the timeout ends the watch. Events up to a
+//! resourceVersion can be compacted away ([`FakeApi::compact`]): a watch
+//! from before then gets the cacher's answer, a 200 whose one event is
+//! an ERROR with a 410 Expired Status, "too old resource version".
 //!
 //! It also holds Nodes (GET; deleting one deletes the slices it owns, as
 //! the garbage collector does).
@@ -181,8 +193,15 @@ struct State {
     slices: BTreeMap<String, Value>,
     /// ResourceClaims by (namespace, name).
     claims: BTreeMap<(String, String), Value>,
-    /// Slice events: (resourceVersion, type, object).
+    /// Slice events: (resourceVersion, type, object), those after
+    /// `compacted`.
     events: Vec<(u64, &'static str, Value)>,
+    /// The resourceVersion up to which events are compacted away.
+    compacted: u64,
+    /// Bumped to send a bookmark on every open watch that allows them.
+    bookmark_epoch: u64,
+    /// Bookmarks sent.
+    bookmarks_sent: usize,
     requests: Vec<Request>,
     writes: Vec<Write>,
     /// How many of the next requests fail, and with which status.
@@ -441,6 +460,21 @@ current-context: fake\n",
         self.state.1.notify_all();
     }
 
+    /// Deletes the slice `name` as someone else would (a DELETED event);
+    /// whether it was there.
+    pub fn remove_slice(&self, name: &str) -> bool {
+        let mut s = self.lock();
+        let gone = delete_slice(&mut s, name).is_some();
+        drop(s);
+        self.state.1.notify_all();
+        gone
+    }
+
+    /// How many bookmarks the watches have sent.
+    pub fn bookmarks_sent(&self) -> usize {
+        self.lock().bookmarks_sent
+    }
+
     /// Deletes every slice of `node` (whatever the driver), as the kubelet
     /// does at start: DELETED events. How many.
     pub fn wipe(&self, node: &str) -> usize {
@@ -476,10 +510,47 @@ current-context: fake\n",
         self.lock().hanging
     }
 
-    /// Ends every open watch (as an API server does at its timeout).
+    /// Ends every open watch, without a bookmark (as an API server
+    /// going away does).
     pub fn end_watches(&self) {
         self.lock().watch_epoch += 1;
         self.state.1.notify_all();
+    }
+
+    /// Sends a bookmark on every open watch that allows them (the API
+    /// server does about once a minute).
+    pub fn bookmark(&self) {
+        self.lock().bookmark_epoch += 1;
+        self.state.1.notify_all();
+    }
+
+    /// Compacts the events away up to the resourceVersion held now: a
+    /// watch from before it gets 410 Expired. The resourceVersion.
+    pub fn compact(&self) -> u64 {
+        let mut s = self.lock();
+        let rv = s.rv;
+        s.compacted = rv;
+        s.events.retain(|(v, _, _)| *v > rv);
+        rv
+    }
+
+    /// Moves the resourceVersion on with a write nobody watching our
+    /// slices sees (another resource's).
+    pub fn write_elsewhere(&self) -> u64 {
+        let mut s = self.lock();
+        s.rv += 1;
+        s.rv
+    }
+
+    /// The requests so far of `verb` (`list`, `watch`, `update`, ...) on
+    /// ResourceSlices.
+    pub fn slice_requests(&self, verb: &str) -> Vec<Request> {
+        self.lock()
+            .requests
+            .iter()
+            .filter(|r| r.attributes.resource == "resourceslices" && r.attributes.verb == verb)
+            .cloned()
+            .collect()
     }
 
     /// Waits until `f` holds of the slices; panics after `within`.
@@ -648,21 +719,64 @@ current-context: fake\n",
             return false;
         }
         let selector = params.get("fieldSelector").cloned().unwrap_or_default();
-        let mut from: u64 = params
-            .get("resourceVersion")
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0);
+        let bookmarks = matches!(
+            params.get("allowWatchBookmarks").map(String::as_str),
+            Some("1" | "true")
+        );
         let timeout = params
             .get("timeoutSeconds")
             .and_then(|v| v.parse().ok())
             .unwrap_or(290);
         let end = Instant::now() + Duration::from_secs(timeout);
         let epoch = s.watch_epoch;
+        let mut bookmark_epoch = s.bookmark_epoch;
+        // From 0 (or none): the objects held, then what follows.
+        let (mut from, initial): (u64, Vec<(u64, &'static str, Value)>) =
+            match params.get("resourceVersion").and_then(|v| v.parse().ok()) {
+                Some(rv) if rv > 0 => (rv, Vec::new()),
+                _ => (
+                    s.rv,
+                    s.slices
+                        .values()
+                        .filter(|o| selects(&selector, o))
+                        .map(|o| (s.rv, "ADDED", o.clone()))
+                        .collect(),
+                ),
+            };
+        let expired = (from < s.compacted).then(|| {
+            status(
+                410,
+                "Expired",
+                &format!("too old resource version: {from} ({})", s.compacted),
+            )
+        });
         drop(s);
         let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
         if out.write_all(head.as_bytes()).is_err() {
             return false;
         }
+        let send = |out: &mut TcpStream, kind: &str, object: &Value| {
+            let line = format!("{}\n", json!({"type": kind, "object": object}));
+            let chunk = format!("{:x}\r\n{line}\r\n", line.len());
+            out.write_all(chunk.as_bytes()).is_ok()
+        };
+        // The cacher's answer to a compacted resourceVersion: one ERROR
+        // event, then the end.
+        if let Some(e) = expired {
+            return send(out, "ERROR", &e) && out.write_all(b"0\r\n\r\n").is_ok();
+        }
+        for (_, kind, object) in &initial {
+            if !send(out, kind, object) {
+                return false;
+            }
+        }
+        let bookmark = |rv: u64| {
+            json!({
+                "kind": "ResourceSlice", "apiVersion": "resource.k8s.io/v1",
+                "metadata": {"resourceVersion": rv.to_string()},
+                "spec": {"driver": "", "pool": {"name": "", "generation": 0, "resourceSliceCount": 0}},
+            })
+        };
         loop {
             let mut s = self.lock();
             let new: Vec<(u64, &'static str, Value)> = s
@@ -672,9 +786,30 @@ current-context: fake\n",
                 .cloned()
                 .collect();
             if new.is_empty() {
-                if s.watch_epoch != epoch || Instant::now() >= end {
+                let timed_out = Instant::now() >= end;
+                if s.watch_epoch != epoch || timed_out {
+                    let rv = s.rv;
                     drop(s);
+                    // Right before the timeout, a bookmark (the cacher's
+                    // 2 s before the deadline).
+                    if timed_out && bookmarks && !send(out, "BOOKMARK", &bookmark(rv)) {
+                        return false;
+                    }
                     return out.write_all(b"0\r\n\r\n").is_ok();
+                }
+                if s.bookmark_epoch != bookmark_epoch {
+                    bookmark_epoch = s.bookmark_epoch;
+                    if bookmarks {
+                        // Everything up to it is sent: the events after
+                        // `from` that are not ours are none of ours.
+                        from = s.rv;
+                        drop(s);
+                        if !send(out, "BOOKMARK", &bookmark(from)) {
+                            return false;
+                        }
+                        self.lock().bookmarks_sent += 1;
+                        continue;
+                    }
                 }
                 let (g, _) = self
                     .state
@@ -688,9 +823,7 @@ current-context: fake\n",
             drop(s);
             for (rv, kind, object) in new {
                 from = rv;
-                let line = format!("{}\n", json!({"type": kind, "object": object}));
-                let chunk = format!("{:x}\r\n{line}\r\n", line.len());
-                if out.write_all(chunk.as_bytes()).is_err() {
+                if !send(out, kind, &object) {
                     return false;
                 }
             }
@@ -1099,13 +1232,18 @@ fn route(
                 write(s, "update", "resourceslices", &name, &stored);
                 (200, stored)
             }
-            "DELETE" => match delete_slice(s, &name) {
-                Some(old) => {
-                    write(s, "delete", "resourceslices", &name, &old);
-                    (200, old)
+            "DELETE" => {
+                if let Some(refused) = precondition_failed(s, &name, body) {
+                    return refused;
                 }
-                None => not_found("resourceslices", &name),
-            },
+                match delete_slice(s, &name) {
+                    Some(old) => {
+                        write(s, "delete", "resourceslices", &name, &old);
+                        (200, old)
+                    }
+                    None => not_found("resourceslices", &name),
+                }
+            }
             _ => (405, status(405, "MethodNotAllowed", method)),
         };
     }
@@ -1180,6 +1318,35 @@ fn route(
         404,
         status(404, "NotFound", &format!("no such path {path}")),
     )
+}
+
+/// The 409 of a delete whose DeleteOptions' preconditions (UID,
+/// resourceVersion) the slice `name` does not meet, in the API server's
+/// words (storage.Preconditions.Check, a conflict).
+fn precondition_failed(s: &State, name: &str, body: &[u8]) -> Option<(u16, Value)> {
+    let options: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    let pre = &options["preconditions"];
+    let cur = s.slices.get(name)?;
+    let refused = |what: &str, want: &Value, have: &Value| {
+        let message = format!(
+            "Operation cannot be fulfilled on resourceslices.resource.k8s.io \"{name}\": Precondition failed: {what} in precondition: {}, {what} in object meta: {}",
+            want.as_str().unwrap_or_default(),
+            have.as_str().unwrap_or_default()
+        );
+        (409, status(409, "Conflict", &message))
+    };
+    let meta = &cur["metadata"];
+    if !pre["uid"].is_null() && pre["uid"] != meta["uid"] {
+        return Some(refused("UID", &pre["uid"], &meta["uid"]));
+    }
+    if !pre["resourceVersion"].is_null() && pre["resourceVersion"] != meta["resourceVersion"] {
+        return Some(refused(
+            "ResourceVersion",
+            &pre["resourceVersion"],
+            &meta["resourceVersion"],
+        ));
+    }
+    None
 }
 
 fn not_found(resource: &str, name: &str) -> (u16, Value) {
