@@ -233,14 +233,17 @@ impl ClaimApi for FakeApi {
 /// the result's `adminAccess`.
 fn claim(name: &str, uid: &str, device: &str, config: Value, admin: bool) -> ResourceClaim {
     let mut result = json!({"driver": DRIVER, "pool": NODE, "device": device, "request": "vf"});
+    let mut request = json!({"name": "vf", "exactly": {"deviceClassName": "vf.cdigen.io"}});
     if admin {
+        // As the allocator writes it: for a request that asks for it.
         result["adminAccess"] = json!(true);
+        request["exactly"]["adminAccess"] = json!(true);
     }
     serde_json::from_value(json!({
         "apiVersion": "resource.k8s.io/v1",
         "kind": "ResourceClaim",
         "metadata": {"namespace": "ns", "name": name, "uid": uid},
-        "spec": {},
+        "spec": {"devices": {"requests": [request]}},
         "status": {"allocation": {"devices": {"results": [result], "config": config}}},
     }))
     .unwrap()
