@@ -683,7 +683,6 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::indexing_slicing)]
 
     use super::*;
-    use crate::model::PciInfo;
 
     /// The kernel's `aer_dev_fatal` of a function that had one surprise
     /// down error.
@@ -814,17 +813,7 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
         Device {
             id: "0000:3b:00.3".into(),
             sysfs_path: format!("/{DIR}"),
-            pci: Some(PciInfo {
-                address: "0000:3b:00.3".into(),
-                vendor_id: "0x15b3".into(),
-                device_id: "0x101e".into(),
-                subsystem_vendor_id: None,
-                subsystem_device_id: None,
-                class: "0x020000".into(),
-                vendor_name: None,
-                device_name: None,
-                iommu_group: None,
-            }),
+            pci: Some(crate::model::test_pci("0000:3b:00.3")),
             ..Default::default()
         }
     }
