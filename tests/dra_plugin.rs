@@ -1699,31 +1699,7 @@ async fn metadata_paths_of_templates_and_hostile_names() {
 /// earlier file removed, the claim forgotten.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_claim_prepared_before_the_upgrade_is_unprepared() {
-    const EARLIER: &str = r#"{
-  "version": 1,
-  "checksum": "f63ee96970cbe7e1d0a148d78fd1aa1ecdb6f2fb56841b4b44066d3446feae96",
-  "claims": {
-    "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10": {
-      "namespace": "ns",
-      "name": "old",
-      "devices": [
-        {
-          "requests": [
-            "vf"
-          ],
-          "pool": "node1",
-          "device": "sriov-0000-3b-00-2",
-          "cdiIds": [
-            "cdigen.io/vf=0000:3b:00.2"
-          ]
-        }
-      ],
-      "spec": false,
-      "metadata": true
-    }
-  }
-}
-"#;
+    const EARLIER: &str = include_str!("data/checkpoint-before-admin-access.json");
     let env = Env::new(FakeApi::default());
     let driver_dir = env.path("plugins").join(DRIVER);
     let old_file = driver_dir.join("metadata").join(format!("{UID1}.json"));

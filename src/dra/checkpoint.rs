@@ -344,31 +344,7 @@ mod tests {
 
     /// A checkpoint as cdigen wrote it before `adminAccess` (and with a
     /// claim whose metadata file is of the earlier layout).
-    const EARLIER: &str = r#"{
-  "version": 1,
-  "checksum": "f63ee96970cbe7e1d0a148d78fd1aa1ecdb6f2fb56841b4b44066d3446feae96",
-  "claims": {
-    "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10": {
-      "namespace": "ns",
-      "name": "old",
-      "devices": [
-        {
-          "requests": [
-            "vf"
-          ],
-          "pool": "node1",
-          "device": "sriov-0000-3b-00-2",
-          "cdiIds": [
-            "cdigen.io/vf=0000:3b:00.2"
-          ]
-        }
-      ],
-      "spec": false,
-      "metadata": true
-    }
-  }
-}
-"#;
+    const EARLIER: &str = include_str!("../../tests/data/checkpoint-before-admin-access.json");
 
     /// The earlier checkpoint is read (its devices not for admin access)
     /// and written back byte for byte: its checksum holds both ways, so an
