@@ -9,7 +9,7 @@
 //!
 //! - [`passes`]: the watch's passes, each followed by a new inventory
 //!   (shared with `dra-driver`).
-//! - [`run`]: the process: the watch thread, and per resource a server
+//! - [`run`]: the process: the watch on the main thread, and on another per resource a server
 //!   that registers with the kubelet and re-registers after it restarts.
 //! - [`inventory`]: resources, device IDs ([`ids`]), CDI names, health and
 //!   placement, rebuilt after every pass; [`signals`]: health beyond

@@ -88,32 +88,29 @@ impl<A: AfterPass> Passes<A> {
         self
     }
 
-    /// Runs the watch over these passes on a thread of its own, with the
-    /// events of the source `open_source` opens there, until `control`
-    /// stops it; then the passes are dropped, and with them what `A` holds
-    /// (the channels its server reads end).
+    /// Runs the watch over these passes on this thread, with the events of
+    /// the source `open_source` opens, until `control` stops it; then the
+    /// passes are dropped, and with them what `A` holds (the channels its
+    /// server reads end).
+    ///
+    /// The servers run on another thread ([`serve_beside`]): the passes
+    /// allocate most, and on the main thread they use the allocator's main
+    /// heap, which gives memory back between passes as `cdigen watch`'s
+    /// does; a thread's heap of its own keeps its peak.
     ///
     /// # Errors
-    /// The thread cannot start; the handle gives the watch's own error.
-    pub fn spawn(
+    /// The source cannot open, or the watch's own error.
+    pub fn run_here(
         mut self,
         config: &watch::Config,
-        open_source: impl FnOnce() -> anyhow::Result<Box<dyn EventSource>> + Send + 'static,
-        control: Arc<Control>,
-    ) -> anyhow::Result<std::thread::JoinHandle<anyhow::Result<()>>>
-    where
-        A: 'static,
-    {
-        let config = config.clone();
-        std::thread::Builder::new()
-            .name("watch".into())
-            .spawn(move || {
-                let mut source = open_source()?;
-                let r = watch::run(&config, source.as_mut(), &mut self, &control, &mut |_| {});
-                drop(self);
-                r.map(|_| ())
-            })
-            .context("cannot start the watch thread")
+        open_source: impl FnOnce() -> anyhow::Result<Box<dyn EventSource>>,
+        control: &Control,
+    ) -> anyhow::Result<()> {
+        let r = open_source().and_then(|mut source| {
+            watch::run(config, source.as_mut(), &mut self, control, &mut |_| {})
+        });
+        drop(self);
+        r.map(|_| ())
     }
 
     fn publish(&mut self, since: Instant) {
@@ -176,6 +173,43 @@ impl<A: AfterPass> Passes<A> {
             self.previous = inv;
         }
     }
+}
+
+/// Runs `server` on a thread named `name` while `passes` run on this one
+/// ([`Passes::run_here`]), and waits for both: the passes' end closes what
+/// the server reads, and the server's end, a panic included, stops
+/// `control` and so the passes.
+///
+/// # Errors
+/// The thread cannot start or panicked, or the passes' error.
+pub fn serve_beside<A: AfterPass>(
+    name: &str,
+    server: impl FnOnce() + Send + 'static,
+    passes: Passes<A>,
+    config: &watch::Config,
+    open_source: impl FnOnce() -> anyhow::Result<Box<dyn EventSource>>,
+    control: &Arc<Control>,
+) -> anyhow::Result<()> {
+    /// Stops the passes when the server ends, by a panic too.
+    struct StopOnEnd(Arc<Control>);
+    impl Drop for StopOnEnd {
+        fn drop(&mut self) {
+            self.0.stop();
+        }
+    }
+    let stop = StopOnEnd(Arc::clone(control));
+    let serving = std::thread::Builder::new()
+        .name(name.into())
+        .spawn(move || {
+            let _stop = stop;
+            server();
+        })
+        .with_context(|| format!("cannot start the {name} thread"))?;
+    let watched = passes.run_here(config, open_source, control);
+    serving
+        .join()
+        .map_err(|_| anyhow::anyhow!("the {name} thread panicked"))?;
+    watched
 }
 
 impl<A: AfterPass> Regenerate for Passes<A> {

@@ -33,7 +33,7 @@ use tokio::task::JoinHandle;
 
 use super::api::v1beta1::device_plugin_server::DevicePluginServer;
 use super::inventory::Inventory;
-use super::passes::{AfterPass, Passes};
+use super::passes::{AfterPass, Passes, serve_beside};
 use super::server::{Held, MAX_MESSAGE, Plugin, Shared, options};
 use super::{devinfo, held, kubelet};
 use crate::fsio::FileId;
@@ -206,7 +206,7 @@ pub fn lock_plugin_dir(dir: &Path, pod_uid: Option<&str>) -> anyhow::Result<crat
 }
 
 /// Runs the device plugin until SIGTERM (or `control.stop()`), with the
-/// watch's events from the source `open_source` opens (on the watch
+/// watch's events from the source `open_source` opens (on this
 /// thread).
 ///
 /// # Errors
@@ -252,19 +252,22 @@ pub fn run(
     )?
     .with_checks(options.health.clone());
     // The watch ends on SIGTERM; dropping the passes then closes the inventory: the servers stop.
-    let watcher = publisher.spawn(config, open_source, Arc::clone(&control))?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the gRPC runtime")?;
-    runtime.block_on(async {
-        let withholding = tokio::spawn(withhold_loop(raw_rx, tx, options.plugin_dir.clone()));
-        serve(rx, passed, shared, options.clone()).await;
-        let _ = withholding.await;
-    });
-    let watched = watcher
-        .join()
-        .map_err(|_| anyhow::anyhow!("the watch thread panicked"))?;
+    let server = {
+        let options = options.clone();
+        move || {
+            runtime.block_on(async {
+                let withholding =
+                    tokio::spawn(withhold_loop(raw_rx, tx, options.plugin_dir.clone()));
+                serve(rx, passed, shared, options).await;
+                let _ = withholding.await;
+            });
+        }
+    };
+    let watched = serve_beside("grpc", server, publisher, config, open_source, &control);
     if let Some(e) = fatal.lock().ok().and_then(|mut f| f.take()) {
         return Err(e);
     }

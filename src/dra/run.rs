@@ -1,4 +1,4 @@
-//! The DRA driver process: the watch loop on its own thread keeps the
+//! The DRA driver process: the watch loop on the main thread keeps the
 //! specs current and, after each pass, the inventory, the devices
 //! ([`super::names`]) and the slices ([`super::slices`]); a tokio thread
 //! publishes the slices ([`super::publish`]) and serves the kubelet plugin,
@@ -17,7 +17,7 @@ use super::names::{self, DraDevice};
 use super::publish::{Desired, Publisher};
 use super::{ClaimApi, checkpoint, kubeapi, plugin, slices};
 use crate::deviceplugin::inventory::Inventory;
-use crate::deviceplugin::passes::{AfterPass, Passes};
+use crate::deviceplugin::passes::{AfterPass, Passes, serve_beside};
 use crate::root::HostRoot;
 use crate::watch::{self, Control, EventSource, Pipeline};
 
@@ -113,7 +113,7 @@ impl AfterPass for Publish {
 }
 
 /// Runs the driver until SIGTERM (or `control.stop()`), with the watch's
-/// events from the source `open_source` opens (on the watch thread), and
+/// events from the source `open_source` opens (on this thread, the main one), and
 /// the API server from the environment ([`kubeapi::client`]).
 ///
 /// # Errors
@@ -166,19 +166,21 @@ pub fn run(
         .context("cannot start the runtime")?;
     let client = runtime.block_on(kubeapi::client())?;
     // The watch ends on SIGTERM; dropping the passes then closes the channels: the driver stops.
-    let watcher = publish.spawn(config, open_source, Arc::clone(&control))?;
-    runtime.block_on(serve(
-        client,
-        devices_rx,
-        slices_rx,
-        options.clone(),
-        passthrough,
-        &control,
-        &fatal,
-    ));
-    let watched = watcher
-        .join()
-        .map_err(|_| anyhow::anyhow!("the watch thread panicked"))?;
+    let server = {
+        let (options, control, fatal) = (options.clone(), Arc::clone(&control), Arc::clone(&fatal));
+        move || {
+            runtime.block_on(serve(
+                client,
+                devices_rx,
+                slices_rx,
+                options,
+                passthrough,
+                &control,
+                &fatal,
+            ));
+        }
+    };
+    let watched = serve_beside("server", server, publish, config, open_source, &control);
     if let Some(e) = fatal.lock().ok().and_then(|mut f| f.take()) {
         return Err(e);
     }
