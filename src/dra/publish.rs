@@ -126,7 +126,97 @@ struct Pending {
     /// The resourceVersions they got, oldest first.
     versions: Vec<String>,
     /// The slice since (`None`: deleted).
-    now: Option<ResourceSlice>,
+    now: Option<Held>,
+}
+
+/// A slice of ours as the server has it. Its spec is shared with the
+/// content published when it says that: the slices are most of what the
+/// driver holds, and a copy of each from the server would double it.
+#[derive(Debug, Clone)]
+struct Held {
+    /// Its metadata (managed fields dropped).
+    metadata: kube::api::ObjectMeta,
+    /// Its pool generation.
+    generation: i64,
+    spec: HeldSpec,
+}
+
+#[derive(Debug, Clone)]
+enum HeldSpec {
+    /// What slice `.1` of the content `.0` says (at the held generation).
+    Published(Arc<Desired>, usize),
+    /// Anything else, as the server has it.
+    Own(Box<ResourceSliceSpec>),
+}
+
+impl Held {
+    /// `slice`, sharing the spec of the slice of `content` of its name
+    /// when it says that.
+    fn new(mut slice: ResourceSlice, content: Option<&Arc<Desired>>) -> Self {
+        slice.metadata.managed_fields = None;
+        let generation = slice.spec.pool.generation;
+        let name = slice.metadata.name.as_deref();
+        let same = content.and_then(|c| {
+            let i = c
+                .slices
+                .iter()
+                .position(|w| w.metadata.name.as_deref() == name)?;
+            let w = c.slices.get(i)?;
+            says(&slice.spec, &w.spec, None).then(|| HeldSpec::Published(Arc::clone(c), i))
+        });
+        Held {
+            metadata: slice.metadata,
+            generation,
+            spec: same.unwrap_or_else(|| HeldSpec::Own(Box::new(slice.spec))),
+        }
+    }
+
+    /// Its spec (at the generation of the content it shares, when it
+    /// does: [`Held::generation`] is its own).
+    fn spec(&self) -> Option<&ResourceSliceSpec> {
+        match &self.spec {
+            HeldSpec::Published(c, i) => c.slices.get(*i).map(|s| &s.spec),
+            HeldSpec::Own(s) => Some(s),
+        }
+    }
+
+    fn pool(&self) -> &str {
+        self.spec().map_or("", |s| s.pool.name.as_str())
+    }
+
+    /// Whether it says `want`, at generation `g` when given.
+    fn says(&self, want: &ResourceSliceSpec, g: Option<i64>) -> bool {
+        g.is_none_or(|g| self.generation == g) && self.spec().is_some_and(|s| says(s, want, None))
+    }
+
+    /// The same, sharing `content`'s spec in place of one of an older
+    /// content (the spec kept when `content` says otherwise).
+    fn rebase(&mut self, content: &Arc<Desired>) {
+        let HeldSpec::Published(old, i) = &self.spec else {
+            return;
+        };
+        if Arc::ptr_eq(old, content) {
+            return;
+        }
+        let Some(was) = old.slices.get(*i) else {
+            return;
+        };
+        let name = was.metadata.name.as_deref();
+        let now = content
+            .slices
+            .iter()
+            .position(|w| w.metadata.name.as_deref() == name)
+            .filter(|&j| {
+                content
+                    .slices
+                    .get(j)
+                    .is_some_and(|w| says(&was.spec, &w.spec, None))
+            });
+        self.spec = match now {
+            Some(j) => HeldSpec::Published(Arc::clone(content), j),
+            None => HeldSpec::Own(Box::new(was.spec.clone())),
+        };
+    }
 }
 
 /// What a round writes, at one generation.
@@ -161,7 +251,7 @@ pub struct Publisher {
     generation: i64,
     /// Our slices on the server as the last list and the watch since
     /// say (managed fields dropped).
-    store: BTreeMap<String, ResourceSlice>,
+    store: BTreeMap<String, Held>,
     /// Our writes the watch has not shown yet, by slice.
     pending: BTreeMap<String, Pending>,
     /// The resourceVersion to watch from (the list's, then the last
@@ -301,10 +391,10 @@ impl Publisher {
         self.store.clear();
         // The list is newer than every write of ours that was answered.
         self.pending.clear();
-        for mut s in list.items {
+        for s in list.items {
             if let (true, Some(name)) = (self.ours(&s), s.metadata.name.clone()) {
-                s.metadata.managed_fields = None;
-                self.store.insert(name, s);
+                let held = Held::new(s, self.content.as_ref());
+                self.store.insert(name, held);
             }
         }
         self.since = list.metadata.resource_version;
@@ -319,8 +409,8 @@ impl Publisher {
 
     /// Our slices as they are now: the watched state, with our writes
     /// the watch has not shown yet over it.
-    fn view(&self) -> BTreeMap<&str, &ResourceSlice> {
-        let mut view: BTreeMap<&str, &ResourceSlice> = self
+    fn view(&self) -> BTreeMap<&str, &Held> {
+        let mut view: BTreeMap<&str, &Held> = self
             .store
             .iter()
             .filter(|(n, _)| !self.pending.contains_key(*n))
@@ -351,7 +441,7 @@ impl Publisher {
     /// What writing `desired` at generation `g` over `view` takes, with
     /// the slices owned by `owner`.
     fn plan(
-        view: &BTreeMap<&str, &ResourceSlice>,
+        view: &BTreeMap<&str, &Held>,
         desired: &[ResourceSlice],
         g: i64,
         owner: Option<&OwnerReference>,
@@ -364,7 +454,7 @@ impl Publisher {
                 Some(e) => {
                     let refs = e.metadata.owner_references.as_deref().unwrap_or_default();
                     let owned = owner.is_none_or(|o| refs.contains(o));
-                    if !owned || !says(&e.spec, &want.spec, Some(g)) {
+                    if !owned || !e.says(&want.spec, Some(g)) {
                         plan.update.push(i);
                     }
                 }
@@ -410,8 +500,8 @@ impl Publisher {
             let view = self.view();
             let seen = view
                 .values()
-                .filter(|s| s.spec.pool.name == pool)
-                .map(|s| s.spec.pool.generation)
+                .filter(|s| s.pool() == pool)
+                .map(|s| s.generation)
                 .max();
             let owner = self.owner.as_ref();
             if self.content.is_some() && seen.is_some_and(|g| g > self.generation) {
@@ -438,6 +528,13 @@ impl Publisher {
         };
         self.generation = generation;
         self.content = Some(Arc::clone(desired));
+        // What the server holds shares the new content, not the old.
+        for h in self.store.values_mut() {
+            h.rebase(desired);
+        }
+        for h in self.pending.values_mut().filter_map(|p| p.now.as_mut()) {
+            h.rebase(desired);
+        }
         self.write(&plan, wanted, generation).await
     }
 
@@ -461,11 +558,11 @@ impl Publisher {
             let Some(want) = wanted.get(i) else { continue };
             let name = want.metadata.name.clone().unwrap_or_default();
             let what = format!("ResourceSlice {name}");
-            let Some(held) = self.view().get(name.as_str()).map(|s| (*s).clone()) else {
+            let Some(metadata) = self.view().get(name.as_str()).map(|s| s.metadata.clone()) else {
                 continue;
             };
             let mut slice = ResourceSlice {
-                metadata: held.metadata,
+                metadata,
                 spec: at_generation(&want.spec, generation),
             };
             // Ours in place of any other Node's; other owners kept.
@@ -530,10 +627,7 @@ impl Publisher {
             Some(s) => s.metadata.resource_version.clone(),
             None => deleted_at,
         };
-        let now = done.map(|mut s| {
-            s.metadata.managed_fields = None;
-            s
-        });
+        let now = done.map(|s| Held::new(s, self.content.as_ref()));
         let p = self.pending.entry(name.to_string()).or_insert(Pending {
             versions: Vec::new(),
             now: None,
@@ -594,7 +688,7 @@ impl Publisher {
     /// ours changed by someone else; our own writes and bookmarks only
     /// move the resourceVersion on). An error event is the caller's.
     fn apply(&mut self, event: WatchEvent<ResourceSlice>) -> bool {
-        let (mut slice, deleted) = match event {
+        let (slice, deleted) = match event {
             WatchEvent::Added(s) | WatchEvent::Modified(s) => (s, false),
             WatchEvent::Deleted(s) => (s, true),
             WatchEvent::Bookmark(b) => {
@@ -616,8 +710,8 @@ impl Publisher {
         if deleted {
             self.store.remove(&name);
         } else {
-            slice.metadata.managed_fields = None;
-            self.store.insert(name.clone(), slice);
+            let held = Held::new(slice, self.content.as_ref());
+            self.store.insert(name.clone(), held);
         }
         let Some(p) = self.pending.get_mut(&name) else {
             return true;
