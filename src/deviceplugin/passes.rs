@@ -9,7 +9,10 @@
 //!
 //! The devices' health signals send no event ([`super::signals`]): every
 //! [`signals::POLL`] between passes the inventory is rebuilt from the
-//! last plans, and handed on when it changed.
+//! last plans, and handed on when it changed. NVIDIA XID errors
+//! ([`super::xid`]) are heard by a thread of their own, started after the
+//! first pass that has NVIDIA devices and stopped with the passes; what it
+//! records counts from the next poll.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::inventory::{self, Inventory, ResourceDef};
 use super::signals::{self, Checks};
+use super::xid;
 use anyhow::Context as _;
 
 use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
@@ -45,6 +49,10 @@ pub struct Passes<A> {
     checks: Checks,
     /// When the health signals are read next between passes.
     next_health: Instant,
+    /// Opens the XID events, until a pass has NVIDIA devices.
+    xid_open: Option<xid::Open>,
+    /// The XID watch, once started (stopped when dropped).
+    xid: Option<xid::Watch>,
 }
 
 impl<A: AfterPass> Passes<A> {
@@ -78,7 +86,17 @@ impl<A: AfterPass> Passes<A> {
             after,
             checks: Checks::default(),
             next_health: Instant::now() + signals::POLL,
+            xid_open: Some(xid::nvml()),
+            xid: None,
         })
+    }
+
+    /// The same, hearing XID events from what `open` opens instead of
+    /// NVML.
+    #[must_use]
+    pub fn with_xid_events(mut self, open: xid::Open) -> Self {
+        self.xid_open = Some(open);
+        self
     }
 
     /// The same, acting on health as `checks` say (`--ignore-health`).
@@ -132,9 +150,55 @@ impl<A: AfterPass> Passes<A> {
         for c in &collisions {
             tracing::warn!("{c}; offering neither");
         }
+        self.start_xid();
         let first = std::mem::replace(&mut self.first, false);
         self.after.after(&inv, first, since);
         self.previous = inv;
+    }
+
+    /// Starts the XID watch when the plans have an NVIDIA device (with
+    /// its driver's files) and it was not started yet; its health counts
+    /// from the next build. No NVML (or `--no-nvml`) is one informational
+    /// line.
+    fn start_xid(&mut self) {
+        if self.xid_open.is_none() {
+            return;
+        }
+        let Some(files) = self
+            .pipeline
+            .plans()
+            .values()
+            .flat_map(|p| p.devices.iter())
+            .find(|d| d.nvidia.is_some())
+            .and_then(|d| d.driver_files.clone())
+        else {
+            return;
+        };
+        let Some(open) = self.xid_open.take() else {
+            return;
+        };
+        let root = match self.pipeline.host_root() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::info!("NVIDIA XID events are not watched: {e:#}");
+                return;
+            }
+        };
+        let runner = match open(&root, &files.files) {
+            Ok(r) => r,
+            Err(why) => {
+                tracing::info!("NVIDIA XID events are not watched: {why}");
+                return;
+            }
+        };
+        let health = xid::XidHealth::default();
+        match xid::Watch::start(runner, health.clone(), self.checks.clone()) {
+            Ok(w) => {
+                self.checks = self.checks.clone().with_vendor(Arc::new(health));
+                self.xid = Some(w);
+            }
+            Err(e) => tracing::warn!("NVIDIA XID events are not watched: cannot start a thread: {e}"),
+        }
     }
 
     /// The inventory of the last plans and the host now; `None` when the
