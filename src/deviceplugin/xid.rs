@@ -668,6 +668,27 @@ mod tests {
         assert_eq!(s.registers.lock().unwrap().len(), 1 + MAX_FAILURES as usize);
     }
 
+    /// NVML's opener never loads the library with `--no-nvml`, nor from
+    /// a root that is not the host without the driver's own file: the
+    /// reason is the informational line.
+    #[cfg(feature = "nvml")]
+    #[test]
+    fn no_nvml_means_no_source() {
+        let root = HostRoot::open(std::path::Path::new("/"))
+            .unwrap()
+            .with_nvml(false);
+        let Err(why) = nvml()(&root, &[]) else {
+            panic!("a source with --no-nvml");
+        };
+        assert_eq!(why, "NVML not asked (--no-nvml)");
+        let dir = tempfile::tempdir().unwrap();
+        let root = HostRoot::open(dir.path()).unwrap();
+        let Err(why) = nvml()(&root, &[]) else {
+            panic!("a source without the driver's library");
+        };
+        assert!(why.starts_with("no libnvidia-ml.so.<version> among the driver's files"), "{why}");
+    }
+
     #[test]
     fn the_watch_stops_within_a_wait() {
         let (d, _s) = double(&[GPU], None);
