@@ -197,7 +197,9 @@ impl<A: AfterPass> Passes<A> {
                 self.checks = self.checks.clone().with_vendor(Arc::new(health));
                 self.xid = Some(w);
             }
-            Err(e) => tracing::warn!("NVIDIA XID events are not watched: cannot start a thread: {e}"),
+            Err(e) => {
+                tracing::warn!("NVIDIA XID events are not watched: cannot start a thread: {e}")
+            }
         }
     }
 
@@ -392,7 +394,7 @@ mod tests {
         assert!(opened.lock().unwrap()[0] > 0);
         // Polls until the inventory handed on changes (the thread records
         // what it hears in its own time).
-        let mut next = |passes: &mut Passes<Record>| -> Vec<names::DraDevice> {
+        let next = |passes: &mut Passes<Record>| -> Vec<names::DraDevice> {
             let before = seen.lock().unwrap().len();
             let deadline = Instant::now() + Duration::from_secs(10);
             while seen.lock().unwrap().len() == before && Instant::now() < deadline {

@@ -309,7 +309,8 @@ pub const APPLICATION_XIDS: [u64; 6] = [13, 31, 43, 45, 68, 109];
 
 /// What `--ignore-health` is when not given (and what `default` in it
 /// stands for): a slower link, and the [`APPLICATION_XIDS`].
-pub const DEFAULT_IGNORE: &str = "LinkSpeedDegraded,NvidiaXid13,NvidiaXid31,NvidiaXid43,NvidiaXid45,NvidiaXid68,NvidiaXid109";
+pub const DEFAULT_IGNORE: &str =
+    "LinkSpeedDegraded,NvidiaXid13,NvidiaXid31,NvidiaXid43,NvidiaXid45,NvidiaXid68,NvidiaXid109";
 
 impl Default for Checks {
     /// [`DEFAULT_IGNORE`] ignored.
@@ -870,7 +871,10 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
         // default's codes.
         assert_eq!(
             parse_ignore("nvidiaxid48,NvidiaXid"),
-            Ok(BTreeSet::from([Code::NvidiaXid(Some(48)), Code::NvidiaXid(None)]))
+            Ok(BTreeSet::from([
+                Code::NvidiaXid(Some(48)),
+                Code::NvidiaXid(None)
+            ]))
         );
         assert_eq!(Code::NvidiaXid(Some(79)).to_string(), "NvidiaXid79");
         assert_eq!(
@@ -882,9 +886,17 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
                 .chain([Code::AerNonFatal])
                 .collect::<BTreeSet<_>>()
         );
-        for bad in ["NvidiaXid-1", "NvidiaXid4x", "NvidiaXid99999999999999999999", "Xid48"] {
+        for bad in [
+            "NvidiaXid-1",
+            "NvidiaXid4x",
+            "NvidiaXid99999999999999999999",
+            "Xid48",
+        ] {
             let e = parse_ignore(bad).unwrap_err();
-            assert!(e.contains("is not a health code") && e.contains("NvidiaXid<N>"), "{e}");
+            assert!(
+                e.contains("is not a health code") && e.contains("NvidiaXid<N>"),
+                "{e}"
+            );
         }
         let all_xids = Checks::ignoring([Code::NvidiaXid(None)]);
         assert!(all_xids.ignores(Code::NvidiaXid(Some(79))));

@@ -121,7 +121,9 @@ impl signals::VendorHealth for XidHealth {
             if s.lost.contains(gpu) {
                 out.push(Problem {
                     code: Code::NvidiaGpuLost,
-                    detail: format!("NVML says GPU {gpu} is lost (fallen off the bus or inaccessible)"),
+                    detail: format!(
+                        "NVML says GPU {gpu} is lost (fallen off the bus or inaccessible)"
+                    ),
                 });
             }
             for r in s.xids.get(gpu).into_iter().flatten() {
@@ -240,7 +242,10 @@ fn registered(regs: &[Registration], health: &XidHealth) -> usize {
             ),
             Err(EventError::GpuLost) => {
                 if health.lose(&r.gpu) {
-                    tracing::warn!("GPU {}: NVML says it is lost; unhealthy (NvidiaGpuLost)", r.gpu);
+                    tracing::warn!(
+                        "GPU {}: NVML says it is lost; unhealthy (NvidiaGpuLost)",
+                        r.gpu
+                    );
                 }
             }
             Err(e) => tracing::warn!("GPU {}: its XID errors cannot be watched: {e}", r.gpu),
@@ -361,9 +366,12 @@ fn heard(e: &XidEvent, health: &XidHealth, checks: &Checks) {
 pub mod double {
     use super::*;
 
+    /// The GPUs (UUIDs) and how their registration goes.
+    pub type Gpus = Arc<Mutex<Vec<(String, Result<(), EventError>)>>>;
+
     /// The double; [`Script`] drives it.
     pub struct Double {
-        gpus: Arc<Mutex<Vec<(String, Result<(), EventError>)>>>,
+        gpus: Gpus,
         register_error: Option<EventError>,
         answers: mpsc::Receiver<Result<Option<XidEvent>, EventError>>,
         /// The `skip` of each register call.
@@ -374,7 +382,7 @@ pub mod double {
     #[derive(Clone)]
     pub struct Script {
         /// The GPUs and how their registration goes.
-        pub gpus: Arc<Mutex<Vec<(String, Result<(), EventError>)>>>,
+        pub gpus: Gpus,
         /// The next waits' answers.
         pub answers: mpsc::Sender<Result<Option<XidEvent>, EventError>>,
         /// The `skip` of each register call.
@@ -428,10 +436,7 @@ pub mod double {
     }
 
     impl XidEvents for Double {
-        fn register(
-            &mut self,
-            skip: &BTreeSet<String>,
-        ) -> Result<Vec<Registration>, EventError> {
+        fn register(&mut self, skip: &BTreeSet<String>) -> Result<Vec<Registration>, EventError> {
             if let Ok(mut r) = self.registers.lock() {
                 r.push(skip.clone());
             }
@@ -499,7 +504,10 @@ mod tests {
     }
 
     fn codes(h: &XidHealth, d: &Device) -> Vec<String> {
-        h.problems(d).into_iter().map(|p| p.code.to_string()).collect()
+        h.problems(d)
+            .into_iter()
+            .map(|p| p.code.to_string())
+            .collect()
     }
 
     /// Runs the watch over a double of GPU and OTHER until `script` has
@@ -518,7 +526,11 @@ mod tests {
         s.xid(OTHER, 79, None);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < deadline
-            && !health.seen(|x| x.xids.get(OTHER).is_some_and(|l| l.iter().any(|r| r.xid == 79)))
+            && !health.seen(|x| {
+                x.xids
+                    .get(OTHER)
+                    .is_some_and(|l| l.iter().any(|r| r.xid == 79))
+            })
             && !w.thread.as_ref().unwrap().is_finished()
         {
             std::thread::sleep(Duration::from_millis(5));
@@ -559,7 +571,9 @@ mod tests {
         assert_eq!(codes(&h, &gpu(GPU)), ["NvidiaXid94", "NvidiaXid999"]);
         assert_eq!(
             h.problems(&gpu(GPU))[1].detail,
-            format!("NVML reported an XID NVML does not know (999) on MIG device gi7/ci1 of GPU {GPU}")
+            format!(
+                "NVML reported an XID NVML does not know (999) on MIG device gi7/ci1 of GPU {GPU}"
+            )
         );
     }
 
@@ -628,7 +642,11 @@ mod tests {
     #[test]
     fn nvml_failing_ends_the_watch_and_keeps_what_it_heard() {
         // Failing at the start: nothing watched, nothing recorded.
-        let (h, s) = watch(Checks::default(), Some(EventError::Failed("Uninitialized".into())), |_| {});
+        let (h, s) = watch(
+            Checks::default(),
+            Some(EventError::Failed("Uninitialized".into())),
+            |_| {},
+        );
         assert!(codes(&h, &gpu(OTHER)).is_empty());
         assert_eq!(s.registers.lock().unwrap().len(), 1);
         // Every GPU too old to report XIDs: nothing watched.
@@ -686,7 +704,10 @@ mod tests {
         let Err(why) = nvml()(&root, &[]) else {
             panic!("a source without the driver's library");
         };
-        assert!(why.starts_with("no libnvidia-ml.so.<version> among the driver's files"), "{why}");
+        assert!(
+            why.starts_with("no libnvidia-ml.so.<version> among the driver's files"),
+            "{why}"
+        );
     }
 
     #[test]

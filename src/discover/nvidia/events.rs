@@ -106,8 +106,7 @@ pub trait XidEvents {
 /// Runs a body with an event source made on the calling thread (NVML's
 /// event set borrows the library it came from, so both live in the one
 /// call); `Err` says why there is no source.
-pub type Runner =
-    Box<dyn FnOnce(&mut dyn FnMut(&mut dyn XidEvents)) -> Result<(), String> + Send>;
+pub type Runner = Box<dyn FnOnce(&mut dyn FnMut(&mut dyn XidEvents)) -> Result<(), String> + Send>;
 
 /// The real source over `lib`: NVML loaded and initialized on the thread
 /// that runs it.
@@ -194,16 +193,13 @@ impl XidEvents for Nvml<'_> {
             if skip.contains(&gpu) {
                 continue;
             }
-            let supported = d
-                .supported_event_types()
-                .map_err(error)
-                .and_then(|t| {
-                    if t.contains(EventTypes::CRITICAL_XID_ERROR) {
-                        Ok(())
-                    } else {
-                        Err(EventError::NotSupported)
-                    }
-                });
+            let supported = d.supported_event_types().map_err(error).and_then(|t| {
+                if t.contains(EventTypes::CRITICAL_XID_ERROR) {
+                    Ok(())
+                } else {
+                    Err(EventError::NotSupported)
+                }
+            });
             let result = match (supported, set.take()) {
                 (Err(e), s) => {
                     set = s;
