@@ -376,6 +376,7 @@ pub mod double {
         answers: mpsc::Receiver<Result<Option<XidEvent>, EventError>>,
         /// The `skip` of each register call.
         pub registers: Arc<Mutex<Vec<BTreeSet<String>>>>,
+        taken: Arc<std::sync::atomic::AtomicUsize>,
     }
 
     /// What a test keeps to drive a [`Double`].
@@ -387,18 +388,30 @@ pub mod double {
         pub answers: mpsc::Sender<Result<Option<XidEvent>, EventError>>,
         /// The `skip` of each register call.
         pub registers: Arc<Mutex<Vec<BTreeSet<String>>>>,
+        /// How many answers were sent, and how many waits took one.
+        sent: Arc<std::sync::atomic::AtomicUsize>,
+        taken: Arc<std::sync::atomic::AtomicUsize>,
     }
 
     impl Script {
+        /// Sends the next wait's answer.
+        pub fn send(&self, answer: Result<Option<XidEvent>, EventError>) {
+            self.sent.fetch_add(1, Ordering::SeqCst);
+            self.answers.send(answer).unwrap_or_default();
+        }
+
         /// Sends an XID of `gpu` (in `instance`).
         pub fn xid(&self, gpu: &str, xid: u64, instance: Option<(u32, u32)>) {
-            self.answers
-                .send(Ok(Some(XidEvent {
-                    gpu: gpu.into(),
-                    xid,
-                    instance,
-                })))
-                .unwrap_or_default();
+            self.send(Ok(Some(XidEvent {
+                gpu: gpu.into(),
+                xid,
+                instance,
+            })));
+        }
+
+        /// Whether every answer sent was taken by a wait.
+        pub fn all_taken(&self) -> bool {
+            self.taken.load(Ordering::SeqCst) >= self.sent.load(Ordering::SeqCst)
         }
     }
 
@@ -410,17 +423,21 @@ pub mod double {
             gpus.iter().map(|g| (g.to_string(), Ok(()))).collect(),
         ));
         let registers = Arc::default();
+        let taken: Arc<std::sync::atomic::AtomicUsize> = Arc::default();
         (
             Double {
                 gpus: Arc::clone(&list),
                 register_error,
                 answers: rx,
                 registers: Arc::clone(&registers),
+                taken: Arc::clone(&taken),
             },
             Script {
                 gpus: list,
                 answers: tx,
                 registers,
+                sent: Arc::default(),
+                taken,
             },
         )
     }
@@ -454,7 +471,10 @@ pub mod double {
         fn wait(&mut self, timeout: Duration) -> Result<Option<XidEvent>, EventError> {
             assert!(!timeout.is_zero(), "a wait without a bound");
             match self.answers.recv_timeout(timeout) {
-                Ok(a) => a,
+                Ok(a) => {
+                    self.taken.fetch_add(1, Ordering::SeqCst);
+                    a
+                }
                 Err(_) => {
                     // Disconnected: nothing more will come; the timeout
                     // all the same.
@@ -521,16 +541,12 @@ mod tests {
         let health = XidHealth::default();
         let w = Watch::start(d.runner(), health.clone(), checks).unwrap();
         script(&s);
-        // The waits take the answers in order: one more XID heard means
-        // all before it were.
+        // One more XID of the other GPU; once a wait took it, the stop
+        // (which joins the thread) comes after it was heard.
         s.xid(OTHER, 79, None);
         let deadline = std::time::Instant::now() + Duration::from_secs(10);
         while std::time::Instant::now() < deadline
-            && !health.seen(|x| {
-                x.xids
-                    .get(OTHER)
-                    .is_some_and(|l| l.iter().any(|r| r.xid == 79))
-            })
+            && !s.all_taken()
             && !w.thread.as_ref().unwrap().is_finished()
         {
             std::thread::sleep(Duration::from_millis(5));
@@ -625,7 +641,7 @@ mod tests {
     fn a_lost_gpu_is_found_by_listing_again_and_left_out_of_the_new_set() {
         let (h, s) = watch(Checks::default(), None, |s| {
             s.gpus.lock().unwrap()[0].1 = Err(EventError::GpuLost);
-            s.answers.send(Err(EventError::GpuLost)).unwrap();
+            s.send(Err(EventError::GpuLost));
         });
         assert_eq!(codes(&h, &gpu(GPU)), ["NvidiaGpuLost"]);
         assert_eq!(codes(&h, &mig(1, 0)), ["NvidiaGpuLost"]);
@@ -662,11 +678,11 @@ mod tests {
         let (d, s) = double(&[GPU], None);
         let health = XidHealth::default();
         let failed = || Err(EventError::Failed("Unknown Error".into()));
-        s.answers.send(failed()).unwrap();
-        s.answers.send(failed()).unwrap();
+        s.send(failed());
+        s.send(failed());
         s.xid(GPU, 48, None);
         for _ in 0..MAX_FAILURES {
-            s.answers.send(failed()).unwrap();
+            s.send(failed());
         }
         s.xid(GPU, 79, None);
         let mut d = d;
@@ -678,7 +694,7 @@ mod tests {
         let (d, s) = double(&[GPU, OTHER], None);
         let health = XidHealth::default();
         for _ in 0..MAX_FAILURES {
-            s.answers.send(Err(EventError::GpuLost)).unwrap();
+            s.send(Err(EventError::GpuLost));
         }
         let mut d = d;
         run(&mut d, &health, &Checks::default(), &stop);
