@@ -1210,6 +1210,15 @@ fn dgx_gpus_by_uuid_packed_by_numa_with_legacy_edits() {
     let mut sorted = all.clone();
     sorted.sort_unstable();
     assert_eq!(ids(&gpus), healthy(&sorted));
+    // NVIDIA's XID events need NVML: without it (--no-nvml here), one
+    // informational line, and the GPUs are served all the same.
+    let log = plugin.wait_log("NVIDIA XID events are not watched");
+    assert_eq!(
+        log.matches("NVIDIA XID events are not watched: NVML not asked (--no-nvml)")
+            .count(),
+        1,
+        "{log}"
+    );
     let nodes = numa(&gpus);
     for id in DGX_NUMA0 {
         assert_eq!(nodes[id], [0], "{id}");

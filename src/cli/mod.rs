@@ -442,7 +442,9 @@ pub struct DevicePluginArgs {
     /// Health codes not acted on, comma-separated, or none: a device with only these problems stays
     /// healthy (no taint, Healthy to the kubelet). Codes: DeviceNodeMissing, DeviceNodeMismatch,
     /// NotADeviceNode, DeviceNodeUnreadable, NoDriverBound, GoneWhileAllocated, FunctionRemoved,
-    /// AERFatal, AERNonFatal, LinkWidthDegraded, LinkSpeedDegraded, Unhealthy.
+    /// AERFatal, AERNonFatal, LinkWidthDegraded, LinkSpeedDegraded, NvidiaXid<N> (NVIDIA XID N from
+    /// NVML; NvidiaXid: every XID), NvidiaGpuLost, Unhealthy. The list replaces the default;
+    /// `default` in it stands for the default's codes (the application's XIDs among them).
     #[arg(
         long,
         value_name = "CODE[,CODE]",
@@ -481,7 +483,9 @@ pub struct DraDriverArgs {
     /// Health codes not acted on, comma-separated, or none: a device with only these problems stays
     /// healthy (no taint, Healthy to the kubelet). Codes: DeviceNodeMissing, DeviceNodeMismatch,
     /// NotADeviceNode, DeviceNodeUnreadable, NoDriverBound, GoneWhileAllocated, FunctionRemoved,
-    /// AERFatal, AERNonFatal, LinkWidthDegraded, LinkSpeedDegraded, Unhealthy.
+    /// AERFatal, AERNonFatal, LinkWidthDegraded, LinkSpeedDegraded, NvidiaXid<N> (NVIDIA XID N from
+    /// NVML; NvidiaXid: every XID), NvidiaGpuLost, Unhealthy. The list replaces the default;
+    /// `default` in it stands for the default's codes (the application's XIDs among them).
     #[arg(
         long,
         value_name = "CODE[,CODE]",

@@ -603,11 +603,13 @@ pub fn health(root: &HostRoot, d: &Device) -> Vec<signals::Problem> {
     out
 }
 
-/// Why `d` is unhealthy: its [`health`] and PCI signals ([`signals`]),
-/// less what the admin ignores.
+/// Why `d` is unhealthy: its [`health`], PCI signals ([`signals`]) and
+/// vendor signals ([`signals::VendorHealth`]: NVIDIA XIDs), less what the
+/// admin ignores.
 fn judged(root: &HostRoot, d: &Device, check: &mut signals::Pass<'_>) -> Option<Unhealthy> {
     let mut problems = health(root, d);
     problems.extend(check.pci(root, d));
+    problems.extend(check.checks().vendor_problems(d));
     check.checks().judge(&d.id, problems)
 }
 

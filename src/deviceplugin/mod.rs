@@ -14,7 +14,7 @@
 //! - [`inventory`]: resources, device IDs ([`ids`]), CDI names, health and
 //!   placement, rebuilt after every pass; [`signals`]: health beyond
 //!   presence (PCIe AER counters, the link), its codes and what the admin
-//!   ignores.
+//!   ignores; [`xid`]: NVIDIA XID errors from NVML.
 //! - [`server`]: the `DevicePlugin` service; [`allocate`] builds Allocate's
 //!   answer; [`preferred`] GetPreferredAllocation's choice; [`devinfo`] the
 //!   device-info files of allocated network devices, and [`held`] the
@@ -36,5 +36,6 @@ pub mod run;
 pub mod server;
 pub mod signals;
 pub mod vendor;
+pub mod xid;
 
 pub use run::{Options, run};

@@ -9,7 +9,10 @@
 //!
 //! The devices' health signals send no event ([`super::signals`]): every
 //! [`signals::POLL`] between passes the inventory is rebuilt from the
-//! last plans, and handed on when it changed.
+//! last plans, and handed on when it changed. NVIDIA XID errors
+//! ([`super::xid`]) are heard by a thread of their own, started after the
+//! first pass that has NVIDIA devices and stopped with the passes; what it
+//! records counts from the next poll.
 
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -18,6 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::inventory::{self, Inventory, ResourceDef};
 use super::signals::{self, Checks};
+use super::xid;
 use anyhow::Context as _;
 
 use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
@@ -45,6 +49,10 @@ pub struct Passes<A> {
     checks: Checks,
     /// When the health signals are read next between passes.
     next_health: Instant,
+    /// Opens the XID events, until a pass has NVIDIA devices.
+    xid_open: Option<xid::Open>,
+    /// The XID watch, once started (stopped when dropped).
+    xid: Option<xid::Watch>,
 }
 
 impl<A: AfterPass> Passes<A> {
@@ -78,7 +86,17 @@ impl<A: AfterPass> Passes<A> {
             after,
             checks: Checks::default(),
             next_health: Instant::now() + signals::POLL,
+            xid_open: Some(xid::nvml()),
+            xid: None,
         })
+    }
+
+    /// The same, hearing XID events from what `open` opens instead of
+    /// NVML.
+    #[must_use]
+    pub fn with_xid_events(mut self, open: xid::Open) -> Self {
+        self.xid_open = Some(open);
+        self
     }
 
     /// The same, acting on health as `checks` say (`--ignore-health`).
@@ -129,9 +147,57 @@ impl<A: AfterPass> Passes<A> {
         for c in &collisions {
             tracing::warn!("{c}; offering neither");
         }
+        self.start_xid();
         let first = std::mem::replace(&mut self.first, false);
         self.after.after(&inv, first, since);
         self.previous = inv;
+    }
+
+    /// Starts the XID watch when the plans have an NVIDIA device (with
+    /// its driver's files) and it was not started yet; its health counts
+    /// from the next build. No NVML (or `--no-nvml`) is one informational
+    /// line.
+    fn start_xid(&mut self) {
+        if self.xid_open.is_none() {
+            return;
+        }
+        let Some(files) = self
+            .pipeline
+            .plans()
+            .values()
+            .flat_map(|p| p.devices.iter())
+            .find(|d| d.nvidia.is_some())
+            .and_then(|d| d.driver_files.clone())
+        else {
+            return;
+        };
+        let Some(open) = self.xid_open.take() else {
+            return;
+        };
+        let root = match self.pipeline.host_root() {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::info!("NVIDIA XID events are not watched: {e:#}");
+                return;
+            }
+        };
+        let runner = match open(&root, &files.files) {
+            Ok(r) => r,
+            Err(why) => {
+                tracing::info!("NVIDIA XID events are not watched: {why}");
+                return;
+            }
+        };
+        let health = xid::XidHealth::default();
+        match xid::Watch::start(runner, health.clone(), self.checks.clone()) {
+            Ok(w) => {
+                self.checks = self.checks.clone().with_vendor(Arc::new(health));
+                self.xid = Some(w);
+            }
+            Err(e) => {
+                tracing::warn!("NVIDIA XID events are not watched: cannot start a thread: {e}")
+            }
+        }
     }
 
     /// The inventory of the last plans and the host now; `None` when the
@@ -284,6 +350,164 @@ mod tests {
             .find(|e| e.device.id == "0000:3b:00.3")
             .unwrap()
             .healthy()
+    }
+
+    /// Passes over a copy of the example fixture (its GPU split into MIG
+    /// devices gi1/ci0 and gi2/ci0, a VF `0000:3b:00.3`) in `tmp`,
+    /// recording into `seen`: the root and the passes.
+    fn example(
+        tmp: &tempfile::TempDir,
+        seen: &Arc<Mutex<Vec<Inventory>>>,
+    ) -> (std::path::PathBuf, Passes<Record>) {
+        let root = tmp.path().join("root");
+        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
+        let ok = std::process::Command::new("cp")
+            .arg("-a")
+            .arg(&fixture)
+            .arg(&root)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok);
+        let cdi = tmp.path().join("cdi");
+        let pipeline = Pipeline::new(
+            crate::generate::Host {
+                root: root.clone(),
+                backends: Vec::new(),
+                driver_root: None,
+                library_search_path: Vec::new(),
+                hook_path: Some("/usr/bin/cdigen".into()),
+                no_nvml: true,
+            },
+            crate::generate::Definitions {
+                generators: Some("/nonexistent-cdigen-user-generators".into()),
+                templates: None,
+                only: Vec::new(),
+            },
+            cdi.clone(),
+            tmp.path().join("devinfo"),
+            None,
+        )
+        .unwrap()
+        .with_device_info(false);
+        let passes = Passes::new(
+            pipeline,
+            cdi,
+            Arc::new(Control::new().unwrap()),
+            Arc::default(),
+            Record(Arc::clone(seen)),
+        )
+        .unwrap();
+        (root, passes)
+    }
+
+    /// XID events reach the inventory, and with it the DRA slices' taints
+    /// and both health streams, through the passes (with NVML's events a
+    /// double: the binary cannot take one): a MIG instance's XID makes
+    /// that MIG device unhealthy, the whole GPU's both; an application
+    /// XID nothing. The watch starts after the first pass with NVIDIA
+    /// devices, and stops with the passes.
+    #[test]
+    fn xid_events_taint_the_gpus_devices_through_the_passes() {
+        use crate::deviceplugin::xid::double;
+        use crate::dra::{health, names, slices};
+        const GPU: &str = "GPU-6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10";
+        let tmp = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (dbl, script) = double::double(&[GPU], None);
+        let opened = Arc::new(Mutex::new(Vec::new()));
+        let files_seen = Arc::clone(&opened);
+        let (_, passes) = example(&tmp, &seen);
+        let mut passes = passes.with_xid_events(Box::new(move |_, files| {
+            files_seen.lock().unwrap().push(files.len());
+            Ok(dbl.runner())
+        }));
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        // Opened once, with the driver's files, after the first pass.
+        assert_eq!(opened.lock().unwrap().len(), 1);
+        assert!(opened.lock().unwrap()[0] > 0);
+        // Polls until the inventory handed on changes (the thread records
+        // what it hears in its own time).
+        let next = |passes: &mut Passes<Record>| -> Vec<names::DraDevice> {
+            let before = seen.lock().unwrap().len();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while seen.lock().unwrap().len() == before && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+                passes.next_health = Instant::now();
+                passes.poll();
+            }
+            assert_eq!(seen.lock().unwrap().len(), before + 1, "no new inventory");
+            names::devices(seen.lock().unwrap().last().unwrap())
+        };
+        let by = |devices: &[names::DraDevice], name: &str| -> names::DraDevice {
+            devices
+                .iter()
+                .find(|d| d.name.ends_with(name))
+                .unwrap_or_else(|| panic!("no {name}"))
+                .clone()
+        };
+        let taints = |d: &names::DraDevice| -> Vec<(String, String)> {
+            slices::device(d, "dra.cdigen.io")
+                .taints
+                .unwrap_or_default()
+                .into_iter()
+                .map(|t| (t.value.unwrap_or_default(), t.effect))
+                .collect()
+        };
+        // An application XID, then one of MIG instance gi2/ci0.
+        script.xid(GPU, 13, None);
+        script.xid(GPU, 94, Some((2, 0)));
+        let devices = next(&mut passes);
+        let (mig1, mig2) = (by(&devices, "mig-1-0"), by(&devices, "mig-2-0"));
+        assert!(taints(&mig1).is_empty());
+        assert_eq!(taints(&mig2), [("NvidiaXid94".into(), "NoSchedule".into())]);
+        let report = health::report(&devices, "node-1", 0, Duration::from_secs(30));
+        let of = |name: &str| report.iter().find(|h| h.device.ends_with(name)).unwrap();
+        assert!(of("mig-1-0").healthy);
+        assert!(!of("mig-2-0").healthy);
+        assert_eq!(
+            of("mig-2-0").message,
+            format!("NVML reported XID 94 on MIG device gi2/ci0 of GPU {GPU}")
+        );
+        // The device plugin's entry (ListAndWatch's health) is the same.
+        assert!(!mig2.entry.healthy() && mig1.entry.healthy());
+        // The whole GPU's: both MIG devices; the VF not.
+        script.xid(GPU, 79, None);
+        let devices = next(&mut passes);
+        assert_eq!(
+            taints(&by(&devices, "mig-1-0")),
+            [("NvidiaXid79".into(), "NoSchedule".into())]
+        );
+        assert_eq!(
+            taints(&by(&devices, "mig-2-0")),
+            [
+                ("NvidiaXid94".into(), "NoSchedule".into()),
+                ("NvidiaXid79".into(), "NoSchedule".into())
+            ]
+        );
+        assert!(taints(&by(&devices, "0000-3b-00-3")).is_empty());
+        // It stays: the next pass keeps it.
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        let last = names::devices(seen.lock().unwrap().last().unwrap());
+        assert_eq!(taints(&by(&last, "mig-1-0")).len(), 1);
+        // Dropping the passes stops the watch (within a wait).
+        let started = Instant::now();
+        drop(passes);
+        assert!(started.elapsed() < crate::deviceplugin::xid::WAIT * 3);
+    }
+
+    /// No NVIDIA device, no XID watch: the opener is never called (NVML
+    /// never loaded) and the passes go on.
+    #[test]
+    fn no_nvidia_device_means_no_xid_watch() {
+        let tmp = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (root, passes) = example(&tmp, &seen);
+        std::fs::remove_dir_all(root.join("proc/driver/nvidia")).unwrap();
+        let mut passes = passes.with_xid_events(Box::new(|_, _| panic!("opened")));
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        assert!(passes.xid.is_none() && passes.xid_open.is_some());
+        assert_eq!(seen.lock().unwrap().len(), 1);
     }
 
     /// Between passes the signals are read again on the poll: a rise of a

@@ -34,8 +34,10 @@
 //! skipped with a warning naming it (once per file; then at debug level):
 //! no signal, never a panic.
 //!
-//! NVIDIA XID events (NVML) are not read: see docs/dra.md.
+//! Vendor signals come from elsewhere, through [`VendorHealth`]: NVIDIA
+//! XID events from NVML ([`super::xid`]).
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -81,13 +83,19 @@ pub enum Code {
     LinkWidthDegraded,
     /// The PCIe link runs slower than it can.
     LinkSpeedDegraded,
+    /// NVML reported an NVIDIA XID error (`NvidiaXid79`). `None` only in
+    /// `--ignore-health`: every XID (`NvidiaXid`).
+    NvidiaXid(Option<u64>),
+    /// NVML says the GPU is lost (`NVML_ERROR_GPU_IS_LOST`: fallen off
+    /// the bus or otherwise inaccessible).
+    NvidiaGpuLost,
     /// Anything else.
     Unhealthy,
 }
 
 impl Code {
-    /// Every code.
-    pub const ALL: [Code; 12] = [
+    /// Every code (the XIDs as the one `NvidiaXid`).
+    pub const ALL: [Code; 14] = [
         Code::DeviceNodeMissing,
         Code::DeviceNodeMismatch,
         Code::NotADeviceNode,
@@ -99,12 +107,15 @@ impl Code {
         Code::AerNonFatal,
         Code::LinkWidthDegraded,
         Code::LinkSpeedDegraded,
+        Code::NvidiaXid(None),
+        Code::NvidiaGpuLost,
         Code::Unhealthy,
     ];
 
-    /// The code as taints and `--ignore-health` write it (a label value).
-    pub fn as_str(self) -> &'static str {
-        match self {
+    /// The code as taints and `--ignore-health` write it (a label value:
+    /// `NvidiaXid79` is at most 29 characters).
+    pub fn as_str(self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
             Code::DeviceNodeMissing => "DeviceNodeMissing",
             Code::DeviceNodeMismatch => "DeviceNodeMismatch",
             Code::NotADeviceNode => "NotADeviceNode",
@@ -116,16 +127,21 @@ impl Code {
             Code::AerNonFatal => "AERNonFatal",
             Code::LinkWidthDegraded => "LinkWidthDegraded",
             Code::LinkSpeedDegraded => "LinkSpeedDegraded",
+            Code::NvidiaXid(None) => "NvidiaXid",
+            Code::NvidiaXid(Some(n)) => return Cow::Owned(format!("NvidiaXid{n}")),
+            Code::NvidiaGpuLost => "NvidiaGpuLost",
             Code::Unhealthy => "Unhealthy",
-        }
+        })
     }
 
     /// The effect of its taint: `NoExecute` (pods holding the device are
     /// evicted) only for a fatal AER error, after which the kernel resets
     /// the link and whatever ran on the device has lost its state; every
     /// other code only keeps new claims off the device (`NoSchedule`):
-    /// eviction cannot be undone, and a missing node, a slower link or a
-    /// non-fatal error may leave a running workload working.
+    /// eviction cannot be undone, and a missing node, a slower link, a
+    /// non-fatal error or an XID (a contained ECC error ends only the
+    /// process that hit it; NVIDIA's own drivers taint XIDs and a lost
+    /// GPU `NoSchedule`) may leave a running workload working.
     pub fn effect(self) -> Effect {
         match self {
             Code::AerFatal => Effect::NoExecute,
@@ -136,20 +152,37 @@ impl Code {
 
 impl fmt::Display for Code {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        f.write_str(&self.as_str())
     }
 }
 
 impl std::str::FromStr for Code {
     type Err = String;
 
-    /// A code by its name, in any case.
+    /// A code by its name, in any case; `NvidiaXid<N>` for XID N (a
+    /// decimal number).
     fn from_str(s: &str) -> Result<Self, String> {
+        let t = s.trim();
+        if let Some(n) = t
+            .get(..9)
+            .filter(|p| p.eq_ignore_ascii_case("NvidiaXid"))
+            .and_then(|_| t.get(9..))
+            .filter(|n| !n.is_empty() && n.len() <= 20 && n.bytes().all(|b| b.is_ascii_digit()))
+            && let Ok(n) = n.parse::<u64>()
+        {
+            return Ok(Code::NvidiaXid(Some(n)));
+        }
         Code::ALL
             .into_iter()
-            .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
+            .find(|c| c.as_str().eq_ignore_ascii_case(t))
             .ok_or_else(|| {
-                let all: Vec<&str> = Code::ALL.iter().map(|c| c.as_str()).collect();
+                let all: Vec<String> = Code::ALL
+                    .iter()
+                    .map(|c| match c {
+                        Code::NvidiaXid(None) => "NvidiaXid<N>".to_string(),
+                        c => c.as_str().into_owned(),
+                    })
+                    .collect();
                 format!(
                     "{} is not a health code (one of {})",
                     crate::text::quoted(s, 64),
@@ -251,22 +284,48 @@ impl From<&str> for Unhealthy {
     }
 }
 
-/// What the admin set: the codes not acted on (`--ignore-health`), and
-/// the files already warned about.
+/// A source of vendor health signals (NVIDIA XID events:
+/// [`super::xid::XidHealth`]), asked about each device of a pass.
+pub trait VendorHealth: fmt::Debug + Send + Sync {
+    /// The problems it knows of `d`.
+    fn problems(&self, d: &Device) -> Vec<Problem>;
+}
+
+/// What the admin set: the codes not acted on (`--ignore-health`); the
+/// files already warned about; the vendor health sources.
 #[derive(Debug, Clone)]
 pub struct Checks {
     ignore: BTreeSet<Code>,
     warned: Arc<Mutex<BTreeSet<PathBuf>>>,
+    vendor: Vec<Arc<dyn VendorHealth>>,
 }
 
-/// What `--ignore-health` is when not given.
-pub const DEFAULT_IGNORE: &str = "LinkSpeedDegraded";
+/// The XIDs NVIDIA's device plugin and DRA driver leave out: errors of
+/// the application on the GPU, not of the GPU (NVIDIA's XID catalog): 13
+/// graphics engine exception, 31 GPU memory page fault, 43 GPU stopped
+/// processing, 45 preemptive cleanup after previous errors, 68 video
+/// processor exception, 109 context switch timeout.
+pub const APPLICATION_XIDS: [u64; 6] = [13, 31, 43, 45, 68, 109];
+
+/// What `--ignore-health` is when not given (and what `default` in it
+/// stands for): a slower link, and the [`APPLICATION_XIDS`].
+pub const DEFAULT_IGNORE: &str =
+    "LinkSpeedDegraded,NvidiaXid13,NvidiaXid31,NvidiaXid43,NvidiaXid45,NvidiaXid68,NvidiaXid109";
 
 impl Default for Checks {
     /// [`DEFAULT_IGNORE`] ignored.
     fn default() -> Checks {
-        Checks::ignoring([Code::LinkSpeedDegraded])
+        Checks::ignoring(default_ignore())
     }
+}
+
+/// The codes of [`DEFAULT_IGNORE`].
+fn default_ignore() -> impl Iterator<Item = Code> {
+    std::iter::once(Code::LinkSpeedDegraded).chain(
+        APPLICATION_XIDS
+            .into_iter()
+            .map(|x| Code::NvidiaXid(Some(x))),
+    )
 }
 
 impl Checks {
@@ -275,12 +334,32 @@ impl Checks {
         Checks {
             ignore: codes.into_iter().collect(),
             warned: Arc::default(),
+            vendor: Vec::new(),
         }
+    }
+
+    /// The same, also asking `source` about each device.
+    #[must_use]
+    pub fn with_vendor(mut self, source: Arc<dyn VendorHealth>) -> Checks {
+        self.vendor.push(source);
+        self
     }
 
     /// The codes ignored.
     pub fn ignored(&self) -> &BTreeSet<Code> {
         &self.ignore
+    }
+
+    /// Whether `code` is ignored: named, or an XID when `NvidiaXid` is.
+    pub fn ignores(&self, code: Code) -> bool {
+        self.ignore.contains(&code)
+            || matches!(code, Code::NvidiaXid(Some(_)))
+                && self.ignore.contains(&Code::NvidiaXid(None))
+    }
+
+    /// What the vendor sources know of `d`.
+    pub fn vendor_problems(&self, d: &Device) -> Vec<Problem> {
+        self.vendor.iter().flat_map(|v| v.problems(d)).collect()
     }
 
     /// `problems` without the ignored ones (each said at debug level);
@@ -289,7 +368,7 @@ impl Checks {
         let problems: Vec<Problem> = problems
             .into_iter()
             .filter(|p| {
-                let ignored = self.ignore.contains(&p.code);
+                let ignored = self.ignores(p.code);
                 if ignored {
                     tracing::debug!(
                         "device {device}: ignoring {} (--ignore-health): {}",
@@ -322,7 +401,7 @@ impl Checks {
 }
 
 /// Parses a `--ignore-health` list: codes separated by commas (any case),
-/// or `none`.
+/// `default` among them for [`DEFAULT_IGNORE`]'s, or `none`.
 ///
 /// # Errors
 /// A name that is no code, naming it and the codes.
@@ -331,7 +410,15 @@ pub fn parse_ignore(s: &str) -> Result<BTreeSet<Code>, String> {
     if s.is_empty() || s.eq_ignore_ascii_case("none") {
         return Ok(BTreeSet::new());
     }
-    s.split(',').map(str::parse).collect()
+    let mut out = BTreeSet::new();
+    for name in s.split(',') {
+        if name.trim().eq_ignore_ascii_case("default") {
+            out.extend(default_ignore());
+        } else {
+            out.insert(name.parse()?);
+        }
+    }
+    Ok(out)
 }
 
 /// An AER counter file's counts.
@@ -780,6 +867,42 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
         for c in Code::ALL {
             assert_eq!(c.as_str().parse::<Code>(), Ok(c));
         }
+        // XIDs by number; `NvidiaXid` alone is every XID, `default` the
+        // default's codes.
+        assert_eq!(
+            parse_ignore("nvidiaxid48,NvidiaXid"),
+            Ok(BTreeSet::from([
+                Code::NvidiaXid(Some(48)),
+                Code::NvidiaXid(None)
+            ]))
+        );
+        assert_eq!(Code::NvidiaXid(Some(79)).to_string(), "NvidiaXid79");
+        assert_eq!(
+            parse_ignore("default,AERNonFatal").unwrap(),
+            Checks::default()
+                .ignored()
+                .iter()
+                .copied()
+                .chain([Code::AerNonFatal])
+                .collect::<BTreeSet<_>>()
+        );
+        for bad in [
+            "NvidiaXid-1",
+            "NvidiaXid4x",
+            "NvidiaXid99999999999999999999",
+            "Xid48",
+        ] {
+            let e = parse_ignore(bad).unwrap_err();
+            assert!(
+                e.contains("is not a health code") && e.contains("NvidiaXid<N>"),
+                "{e}"
+            );
+        }
+        let all_xids = Checks::ignoring([Code::NvidiaXid(None)]);
+        assert!(all_xids.ignores(Code::NvidiaXid(Some(79))));
+        assert!(!all_xids.ignores(Code::NvidiaGpuLost));
+        assert!(Checks::default().ignores(Code::NvidiaXid(Some(13))));
+        assert!(!Checks::default().ignores(Code::NvidiaXid(Some(79))));
         // An ignored code leaves the device healthy; the others stay.
         let checks = Checks::ignoring([Code::AerNonFatal]);
         let p = |code| Problem {

@@ -75,6 +75,9 @@ pub const MAX_DEVICES_WITH_TAINTS: usize = 64;
 /// The API's limit on a device's attributes and capacities together.
 pub const MAX_PROPERTIES: usize = 32;
 
+/// The API's limit on a device's taints.
+pub const MAX_TAINTS: usize = 16;
+
 /// The API's limit on a string attribute's length.
 pub const MAX_STRING: usize = 64;
 
@@ -469,10 +472,13 @@ pub fn is_attribute_name(name: &str) -> bool {
 /// ([`Code`]), once, key `<driver>/unhealthy`, value the code, effect the
 /// code's ([`Code::effect`]: `NoExecute` for a fatal PCIe error, else
 /// `NoSchedule`); the whole reason is in the log and the health stream.
-/// At most one per code, so within the API's 16.
+/// One per code (a device has far fewer than [`MAX_TAINTS`]: one node
+/// problem, the PCI signals, at most [`crate::deviceplugin::xid::MAX_XIDS`]
+/// XIDs), cut to the API's limit all the same.
 pub fn unhealthy_taints(driver: &str, why: &Unhealthy) -> Vec<DeviceTaint> {
     why.codes()
         .into_iter()
+        .take(MAX_TAINTS)
         .map(|code| DeviceTaint {
             key: format!("{driver}/unhealthy"),
             value: Some(code.as_str().to_string()),
@@ -1131,6 +1137,18 @@ mod tests {
             );
             assert_eq!(c.effect().as_str() == "NoExecute", c == Code::AerFatal);
         }
+        // XIDs: one taint each, NoSchedule; never more than the API's
+        // limit.
+        d.entry.unhealthy = Some(Unhealthy {
+            problems: (0..40)
+                .map(|x| problem(Code::NvidiaXid(Some(x)), "NVML reported it"))
+                .chain([problem(Code::NvidiaGpuLost, "lost")])
+                .collect(),
+        });
+        let t = device(&d, "x.io").taints.unwrap();
+        assert_eq!(t.len(), MAX_TAINTS);
+        assert_eq!(t[1].value.as_deref(), Some("NvidiaXid1"));
+        assert_eq!(t[1].effect, "NoSchedule");
         // A reason with no code of its own.
         let d = dra(vf(), Some("anything else"));
         assert_eq!(

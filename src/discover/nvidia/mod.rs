@@ -26,8 +26,10 @@
 //!   nodes. The parent GPU stays requestable, as with `nvidia-ctk`.
 //! - Index order is PCI bus order, as `nvidia-smi` numbers GPUs.
 //! - IMEX channels whose nodes exist ([`imex`]), where the driver has GPUs.
+//! - NVML's XID events, for the servers' device health ([`events`]).
 
 pub mod driver;
+pub mod events;
 pub mod imex;
 pub mod nvml;
 pub mod proc;

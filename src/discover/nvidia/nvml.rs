@@ -262,15 +262,26 @@ impl Library {
 }
 
 #[cfg(feature = "nvml")]
-impl GpuSource for Library {
-    fn gpus(&self) -> Result<Vec<NvmlGpu>, String> {
-        let nvml = match &self.path {
+impl Library {
+    /// Loads and initializes NVML.
+    ///
+    /// # Errors
+    /// The library cannot be loaded or initialized, in words.
+    pub fn init(&self) -> Result<nvml_wrapper::Nvml, String> {
+        match &self.path {
             Some(p) => nvml_wrapper::Nvml::builder()
                 .lib_path(p.as_os_str())
                 .init()
-                .map_err(|e| format!("{}: {e}", p.display()))?,
-            None => nvml_wrapper::Nvml::init().map_err(|e| e.to_string())?,
-        };
+                .map_err(|e| format!("{}: {e}", p.display())),
+            None => nvml_wrapper::Nvml::init().map_err(|e| e.to_string()),
+        }
+    }
+}
+
+#[cfg(feature = "nvml")]
+impl GpuSource for Library {
+    fn gpus(&self) -> Result<Vec<NvmlGpu>, String> {
+        let nvml = self.init()?;
         let count = nvml.device_count().map_err(|e| e.to_string())?;
         let mut out = Vec::new();
         for i in 0..count {
