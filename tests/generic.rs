@@ -373,7 +373,7 @@ fn an_entry_name_that_is_no_plain_dev_path_is_skipped() {
     assert!(!out.contains("hidraw\"x y"), "{out}");
     assert!(
         err.contains(
-            "/hidraw/hidraw\"x y/uevent: no usable DEVNAME, and \"hidraw\\\"x y\" is not a plain path below /dev; skipping hidraw\"x y"
+            "/hidraw/hidraw\"x y/uevent: no usable DEVNAME, and \"hidraw\\\"x y\" is not a plain path below /dev: it contains '\"': a character neither the kernel nor udev puts in a device name (letters, digits, # + , - . : = @ _ and non-ASCII UTF-8 are accepted); skipping hidraw\"x y"
         ),
         "{err}"
     );
