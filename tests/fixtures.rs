@@ -1156,10 +1156,13 @@ fn intel_ai_host_named_the_intel_way() {
         gens.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{stderr}");
+    // Names made of PCI addresses in address order: 0000:33:00.0 before
+    // 0000:9a:00.0 (as numbers, the digit runs 9 and 33 put them the other
+    // way round).
     assert_eq!(
         list,
         "cdigen.io/drm=0\ncdigen.io/drm=all\n\
-         intel.com/gaudi=0000-9a-00-0-0x1020\nintel.com/gaudi=0000-33-00-0-0x1020\n\
+         intel.com/gaudi=0000-33-00-0-0x1020\nintel.com/gaudi=0000-9a-00-0-0x1020\n\
          intel.com/gaudi=all\n\
          intel.com/gpu=0000-4d-00-0-0x56c0\nintel.com/gpu=0000-ca-00-0-0xe20b\nintel.com/gpu=all\n"
     );

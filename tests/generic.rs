@@ -373,7 +373,115 @@ fn an_entry_name_that_is_no_plain_dev_path_is_skipped() {
     assert!(!out.contains("hidraw\"x y"), "{out}");
     assert!(
         err.contains(
-            "/hidraw/hidraw\"x y/uevent: no usable DEVNAME, and \"hidraw\\\"x y\" is not a plain path below /dev; skipping hidraw\"x y"
+            "/hidraw/hidraw\"x y/uevent: no usable DEVNAME, and \"hidraw\\\"x y\" is not a plain path below /dev: it contains '\"': a character neither the kernel nor udev puts in a device name (letters, digits, # + , - . : = @ _ and non-ASCII UTF-8 are accepted); skipping hidraw\"x y"
+        ),
+        "{err}"
+    );
+}
+
+/// The CMA heap's node is `/dev/dma_heap/linux,cma`, the name the kernel
+/// gives it (its device-tree node): kept as it is, without a warning, and
+/// named `cma` by the `dma-heap` definition, since a comma is no CDI name.
+/// A DEVNAME that would leave `/dev` is refused with the reason, and the
+/// entry's own name used instead.
+#[test]
+fn the_cma_heap_keeps_its_kernel_name() {
+    let (tmp, root) = machine("rpi");
+    let dir = tmp.path();
+    let args = [
+        "generate",
+        "--root",
+        "root",
+        "--generator",
+        "dma-heap",
+        "--output",
+        "-",
+        "--format",
+        "json",
+    ];
+    let (code, out, err) = cdigen(dir, &args);
+    assert_eq!((code, err.as_str()), (0, ""), "{out}");
+    let spec: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let devices: Vec<(&str, &str)> = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| {
+            (
+                d["name"].as_str().unwrap(),
+                d["containerEdits"]["deviceNodes"][0]["path"]
+                    .as_str()
+                    .unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        devices,
+        [
+            ("all", "/dev/dma_heap/linux,cma"),
+            ("cma", "/dev/dma_heap/linux,cma"),
+            ("system", "/dev/dma_heap/system"),
+        ]
+    );
+
+    let uevent = root.join("sys/devices/virtual/dma_heap/linux,cma/uevent");
+    fs::write(
+        &uevent,
+        "MAJOR=248\nMINOR=1\nDEVNAME=dma_heap/../../etc/shadow\n",
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(dir, &args);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains(
+            "/sys/class/dma_heap/linux,cma/uevent: DEVNAME \"dma_heap/../../etc/shadow\" \
+             is not a plain path below /dev: it has a \"..\" component, which could leave /dev; \
+             using the default"
+        ),
+        "{err}"
+    );
+    assert!(!out.contains("shadow"), "{out}");
+    assert!(out.contains("\"/dev/linux,cma\""), "{out}");
+}
+
+/// A by-id link udev made from a UTF-8 product name is recorded like any
+/// other, and one whose name no udev makes (a quote) is left out, saying
+/// why.
+#[test]
+fn a_by_id_link_with_a_utf8_product_name_is_recorded() {
+    let (tmp, root) = machine("serial-host");
+    let dir = tmp.path();
+    let utf8 = "/dev/serial/by-id/usb-Qualcomm_Snapdragon\u{2122}_X55_5G_0123-if00-port0";
+    let manifest = fs::read_to_string(root.join("dev.manifest")).unwrap()
+        + &format!("{utf8} l ../../ttyUSB0\n/dev/serial/by-id/usb-evil\"name l ../../ttyUSB0\n");
+    fs::write(root.join("dev.manifest"), manifest).unwrap();
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "discover",
+            "--root",
+            "root",
+            "--generator",
+            "usb-serial",
+            "-o",
+            "json",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let found: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let links: Vec<&str> = found["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|d| d["id"] == "tty:ttyUSB0")
+        .flat_map(|d| d["links"].as_array().unwrap())
+        .map(|l| l["path"].as_str().unwrap())
+        .collect();
+    assert!(links.contains(&utf8), "{links:?}");
+    assert!(!err.contains("Snapdragon"), "{err}");
+    assert!(
+        err.contains(
+            "/dev/serial/by-id/usb-evil\"name: not a plain name below /dev: it contains '\"'"
         ),
         "{err}"
     );

@@ -182,47 +182,167 @@ pub fn to_bytes(spec: &Spec, format: Format) -> Result<Vec<u8>, SerializeError> 
 }
 
 /// Puts a spec in canonical order: devices sorted by name in natural order
-/// (`gpu2` before `gpu10`). Edits keep their order: it is meaningful.
+/// (`gpu2` before `gpu10`, `0000:05:00.0` before `0000:4f:00.0`). Edits keep their order: it is meaningful.
 pub fn canonicalize(spec: &mut Spec) {
     spec.devices
         .sort_by(|a, b| natural_cmp(&a.name, &b.name).then_with(|| a.name.cmp(&b.name)));
 }
 
-/// Compares strings with runs of ASCII digits compared as numbers.
+/// Compares strings in natural order: runs of ASCII digits compared as
+/// numbers (`gpu2` before `gpu10`), and PCI addresses compared as
+/// addresses, by value (`0000:05:00.0` before `0000:4f:00.0`, which digit
+/// runs would put the other way round: they are hex).
+///
+/// A PCI address is `DOMAIN:BB:DD.F` (4 to 8 hex digits of domain, either
+/// case), or the same with `-` for each separator as names made of it have
+/// it (`0000-4f-00-0`), starting a string or after a character that is not
+/// a letter or digit, and not followed by one. Each string is cut into
+/// tokens on its own (an address, a digit run, a byte), so the order is
+/// total whatever the strings hold. Strings differing only in leading
+/// zeros of a number compare equal (`gpu02`, `gpu2`): callers break the
+/// tie.
 pub fn natural_cmp(a: &str, b: &str) -> Ordering {
-    let (mut a, mut b) = (a.as_bytes(), b.as_bytes());
+    let (mut a, mut b) = (Tokens::new(a), Tokens::new(b));
     loop {
-        match (a.first(), b.first()) {
+        match (a.next(), b.next()) {
             (None, None) => return Ordering::Equal,
             (None, Some(_)) => return Ordering::Less,
             (Some(_), None) => return Ordering::Greater,
-            (Some(x), Some(y)) if x.is_ascii_digit() && y.is_ascii_digit() => {
-                let da = a.iter().take_while(|c| c.is_ascii_digit()).count();
-                let db = b.iter().take_while(|c| c.is_ascii_digit()).count();
-                let (na, ra) = a.split_at(da);
-                let (nb, rb) = b.split_at(db);
-                let strip =
-                    |n: &'_ [u8]| -> usize { n.iter().position(|c| *c != b'0').unwrap_or(n.len()) };
-                let (ta, tb) = (
-                    na.get(strip(na)..).unwrap_or(&[]),
-                    nb.get(strip(nb)..).unwrap_or(&[]),
-                );
-                let ord = ta.len().cmp(&tb.len()).then_with(|| ta.cmp(tb));
+            (Some(x), Some(y)) => {
+                let ord = x.cmp(&y);
                 if ord != Ordering::Equal {
                     return ord;
                 }
-                a = ra;
-                b = rb;
-            }
-            (Some(x), Some(y)) => {
-                if x != y {
-                    return x.cmp(y);
-                }
-                a = a.get(1..).unwrap_or(&[]);
-                b = b.get(1..).unwrap_or(&[]);
             }
         }
     }
+}
+
+/// A piece of a string in natural order. Ordered by the byte a piece
+/// sorts as (a number or an address as the digit `0`, among the bytes
+/// where a digit is), then an address before a number, then by value.
+#[derive(Debug, PartialEq, Eq)]
+enum Token<'a> {
+    /// A byte that starts no number or address.
+    Byte(u8),
+    /// A PCI address, by value.
+    Pci(u64),
+    /// A digit run without its leading zeros: by length, then digits.
+    Number(usize, &'a [u8]),
+}
+
+impl Token<'_> {
+    /// The byte the token sorts as.
+    fn lead(&self) -> u8 {
+        match self {
+            Token::Byte(b) => *b,
+            Token::Pci(..) | Token::Number(..) => b'0',
+        }
+    }
+}
+
+impl PartialOrd for Token<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(Ord::cmp(self, other))
+    }
+}
+
+impl Ord for Token<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let rank = |t: &Token<'_>| match t {
+            Token::Byte(_) => 0u8,
+            Token::Pci(..) => 1,
+            Token::Number(..) => 2,
+        };
+        self.lead()
+            .cmp(&other.lead())
+            .then_with(|| rank(self).cmp(&rank(other)))
+            .then_with(|| match (self, other) {
+                (Token::Pci(x), Token::Pci(y)) => x.cmp(y),
+                (Token::Number(lx, x), Token::Number(ly, y)) => lx.cmp(ly).then(x.cmp(y)),
+                _ => Ordering::Equal,
+            })
+    }
+}
+
+/// The tokens of a string, left to right.
+struct Tokens<'a> {
+    rest: &'a [u8],
+    /// Whether the byte before `rest` is an ASCII letter or digit.
+    after_alnum: bool,
+}
+
+impl<'a> Tokens<'a> {
+    fn new(s: &'a str) -> Self {
+        Tokens {
+            rest: s.as_bytes(),
+            after_alnum: false,
+        }
+    }
+}
+
+impl<'a> Iterator for Tokens<'a> {
+    type Item = Token<'a>;
+
+    fn next(&mut self) -> Option<Token<'a>> {
+        let first = *self.rest.first()?;
+        let (token, len) = match pci_address_at(self.rest).filter(|_| !self.after_alnum) {
+            Some((value, len)) => (Token::Pci(value), len),
+            None if first.is_ascii_digit() => {
+                let len = self.rest.iter().take_while(|c| c.is_ascii_digit()).count();
+                let digits = self.rest.get(..len).unwrap_or_default();
+                let zeros = digits.iter().take_while(|c| **c == b'0').count();
+                let value = digits.get(zeros..).unwrap_or_default();
+                (Token::Number(value.len(), value), len)
+            }
+            None => (Token::Byte(first), 1),
+        };
+        self.rest = self.rest.get(len..).unwrap_or_default();
+        self.after_alnum = match token {
+            Token::Byte(b) => b.is_ascii_alphanumeric(),
+            Token::Pci(..) | Token::Number(..) => true,
+        };
+        Some(token)
+    }
+}
+
+/// The PCI address `s` starts with (`0000:4f:00.0`, `0000-4f-00-0`): its
+/// value and length in bytes; `None` when it starts with none, or the
+/// address runs on into a letter or digit.
+fn pci_address_at(s: &[u8]) -> Option<(u64, usize)> {
+    let hex = |at: usize, n: usize| -> Option<u64> {
+        let digits = s.get(at..at + n)?;
+        digits.iter().try_fold(0u64, |v, c| {
+            let d = char::from(*c).to_digit(16)?;
+            Some(v << 4 | u64::from(d))
+        })
+    };
+    let domain_len = s
+        .iter()
+        .take(9)
+        .take_while(|c| c.is_ascii_hexdigit())
+        .count();
+    if !(4..=8).contains(&domain_len) {
+        return None;
+    }
+    let sep = *s.get(domain_len)?;
+    let last_sep = match sep {
+        b':' => b'.',
+        b'-' => b'-',
+        _ => return None,
+    };
+    let domain = hex(0, domain_len)?;
+    let bus = hex(domain_len + 1, 2)?;
+    let device = hex(domain_len + 4, 2)?;
+    let function = hex(domain_len + 7, 1)?;
+    if s.get(domain_len + 3) != Some(&sep) || s.get(domain_len + 6) != Some(&last_sep) {
+        return None;
+    }
+    let len = domain_len + 8;
+    if s.get(len).is_some_and(u8::is_ascii_alphanumeric) {
+        return None;
+    }
+    Some((domain << 24 | bus << 16 | device << 8 | function, len))
 }
 
 #[cfg(test)]
@@ -255,6 +375,71 @@ mod tests {
             kind: "example.com/gpu".into(),
             devices: vec![dev("10"), dev("on"), dev("2"), dev("0777"), dev("yes")],
             ..Default::default()
+        }
+    }
+
+    #[test]
+    fn pci_addresses_sort_by_value() {
+        let mut names = vec![
+            "0000:4f:00.0",
+            "0000:05:00.0",
+            "0000:05:00.0/xcp10",
+            "0000:05:00.0/xcp2",
+            "0000:a0:00.0",
+            "0000:9f:01.1",
+            "0000:10:00.0",
+            "0001:00:00.0",
+            "10000:e1:00.0",
+            "pci-0000:4F:00.0",
+            "pci-0000:3b:00.0",
+            "sriov-0000-4f-00-2",
+            "sriov-0000-05-00-2",
+            "gpu10",
+            "gpu2",
+        ];
+        names.sort_by(|a, b| natural_cmp(a, b).then_with(|| a.cmp(b)));
+        assert_eq!(
+            names,
+            [
+                "0000:05:00.0",
+                "0000:05:00.0/xcp2",
+                "0000:05:00.0/xcp10",
+                "0000:10:00.0",
+                "0000:4f:00.0",
+                "0000:9f:01.1",
+                "0000:a0:00.0",
+                "0001:00:00.0",
+                "10000:e1:00.0",
+                "gpu2",
+                "gpu10",
+                "pci-0000:3b:00.0",
+                "pci-0000:4F:00.0",
+                "sriov-0000-05-00-2",
+                "sriov-0000-4f-00-2",
+            ]
+        );
+        // Not addresses: run on into a letter or digit, or after one.
+        assert_eq!(
+            natural_cmp("0000:05:00.0a", "0000:4f:00.0a"),
+            Ordering::Greater
+        );
+        assert_eq!(
+            natural_cmp("x0000:05:00.0", "x0000:4f:00.0"),
+            Ordering::Greater
+        );
+        assert_eq!(natural_cmp("0000:05:00", "0000:4f:00"), Ordering::Greater);
+    }
+
+    proptest! {
+        /// A total order whatever the strings: antisymmetric and
+        /// transitive over strings made of address-like pieces.
+        #[test]
+        fn natural_order_is_total(v in proptest::collection::vec("(0000[:-][0-9a-fA-F]{1,2}[:.-]?[0-9a-g]{0,2}[.-]?[0-9x]?|[0-9a-z]{1,3}|[:./-]){1,5}", 3)) {
+            let (a, b, c) = (&v[0], &v[1], &v[2]);
+            prop_assert_eq!(natural_cmp(a, b), natural_cmp(b, a).reverse());
+            if natural_cmp(a, b) != Ordering::Greater && natural_cmp(b, c) != Ordering::Greater {
+                prop_assert_ne!(natural_cmp(a, c), Ordering::Greater, "{} {} {}", a, b, c);
+            }
         }
     }
 

@@ -99,7 +99,8 @@ pub enum Command {
     /// --device, for example. The directories are read as runtimes read them: in order, a device
     /// in a later directory winning over the same device in an earlier one; only valid *.json and
     /// *.yaml files are loaded; a device defined in two files of one directory is dropped. The
-    /// names are printed in natural order (gpu2 before gpu10).
+    /// names are printed in natural order (gpu2 before gpu10; PCI addresses by value,
+    /// 0000:05:00.0 before 0000:4f:00.0).
     ///
     /// Problems with spec files are reported on stderr, and the devices that do resolve are still
     /// listed; cdigen validate checks the files.

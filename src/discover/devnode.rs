@@ -127,16 +127,18 @@ fn read_node_as(
         Some(d) => d,
         // The default comes from the entry's own name: as untrusted as
         // DEVNAME.
-        None if is_safe_devname(default_devname) => default_devname.to_string(),
-        None => {
-            report.warn(
-                entry.join("uevent"),
-                format!(
-                    "no usable DEVNAME, and {default_devname:?} is not a plain path below /dev; skipping {name}"
-                ),
-            );
-            return None;
-        }
+        None => match devname_refusal(default_devname) {
+            None => default_devname.to_string(),
+            Some(why) => {
+                report.warn(
+                    entry.join("uevent"),
+                    format!(
+                        "no usable DEVNAME, and {default_devname:?} is not a plain path below /dev: it {why}; skipping {name}"
+                    ),
+                );
+                return None;
+            }
+        },
     };
     Some(Node {
         role: role.to_string(),
@@ -180,27 +182,98 @@ fn devname_from_uevent(
         );
     }
     let name = get("DEVNAME")?;
-    if !is_safe_devname(name) {
+    if let Some(why) = devname_refusal(name) {
         report.warn(
             &path,
-            format!("DEVNAME {name:?} is not a plain path below /dev; using the default"),
+            format!("DEVNAME {name:?} is not a plain path below /dev: it {why}; using the default"),
         );
         return None;
     }
     Some(name.to_string())
 }
 
-/// A relative path of plain components (`dri/card1`): no `..`, no empty or
-/// hidden components, only `[A-Za-z0-9_.:-]`.
+/// Longest name below `/dev` accepted (a kernel `DEVNAME` is far shorter;
+/// a udev link name is at most a few components of `NAME_MAX`).
+const MAX_DEVNAME_LEN: usize = 1024;
+
+/// Longest component (`NAME_MAX`).
+const MAX_COMPONENT_LEN: usize = 255;
+
+/// Whether `name` is a relative path below `/dev` cdigen uses
+/// ([`devname_refusal`] gives no reason to refuse it).
 pub(crate) fn is_safe_devname(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 255
-        && name.split('/').all(|c| {
-            !c.is_empty()
-                && !c.starts_with('.')
-                && c.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b':' | b'-'))
-        })
+    devname_refusal(name).is_none()
+}
+
+/// Why `name`, a path below `/dev` the host gives (a kernel `DEVNAME`, a
+/// default from a sysfs entry name, a udev link), is refused; `None` when
+/// it is accepted.
+///
+/// Accepted is what the kernel and udev make: ASCII letters and digits,
+/// udev's `# + - . : = @ _` (systemd `allow_listed_char_for_devnode`),
+/// `,` (kernel names taken from device-tree nodes: the CMA heap
+/// `dma_heap/linux,cma`), udev's `\xHH` escapes, and printable non-ASCII
+/// UTF-8 (udev keeps a valid multibyte character of a USB product name:
+/// `usb-Qualcomm_Snapdragon™…`). Refused is what would leave `/dev` or be
+/// read as something else on its way to a runtime: an absolute path, an
+/// empty, `.` or `..` component, control characters (a newline would
+/// split a line), whitespace (udev writes it as `\x20`), invisible or
+/// bidirectional formatting characters (a name that reads as another),
+/// and any other ASCII punctuation (quotes, `$`, `*`, `/` doubled, ...),
+/// which neither makes.
+pub(crate) fn devname_refusal(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("is empty".into());
+    }
+    if name.len() > MAX_DEVNAME_LEN {
+        return Some(format!(
+            "is longer than {MAX_DEVNAME_LEN} bytes ({})",
+            name.len()
+        ));
+    }
+    if name.starts_with('/') {
+        return Some("is absolute, not a path below /dev (dri/card1)".into());
+    }
+    for c in name.split('/') {
+        match c {
+            "" => return Some("has an empty component (a doubled or trailing /)".into()),
+            "." | ".." => return Some(format!("has a {c:?} component, which could leave /dev")),
+            _ if c.len() > MAX_COMPONENT_LEN => {
+                return Some(format!(
+                    "has a component longer than {MAX_COMPONENT_LEN} bytes"
+                ));
+            }
+            _ => {}
+        }
+    }
+    let mut chars = name.chars().peekable();
+    while let Some(c) = chars.next() {
+        let refused = match c {
+            '\\' => {
+                let hex: String = chars.clone().take(3).collect();
+                let mut h = hex.chars();
+                if h.next() == Some('x') && h.all(|d| d.is_ascii_hexdigit()) && hex.len() == 3 {
+                    chars.nth(2);
+                    continue;
+                }
+                "a \\ that is not udev's \\xHH escape"
+            }
+            c if c.is_ascii_alphanumeric() || "#+,-.:=@_/".contains(c) => continue,
+            c if c.is_control() => "a control character",
+            c if c.is_whitespace() => "whitespace (udev writes it as \\x20)",
+            '\u{200b}'..='\u{200f}'
+            | '\u{202a}'..='\u{202e}'
+            | '\u{2060}'..='\u{2069}'
+            | '\u{feff}' => "an invisible or bidirectional formatting character",
+            c if c.is_ascii() => {
+                "a character neither the kernel nor udev puts in a device name \
+                 (letters, digits, # + , - . : = @ _ and non-ASCII UTF-8 are accepted)"
+            }
+            _ => continue,
+        };
+        return Some(format!("contains {c:?}: {refused}"));
+    }
+    None
 }
 
 /// Looks the node up in the host's `/dev`: records mode and owner when it is
@@ -354,5 +427,81 @@ mod tests {
         assert!(!is_safe_devname("dri//card1"));
         assert!(!is_safe_devname("dri/card1\"x"));
         assert!(!is_safe_devname(""));
+    }
+
+    #[test]
+    fn names_the_kernel_and_udev_make_are_accepted() {
+        for name in [
+            // drivers/dma-buf/dma-heap.c: "dma_heap/%s", the CMA heap named
+            // after its device-tree node.
+            "dma_heap/linux,cma",
+            "dma_heap/system",
+            // udev by-id links: a UTF-8 product name kept as is, udev's
+            // allowed punctuation, its \xHH escapes (by-label).
+            "serial/by-id/usb-Qualcomm_Snapdragon\u{2122}_X_Elite_0123-if00",
+            "serial/by-id/usb-Prolific_Technology_Inc._USB-Serial_Controller_D-if00-port0",
+            "disk/by-label/My\\x20Disk",
+            "input/by-id/usb-Logitech_USB_Receiver-if01-event-mouse",
+            "a#b+c=d@e:f",
+            ".hidden",
+            "bus/usb/001/002",
+        ] {
+            assert_eq!(devname_refusal(name), None, "{name}");
+        }
+    }
+
+    #[test]
+    fn unsafe_names_are_refused_with_the_reason() {
+        let long = "a".repeat(256);
+        let cases: &[(&str, &str)] = &[
+            ("", "is empty"),
+            (
+                "/dev/null",
+                "is absolute, not a path below /dev (dri/card1)",
+            ),
+            ("dri/", "has an empty component (a doubled or trailing /)"),
+            (
+                "dri/../../etc/shadow",
+                "has a \"..\" component, which could leave /dev",
+            ),
+            ("./null", "has a \".\" component, which could leave /dev"),
+            (&long, "has a component longer than 255 bytes"),
+            ("tty\nUSB0", "contains '\\n': a control character"),
+            ("tty\u{85}", "contains '\\u{85}': a control character"),
+            (
+                "usb-My Cable",
+                "contains ' ': whitespace (udev writes it as \\x20)",
+            ),
+            (
+                "usb-My\u{a0}Cable",
+                "contains '\\u{a0}': whitespace (udev writes it as \\x20)",
+            ),
+            (
+                "usb-\u{202e}lmth.exe",
+                "contains '\\u{202e}': an invisible or bidirectional formatting character",
+            ),
+            (
+                "a\\x2",
+                "contains '\\\\': a \\ that is not udev's \\xHH escape",
+            ),
+            (
+                "a\\y20",
+                "contains '\\\\': a \\ that is not udev's \\xHH escape",
+            ),
+            (
+                "evil\"name",
+                "contains '\"': a character neither the kernel nor udev puts in a device name \
+                 (letters, digits, # + , - . : = @ _ and non-ASCII UTF-8 are accepted)",
+            ),
+            (
+                "$(reboot)",
+                "contains '$': a character neither the kernel nor udev puts in a device name \
+                 (letters, digits, # + , - . : = @ _ and non-ASCII UTF-8 are accepted)",
+            ),
+        ];
+        for (name, why) in cases {
+            assert_eq!(devname_refusal(name).as_deref(), Some(*why), "{name:?}");
+        }
+        assert!(devname_refusal(&"a/".repeat(600)).is_some());
     }
 }

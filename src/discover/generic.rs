@@ -32,7 +32,7 @@ pub use scan::{Scan, Source, Usage, join_tag};
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
-use super::devnode::{check_host_node, is_safe_devname, read_node};
+use super::devnode::{check_host_node, devname_refusal, read_node};
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, GenericInfo, Link, Node};
 use crate::root::{DevKind, HostRoot, dev_path, sys_path};
@@ -504,10 +504,10 @@ fn list_links(root: &HostRoot, dir: &str, report: &mut Report) -> Vec<(PathBuf, 
         match root.dev_entry(&path) {
             Ok(Some(e)) if e.kind == DevKind::Symlink => {
                 let target = e.target.unwrap_or_default();
-                if !is_safe_devname(&format!("{dir}/{n}")) {
+                if let Some(why) = devname_refusal(&format!("{dir}/{n}")) {
                     report.warn(
                         &path,
-                        "not a plain name (A-Z a-z 0-9 _ . : -); not recording this link",
+                        format!("not a plain name below /dev: it {why}; not recording this link"),
                     );
                     continue;
                 }

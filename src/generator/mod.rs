@@ -59,6 +59,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../generators/usb-serial.yaml"),
     ),
     ("accel.yaml", include_str!("../../generators/accel.yaml")),
+    (
+        "dma-heap.yaml",
+        include_str!("../../generators/dma-heap.yaml"),
+    ),
     ("rdma.yaml", include_str!("../../generators/rdma.yaml")),
     (
         "rdma-shared.yaml",

@@ -165,12 +165,14 @@ fn builtins_parse_and_check() {
         // Only safe definitions run by default: the generic ones for
         // consoles and serial lines, the vendor-neutral accel one (the
         // DRM backend already offers accel devices), Intel GPUs' MEI nodes
-        // (firmware interfaces) and the shared RDMA pool (the rdma generator
-        // already offers every HCA) are opt-in.
+        // (firmware interfaces), the shared RDMA pool (the rdma generator
+        // already offers every HCA) and DMA heaps (contiguous memory the
+        // whole board shares) are opt-in.
         let opt_in = [
             "generic-tty",
             "usb-serial",
             "accel",
+            "dma-heap",
             "intel-gpu-mei",
             "rdma-shared",
         ]
@@ -186,6 +188,7 @@ fn builtins_parse_and_check() {
             [
                 "accel",
                 "amd-gpu",
+                "dma-heap",
                 "drm",
                 "gaudi",
                 "generic-tty",
@@ -652,6 +655,7 @@ fn builtin_summary() -> Vec<(String, String)> {
     [
         "accel",
         "amd-gpu",
+        "dma-heap",
         "drm",
         "gaudi",
         "generic-tty",
@@ -723,6 +727,7 @@ fn load_user_replaces_adds_and_keeps_disabled() {
         [
             ("accel".to_string(), "builtin:generators/accel.yaml".into()),
             ("amd-gpu".into(), show(&amd)),
+            ("dma-heap".into(), "builtin:generators/dma-heap.yaml".into()),
             ("drm".into(), "builtin:generators/drm.yaml".into()),
             ("extra".into(), show(&extra)),
             ("gaudi".into(), "builtin:generators/gaudi.yaml".into()),

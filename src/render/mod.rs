@@ -548,8 +548,7 @@ pub fn env_suffix(s: &str) -> String {
 }
 
 /// Orders device identities, as `index` names number them: PCI addresses
-/// by value (they are hex, so natural order would put `0000:2a:00.0`
-/// before `0000:18:00.0`), each followed by its parts (`<address>/<part>`:
+/// by value (as [`cdi::codec::natural_cmp`] compares them), each followed by its parts (`<address>/<part>`:
 /// AMD compute partitions `0000:05:00.0/xcp1`, MIG devices) in natural
 /// order of the part (`xcp2` before `xcp10`), before other ids, which go in
 /// natural order (`platform:gpu2` before `platform:gpu10`).

@@ -482,10 +482,42 @@ fn hostile_devname_dev_and_link_names() {
     assert_eq!(
         warnings,
         [
-            "/sys/class/tty/ttyUSB0/uevent: DEVNAME \"../etc/shadow\" is not a plain path below /dev; using the default".to_string(),
-            "/dev/serial/by-id/evil\"name: not a plain name (A-Z a-z 0-9 _ . : -); not recording this link"
+            "/sys/class/tty/ttyUSB0/uevent: DEVNAME \"../etc/shadow\" is not a plain path below /dev: it has a \"..\" component, which could leave /dev; using the default".to_string(),
+            "/dev/serial/by-id/evil\"name: not a plain name below /dev: it contains '\"': a character neither \
+             the kernel nor udev puts in a device name (letters, digits, # + , - . : = @ _ and non-ASCII \
+             UTF-8 are accepted); not recording this link"
                 .to_string(),
             "/sys/class/tty/ttyUSB1/dev: \"188:one\" is not MAJOR:MINOR; skipping ttyUSB1".to_string(),
+        ]
+    );
+}
+
+#[test]
+fn link_names_udev_makes_are_recorded_without_warnings() {
+    // A UTF-8 product name udev keeps as is, its allowed punctuation and a
+    // \xHH escape (systemd allow_listed_char_for_devnode, encode_devnode_name).
+    let (t, _) = machine();
+    let r = t.path();
+    let utf8 = "/dev/serial/by-id/usb-Qualcomm_Snapdragon\u{2122}_X_Elite_0123-if00-port0";
+    let escaped = "/dev/serial/by-id/usb-My\\x20Cable+v2=1@a#b-if00-port0";
+    let manifest = fs::read_to_string(r.join("dev.manifest")).unwrap()
+        + &format!(
+            "{utf8} l ../../ttyUSB0\n{} l ../../ttyUSB0\n",
+            crate::root::escape_manifest_field(escaped.as_bytes())
+        );
+    fs::write(r.join("dev.manifest"), manifest).unwrap();
+    let root = HostRoot::open(r).unwrap();
+    let g = def("serial", SERIAL);
+    let (devices, warnings) = run(&root, &[&g]);
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let usb0 = devices.iter().find(|d| d.id == "tty:ttyUSB0").unwrap();
+    let links: Vec<&str> = usb0.links.iter().map(|l| l.path.as_str()).collect();
+    assert_eq!(
+        links,
+        [
+            "/dev/serial/by-id/usb-FTDI_FT232R_USB_UART_A10K5PQR-if00-port0",
+            escaped,
+            utf8,
         ]
     );
 }
