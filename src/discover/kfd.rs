@@ -319,6 +319,58 @@ num_xcc 1\nmax_engine_clk_ccompute 3700\n";
         assert!(e.len() < 200, "{e}");
     }
 
+    /// A 5.3-era GPU node: no `domain`, no `unique_id`.
+    const OLD_NODE: &str = "cpu_cores_count 0\nsimd_count 240\nlocation_id 768\n\
+drm_render_minor 128\nhive_id 0\nnum_sdma_engines 2\nnum_sdma_xgmi_engines 0\n\
+max_engine_clk_ccompute 2900\n";
+
+    /// A topology of `nodes` (number, `properties`) under a temporary root.
+    fn topology(nodes: &[(u32, &str)]) -> (Topology, Vec<String>) {
+        let tmp = tempfile::tempdir().unwrap();
+        for (n, text) in nodes {
+            let dir = tmp.path().join(format!("sys/{NODES}/{n}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("properties"), text).unwrap();
+        }
+        let root = HostRoot::open(tmp.path()).unwrap();
+        let mut report = Report::default();
+        let t = read(&root, &mut report);
+        let warnings = report.warnings.iter().map(|w| w.message.clone()).collect();
+        (t, warnings)
+    }
+
+    #[test]
+    fn a_node_without_domain_is_in_domain_0_without_a_warning() {
+        let (t, warnings) = topology(&[(1, OLD_NODE), (2, &OLD_NODE.replace("128", "129"))]);
+        assert_eq!(warnings, Vec::<String>::new());
+        let n = t.by_render_minor(128).unwrap();
+        assert_eq!((n.domain, n.location_id, n.unique_id), (0, 768, None));
+        assert_eq!(t.nodes().len(), 2);
+    }
+
+    #[test]
+    fn unique_id_is_the_gpus_uuid_and_0_is_none() {
+        let (t, _) = topology(&[(1, MI300X_NODE), (2, &format!("{OLD_NODE}unique_id 0\n"))]);
+        let n = t.by_render_minor(129).unwrap();
+        assert_eq!(n.unique_id, Some(5_009_784_352_849_227_836));
+        assert_eq!(gpu_uuid(5_009_784_352_849_227_836), "GPU-4586545370e3703c");
+        assert_eq!(gpu_uuid(1), "GPU-0000000000000001");
+        assert_eq!(t.by_render_minor(128).unwrap().unique_id, None);
+    }
+
+    #[test]
+    fn a_node_without_location_id_is_left_out_with_a_plain_warning() {
+        let (t, warnings) = topology(&[(3, "drm_render_minor 130\ndomain 0\n")]);
+        assert!(t.nodes().is_empty());
+        assert_eq!(
+            warnings,
+            [
+                "a node with a render node needs drm_render_minor, domain and location_id of at \
+              most 32 bits (drm_render_minor 130, domain 0, location_id none); ignoring KFD node 3"
+            ]
+        );
+    }
+
     proptest! {
         #[test]
         fn never_panics(s in "\\PC{0,400}") {
