@@ -788,15 +788,18 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
                 for d in &sorted {
                     match d.any_uuid() {
                         Some(u) => out.push(entry(u.to_string(), vec![*d])),
+                        // Expected without NVML, which alone knows MIG
+                        // UUIDs: said at -v, not on every run.
+                        None if d.nvidia.is_some() => tracing::info!(
+                            "{}: a MIG device's UUID comes from NVML only, so no name from \
+                             `{strategy}`",
+                            d.id
+                        ),
                         None => warnings.push(format!(
-                            "{}: {}, so no name from `{strategy}`",
-                            d.id,
-                            if d.nvidia.is_some() {
-                                "the driver gives this MIG device no UUID"
-                            } else {
-                                "no UUID known (NVIDIA GPUs and MIG devices have one, and AMD \
-                                 GPUs whose KFD topology gives a unique_id)"
-                            }
+                            "{}: no UUID known (NVIDIA GPUs and MIG devices have one, and AMD \
+                             GPUs whose KFD topology gives a unique_id), so no name from \
+                             `{strategy}`",
+                            d.id
                         )),
                     }
                 }
