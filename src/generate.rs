@@ -238,10 +238,10 @@ pub fn select_devices(g: &Generator, discovery: &Discovery) -> Vec<Device> {
                 let has_vfio = d.nodes.iter().any(|n| n.role.starts_with("vfio") || n.role == "iommufd");
                 if !has_vfio {
                     tracing::warn!(
-                        "generator {}: {} offers no VFIO node for mode {:?} (the host uses {host_mode}); leaving it out",
+                        "generator {}: {} offers no VFIO node for mode {} (the host uses {host_mode}); leaving it out",
                         g.name,
                         d.id,
-                        g.vfio_mode
+                        g.vfio_mode.as_str()
                     );
                     return None;
                 }

@@ -56,6 +56,11 @@ pub struct Device {
     /// The vDPA device (vDPA backend), or the one a VF carries (SR-IOV).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vdpa: Option<VdpaInfo>,
+    /// The device's UUID as its vendor's runtime names it, for devices
+    /// other than NVIDIA's (whose UUIDs are in [`NvidiaInfo`]): an AMD GPU
+    /// or partition with a KFD `unique_id`, `GPU-` and 16 hex digits.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
     /// NVIDIA GPU or MIG device facts.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub nvidia: Option<NvidiaInfo>,
@@ -74,6 +79,18 @@ pub struct Device {
 }
 
 impl Device {
+    /// The device's UUID: an NVIDIA GPU's or MIG device's (`None` for a
+    /// MIG device the driver gives none), else [`Device::uuid`].
+    pub fn any_uuid(&self) -> Option<&str> {
+        match &self.nvidia {
+            Some(n) => match &n.mig {
+                None => Some(n.gpu_uuid.as_str()),
+                Some(m) => m.uuid.as_deref(),
+            },
+            None => self.uuid.as_deref(),
+        }
+    }
+
     /// The real sysfs path of the PCI function the device is or is part
     /// of: [`Device::pci_function`] when set, else `sysfs_path` up to its
     /// last component that is a PCI address below a host bridge (the

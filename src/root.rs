@@ -253,6 +253,19 @@ pub enum DevKind {
     Other,
 }
 
+impl std::fmt::Display for DevKind {
+    /// In words, for messages: `character device`, `directory`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            DevKind::Char => "character device",
+            DevKind::Block => "block device",
+            DevKind::Symlink => "symbolic link",
+            DevKind::Dir => "directory",
+            DevKind::Other => "regular file, FIFO or socket",
+        })
+    }
+}
+
 /// A `/dev` entry as `lstat` (or the manifest) sees it.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct DevEntry {

@@ -330,6 +330,38 @@ fn every_machine_matches_its_golden_slices() {
     );
     let serial = parse(&yaml);
     failures.extend(limits(&serial));
+    // The Coral Edge TPU of `edge-server` by its user's definition: a
+    // generic device with its PCI function's pciBusID, pcieRoot, numaNode.
+    let defs = fixtures_dir().join("edge-server/generators.d");
+    let root = fixtures_dir().join("edge-server/root");
+    let yaml = print_slices(&root, &["--generators", defs.to_str().unwrap()]);
+    golden(
+        &fixtures_dir().join("edge-server/expected/dra/resourceslices-coral-tpu.yaml"),
+        &yaml,
+        &mut failures,
+    );
+    let tpu = parse(&yaml);
+    failures.extend(limits(&tpu));
+    let apex = tpu
+        .iter()
+        .flat_map(|s| s.spec.devices.iter().flatten())
+        .find(|d| {
+            d.attributes.as_ref().is_some_and(|a| {
+                a.get("generator").and_then(|v| v.string.as_deref()) == Some("coral-tpu")
+            })
+        })
+        .expect("the TPU's device");
+    let a = apex.attributes.as_ref().unwrap();
+    let text = |k: &str| a.get(k).and_then(|v| v.string.clone());
+    assert_eq!(
+        text("resource.kubernetes.io/pciBusID").as_deref(),
+        Some("0000:05:00.0")
+    );
+    assert_eq!(
+        text("resource.kubernetes.io/pcieRoot").as_deref(),
+        Some("pci0000:00")
+    );
+    assert_eq!(a["resource.kubernetes.io/numaNode"].int, Some(0));
     assert!(
         devices >= 30,
         "expected the fixtures' devices, got {devices}"

@@ -915,8 +915,8 @@ fn nouveau_host_gpus_are_in_one_spec_or_in_a_warning() {
 /// and nvidia-modprobe its node; device_add gave card1 its `dev`, its
 /// `sys/dev/char` link and its node), the warnings are gone and both are
 /// in their specs, after the devices already there: the 4090 keeps
-/// `cdigen.io/drm=0`, the ASPEED VGA is `=1`, the second L4
-/// `nvidia.com/gpu=1`.
+/// `cdigen.io/drm=0`, the second L4 is `nvidia.com/gpu=1`; the ASPEED VGA
+/// is a BMC's display, in no default spec.
 #[test]
 fn nouveau_host_once_the_kernel_has_finished() {
     let tmp = tempfile::tempdir().unwrap();
@@ -958,18 +958,15 @@ fn nouveau_host_once_the_kernel_has_finished() {
     assert_eq!(code, 0, "{stderr}");
     assert_eq!(
         list,
-        "cdigen.io/drm=0\ncdigen.io/drm=1\ncdigen.io/drm=all\nnvidia.com/gpu=0\nnvidia.com/gpu=1\n\
+        "cdigen.io/drm=0\ncdigen.io/drm=all\nnvidia.com/gpu=0\nnvidia.com/gpu=1\n\
          nvidia.com/gpu=GPU-0b7e54d1-3f6a-4c2e-9d81-6a5f2c7e3b90\n\
          nvidia.com/gpu=GPU-5c0f7a2e-8d41-4b6e-a3f9-2e7d91c04b58\nnvidia.com/gpu=all\n"
     );
     let drm = &specs_in(&tmp.path().join("done/cdi"))["cdigen.io-drm.yaml"];
-    let one = drm.split("- name: '1'").nth(1).unwrap();
-    let zero = drm.split("- name: '1'").next().unwrap();
     assert!(
-        zero.contains("'/dev/dri/card0'") && !zero.contains("card1"),
+        cdi_device(drm, "0").contains("'/dev/dri/card0'") && !drm.contains("card1"),
         "{drm}"
     );
-    assert!(one.contains("'/dev/dri/card1'"), "{drm}");
 }
 
 /// A GPU bound to `nvidia` is the NVIDIA backend's even when it cannot
@@ -1042,8 +1039,9 @@ fn intel_ai_host_devices_are_each_in_one_spec() {
     assert_eq!(warnings, Vec::<String>::new());
     let specs = specs_in(&tmp.path().join("all/cdi"));
     let all: String = specs.values().cloned().collect();
+    // card0 is the BMC's AST2600, which no default definition offers.
+    assert!(!all.contains("/dev/dri/card0'"), "{all}");
     for node in [
-        "/dev/dri/card0'",
         "/dev/dri/card1'",
         "/dev/dri/card2'",
         "/dev/dri/renderD128'",
@@ -1161,8 +1159,7 @@ fn intel_ai_host_named_the_intel_way() {
     // way round).
     assert_eq!(
         list,
-        "cdigen.io/drm=0\ncdigen.io/drm=all\n\
-         intel.com/gaudi=0000-33-00-0-0x1020\nintel.com/gaudi=0000-9a-00-0-0x1020\n\
+        "intel.com/gaudi=0000-33-00-0-0x1020\nintel.com/gaudi=0000-9a-00-0-0x1020\n\
          intel.com/gaudi=all\n\
          intel.com/gpu=0000-4d-00-0-0x56c0\nintel.com/gpu=0000-ca-00-0-0xe20b\nintel.com/gpu=all\n"
     );
@@ -1203,7 +1200,7 @@ fn imex_channels_that_are_not_what_the_driver_made_are_named() {
              skipping it",
             "/dev/nvidia-caps-imex-channels/channel2048: channel 2048 is beyond the driver's \
              2048 IMEX channels (ImexChannelCount in /proc/driver/nvidia/params); skipping it",
-            "/dev/nvidia-caps-imex-channels/channel3: not a character device (a Dir); skipping \
+            "/dev/nvidia-caps-imex-channels/channel3: not a character device (a directory); skipping \
              IMEX channel 3",
         ]
     );
@@ -1235,10 +1232,11 @@ fn mi300x_run(root: &Path, tmp: &Path, name: &str) -> (String, Vec<String>, Stri
     (list, warnings, amd)
 }
 
-/// The `amd.com/gpu` names `0` to `n - 1` and `all`, and `cdigen.io/drm`'s.
+/// The `amd.com/gpu` names `0` to `n - 1` and `all` (the BMC's display,
+/// `card0`, is in no default spec).
 fn mi300x_list(n: usize) -> String {
     let mut out: String = (0..n).map(|i| format!("amd.com/gpu={i}\n")).collect();
-    out.push_str("amd.com/gpu=all\ncdigen.io/drm=0\ncdigen.io/drm=all\n");
+    out.push_str("amd.com/gpu=all\n");
     out
 }
 
@@ -1577,4 +1575,162 @@ fn a_vfs_rdma_nodes_are_in_the_vf_spec_only() {
         ["rdma_cm"]
     );
     assert!(vf.contains("uverbs2") && vf.contains("uverbs3"), "{vf:?}");
+}
+
+/// `edge-server`'s Coral Edge TPU by the definition its user wrote
+/// (`generators.d/coral-tpu.yaml`, backend generic): `names: [pci]` names
+/// it by its card's PCI address (the nearest PCI function above
+/// `apex_0`), beside `0` and `all`; the spec and its listing are goldens
+/// under `expected/user/`.
+#[test]
+fn edge_server_coral_tpu_by_a_users_definition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = fixtures_dir().join("edge-server");
+    let root = base.join("root");
+    let defs = base.join("generators.d");
+    let (code, stdout, warnings) = generate_named(
+        &root,
+        tmp.path(),
+        "tpu",
+        &[
+            "--generators",
+            defs.to_str().unwrap(),
+            "--generator",
+            "coral-tpu",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    assert_eq!(warnings, Vec::<String>::new());
+    let mut failures = Vec::new();
+    let specs = specs_in(&tmp.path().join("tpu/cdi"));
+    assert_eq!(specs.keys().collect::<Vec<_>>(), ["coral.ai-tpu.yaml"]);
+    for (name, text) in &specs {
+        golden(
+            &base.join("expected/user/cdi").join(name),
+            text,
+            &mut failures,
+        );
+    }
+    let (code, list, stderr) = cdigen(&[
+        "list",
+        "--spec-dir",
+        tmp.path().join("tpu/cdi").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        list,
+        "coral.ai/tpu=0\ncoral.ai/tpu=0000:05:00.0\ncoral.ai/tpu=all\n"
+    );
+    golden(&base.join("expected/user/list.txt"), &list, &mut failures);
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// A copy of `amd-gpu` naming by `uuid`, on `root`: (list, warnings).
+fn amd_by_uuid(root: &Path, tmp: &Path) -> (String, Vec<String>) {
+    let defs = tmp.join("generators.d");
+    fs::create_dir_all(&defs).unwrap();
+    let text =
+        fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/amd-gpu.yaml"))
+            .unwrap();
+    assert!(text.contains("\nnames: [index, all]\n"), "{text}");
+    fs::write(
+        defs.join("amd-gpu.yaml"),
+        text.replace("\nnames: [index, all]\n", "\nnames: [uuid, all]\n"),
+    )
+    .unwrap();
+    let (code, stdout, warnings) = generate_named(
+        root,
+        tmp,
+        "uuid",
+        &[
+            "--generators",
+            defs.to_str().unwrap(),
+            "--generator",
+            "amd-gpu",
+        ],
+    );
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    let (code, list, stderr) =
+        cdigen(&["list", "--spec-dir", tmp.join("uuid/cdi").to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    (list, warnings)
+}
+
+/// `names: [uuid]` names AMD GPUs by their KFD `unique_id` as ROCm's
+/// runtime does (`GPU-` and 16 hex digits): `mi300x-cpx`'s SPX GPU 1 gets
+/// its UUID; GPU 0's eight CPX partitions share their GPU's, so none of
+/// them is named by it, with the warning that says so. On `edge-server`,
+/// whose old kernel gives no `unique_id`, the GPU gets no name from it,
+/// with a warning naming the device and the strategy.
+#[test]
+fn amd_gpus_named_by_their_kfd_unique_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (list, warnings) = amd_by_uuid(&fixtures_dir().join("mi300x-cpx/root"), tmp.path());
+    assert_eq!(list, "amd.com/gpu=GPU-124c1a7f1700b4dc\namd.com/gpu=all\n");
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(
+        warnings[0].starts_with(
+            "generator amd-gpu: \"GPU-4586545370e3703c\" would name 0000:05:00.0 and \
+             0000:05:00.0/xcp1 and "
+        ),
+        "{warnings:?}"
+    );
+
+    let tmp = tempfile::tempdir().unwrap();
+    let (list, warnings) = amd_by_uuid(&fixtures_dir().join("edge-server/root"), tmp.path());
+    assert_eq!(list, "amd.com/gpu=all\n");
+    assert_eq!(
+        warnings,
+        [
+            "generator amd-gpu: 0000:03:00.0: no UUID known (NVIDIA GPUs and MIG devices have \
+             one, and AMD GPUs whose KFD topology gives a unique_id), so no name from \
+             `\"uuid\"`"
+        ]
+    );
+}
+
+/// The old kernel of `edge-server` writes no `domain` in its KFD topology:
+/// it is read as domain 0 with one note at `-v`, never a warning, and
+/// nothing is printed with Rust's debug formatting.
+#[test]
+fn edge_server_kfd_without_domain_is_domain_0_noted_once() {
+    let root = fixtures_dir().join("edge-server/root");
+    let (code, _, stderr) = cdigen(&["discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(warnings_of(&stderr), Vec::<&str>::new(), "{stderr}");
+    let (code, _, stderr) = cdigen(&["-v", "discover", "--root", root.to_str().unwrap()]);
+    assert_eq!(code, 0, "{stderr}");
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.contains("domain")).collect();
+    assert_eq!(
+        notes,
+        [
+            " INFO /sys/class/kfd/kfd/topology/nodes/1/properties: no domain property (a kernel \
+          older than the PCI domain in KFD's topology); reading the nodes' GPUs as in PCI \
+          domain 0, as ROCm does"
+        ]
+    );
+    assert!(
+        !stderr.contains("Some(") && !stderr.contains("None"),
+        "{stderr}"
+    );
+}
+
+/// The BMC's display (`edge-server`'s AST2500, `ast`) is in no default
+/// spec; the opt-in `bmc-display` definition offers it.
+#[test]
+fn a_bmc_display_is_offered_only_by_the_opt_in_definition() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = fixtures_dir().join("edge-server/root");
+    let (code, stdout, warnings) = generate_named(&root, tmp.path(), "default", &[]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    let specs = specs_in(&tmp.path().join("default/cdi"));
+    assert_eq!(specs.keys().collect::<Vec<_>>(), ["amd.com-gpu.yaml"]);
+    assert!(!specs["amd.com-gpu.yaml"].contains("card0"));
+    let (code, stdout, warnings) =
+        generate_named(&root, tmp.path(), "bmc", &["--generator", "bmc-display"]);
+    assert_eq!(code, 0, "{stdout}{warnings:?}");
+    let specs = specs_in(&tmp.path().join("bmc/cdi"));
+    let bmc = &specs["cdigen.io-bmc-display.yaml"];
+    assert!(cdi_device(bmc, "0").contains("'/dev/dri/card0'"), "{bmc}");
+    assert!(!bmc.contains("card1"), "{bmc}");
 }

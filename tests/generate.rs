@@ -627,7 +627,7 @@ fn unknown_backend_and_generator_are_usage_errors() {
     );
     assert_eq!(
         err,
-        "cdigen: unknown generator \"nope\" (known: accel, amd-gpu, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio)\n"
+        "cdigen: unknown generator \"nope\" (known: accel, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio)\n"
     );
     assert_eq!(code, 2);
 }

@@ -144,7 +144,7 @@ fn forcing_a_mode_the_host_lacks_leaves_the_device_out() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(out, "");
     assert!(
-        err.contains("generator legacy: 0000:c2:00.0 offers no VFIO node for mode Legacy (the host uses iommufd); leaving it out"),
+        err.contains("generator legacy: 0000:c2:00.0 offers no VFIO node for mode legacy (the host uses iommufd); leaving it out"),
         "{err}"
     );
     assert!(!tmp.path().join("cdi").exists());

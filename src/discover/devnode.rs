@@ -287,7 +287,7 @@ pub(crate) fn check_host_node(root: &HostRoot, node: Node, report: &mut Report) 
             report.warn(
                 &node.path,
                 format!(
-                    "not a character device (a {kind:?}); runtimes would refuse it, skipping this node"
+                    "not a character device (a {kind}); runtimes would refuse it, skipping this node"
                 ),
             );
             None

@@ -154,7 +154,9 @@ impl Backend for Drm {
             dev.nodes = kept;
             devices.push(dev);
         }
-        let partitions = xcp::partitions(root, &devices, xcps, report);
+        let topology = xcp::topology(root, &devices, &xcps, report);
+        xcp::set_uuids(&topology, &mut devices);
+        let partitions = xcp::partitions(root, &devices, xcps, &topology, report);
         devices.extend(partitions);
         Ok(devices)
     }

@@ -17,6 +17,15 @@
 //! (`kfd->num_nodes > 1`) the kernel ORs the partition's node id into it
 //! (`location_id |= node_id`), so a partition's low bits need not be the
 //! GPU's function number.
+//!
+//! Older kernels write neither `domain` nor `unique_id` (5.3-era
+//! `node_show()` ends its common lines with `num_sdma_xgmi_engines`). ROCm's
+//! thunk (libhsakmt, `topology_sysfs_get_node_props()`) reads the lines into
+//! zeroed properties, so for it a missing `domain` is PCI domain 0 and a
+//! missing `unique_id` is 0, "no UUID"; cdigen reads them the same way.
+//! `unique_id` is the GPU's 64-bit serial (amdgpu's `unique_id` attribute
+//! of the PCI device, in hex there); ROCm's runtime names the agent after
+//! it, `GPU-` and 16 lowercase hex digits ([`gpu_uuid`]).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -103,6 +112,16 @@ pub struct GpuNode {
     /// `location_id`: its GPU's `bus << 8 | devfn`, with the partition's
     /// node id ORed in on a partitioned GPU.
     pub location_id: u32,
+    /// `unique_id`, when the kernel writes one and it is not 0 (0 is "no
+    /// UUID": a GPU without a serial, or a kernel that predates it).
+    pub unique_id: Option<u64>,
+}
+
+/// The UUID ROCm's runtime gives a GPU agent with KFD `unique_id`
+/// `id` (`HSA_AMD_AGENT_INFO_UUID`, what `rocminfo` prints and
+/// `ROCR_VISIBLE_DEVICES` accepts): `GPU-` and 16 lowercase hex digits.
+pub fn gpu_uuid(id: u64) -> String {
+    format!("GPU-{id:016x}")
 }
 
 /// What the host's KFD topology says.
@@ -134,8 +153,9 @@ impl Topology {
 }
 
 /// Reads the topology under the root. A node whose `properties` cannot be
-/// read or parsed, or lacks `location_id` or `domain`, is left out with a
-/// warning naming the file.
+/// read or parsed, or lacks `location_id`, is left out with a warning
+/// naming the file; a missing `domain` is 0, as ROCm reads it (noted once,
+/// at `-v`).
 pub fn read(root: &HostRoot, report: &mut Report) -> Topology {
     let dir = sys_path(NODES);
     let names = match root.list_dir(&dir) {
@@ -163,6 +183,7 @@ pub fn read(root: &HostRoot, report: &mut Report) -> Topology {
         .collect();
     numbered.sort();
     let mut nodes = Vec::new();
+    let mut domain_noted = false;
     for (node, name) in numbered {
         let path = dir.join(&name).join("properties");
         let text = match root.read_limited(&path, MAX_PROPERTIES) {
@@ -191,20 +212,37 @@ pub fn read(root: &HostRoot, report: &mut Report) -> Topology {
             Some(&m) => m,
         };
         let value = |name: &str| props.get(name).copied();
+        let domain = match value("domain") {
+            Some(d) => Some(d),
+            None => {
+                if !domain_noted {
+                    domain_noted = true;
+                    tracing::info!(
+                        "{}: no domain property (a kernel older than the PCI domain in KFD's \
+                         topology); reading the nodes' GPUs as in PCI domain 0, as ROCm does",
+                        path.display()
+                    );
+                }
+                Some(0)
+            }
+        };
         let fields = (
             u32::try_from(render_minor).ok(),
-            value("domain").and_then(|v| u32::try_from(v).ok()),
+            domain.and_then(|v| u32::try_from(v).ok()),
             value("location_id").and_then(|v| u32::try_from(v).ok()),
         );
         let (Some(render_minor), Some(domain), Some(location_id)) = fields else {
+            let shown =
+                |name: &str| value(name).map_or_else(|| "none".to_string(), |v| v.to_string());
             report.warn(
                 &path,
                 format!(
                     "a node with a render node needs drm_render_minor, domain and location_id \
-                     of at most 32 bits (got {:?}, {:?}, {:?}); ignoring KFD node {node}",
-                    props.get("drm_render_minor"),
-                    value("domain"),
-                    value("location_id"),
+                     of at most 32 bits (drm_render_minor {}, domain {}, location_id {}); \
+                     ignoring KFD node {node}",
+                    shown("drm_render_minor"),
+                    shown("domain"),
+                    shown("location_id"),
                 ),
             );
             continue;
@@ -215,6 +253,7 @@ pub fn read(root: &HostRoot, report: &mut Report) -> Topology {
             render_minor,
             domain,
             location_id,
+            unique_id: value("unique_id").filter(|&u| u != 0),
         });
     }
     Topology::Nodes(nodes)
@@ -278,6 +317,58 @@ num_xcc 1\nmax_engine_clk_ccompute 3700\n";
         let long = format!("{}\n", "x".repeat(10_000));
         let e = parse_properties(&long).unwrap_err().to_string();
         assert!(e.len() < 200, "{e}");
+    }
+
+    /// A 5.3-era GPU node: no `domain`, no `unique_id`.
+    const OLD_NODE: &str = "cpu_cores_count 0\nsimd_count 240\nlocation_id 768\n\
+drm_render_minor 128\nhive_id 0\nnum_sdma_engines 2\nnum_sdma_xgmi_engines 0\n\
+max_engine_clk_ccompute 2900\n";
+
+    /// A topology of `nodes` (number, `properties`) under a temporary root.
+    fn topology(nodes: &[(u32, &str)]) -> (Topology, Vec<String>) {
+        let tmp = tempfile::tempdir().unwrap();
+        for (n, text) in nodes {
+            let dir = tmp.path().join(format!("sys/{NODES}/{n}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("properties"), text).unwrap();
+        }
+        let root = HostRoot::open(tmp.path()).unwrap();
+        let mut report = Report::default();
+        let t = read(&root, &mut report);
+        let warnings = report.warnings.iter().map(|w| w.message.clone()).collect();
+        (t, warnings)
+    }
+
+    #[test]
+    fn a_node_without_domain_is_in_domain_0_without_a_warning() {
+        let (t, warnings) = topology(&[(1, OLD_NODE), (2, &OLD_NODE.replace("128", "129"))]);
+        assert_eq!(warnings, Vec::<String>::new());
+        let n = t.by_render_minor(128).unwrap();
+        assert_eq!((n.domain, n.location_id, n.unique_id), (0, 768, None));
+        assert_eq!(t.nodes().len(), 2);
+    }
+
+    #[test]
+    fn unique_id_is_the_gpus_uuid_and_0_is_none() {
+        let (t, _) = topology(&[(1, MI300X_NODE), (2, &format!("{OLD_NODE}unique_id 0\n"))]);
+        let n = t.by_render_minor(129).unwrap();
+        assert_eq!(n.unique_id, Some(5_009_784_352_849_227_836));
+        assert_eq!(gpu_uuid(5_009_784_352_849_227_836), "GPU-4586545370e3703c");
+        assert_eq!(gpu_uuid(1), "GPU-0000000000000001");
+        assert_eq!(t.by_render_minor(128).unwrap().unique_id, None);
+    }
+
+    #[test]
+    fn a_node_without_location_id_is_left_out_with_a_plain_warning() {
+        let (t, warnings) = topology(&[(3, "drm_render_minor 130\ndomain 0\n")]);
+        assert!(t.nodes().is_empty());
+        assert_eq!(
+            warnings,
+            [
+                "a node with a render node needs drm_render_minor, domain and location_id of at \
+              most 32 bits (drm_render_minor 130, domain 0, location_id none); ignoring KFD node 3"
+            ]
+        );
     }
 
     proptest! {

@@ -111,7 +111,7 @@ pub(crate) fn require_host_node(root: &HostRoot, node: Node, report: &mut Report
         OnHost::Other(kind) => {
             report.warn(
                 &node.path,
-                format!("not a character device (a {kind:?}); not using it"),
+                format!("not a character device (a {kind}); not using it"),
             );
             None
         }

@@ -188,11 +188,7 @@ fn candidates(d: &DraDevice) -> Vec<(String, Value)> {
     c.string("model", model);
     c.string("vendor", pci.and_then(|p| p.vendor_name.as_deref()));
     let mig = nv.and_then(|n| n.mig.as_ref());
-    let uuid = match mig {
-        Some(mig) => mig.uuid.as_deref(),
-        None => nv.map(|n| n.gpu_uuid.as_str()),
-    };
-    c.string("uuid", uuid);
+    c.string("uuid", m.any_uuid());
     // 4. MIG.
     if let Some(mig) = mig {
         c.string("parentUUID", nv.map(|n| n.gpu_uuid.as_str()));

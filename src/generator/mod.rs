@@ -42,6 +42,10 @@ pub const BUILTIN: &[(&str, &str)] = &[
     ),
     ("gaudi.yaml", include_str!("../../generators/gaudi.yaml")),
     ("drm.yaml", include_str!("../../generators/drm.yaml")),
+    (
+        "bmc-display.yaml",
+        include_str!("../../generators/bmc-display.yaml"),
+    ),
     ("vfio.yaml", include_str!("../../generators/vfio.yaml")),
     ("sriov.yaml", include_str!("../../generators/sriov.yaml")),
     ("vdpa.yaml", include_str!("../../generators/vdpa.yaml")),
@@ -304,6 +308,16 @@ pub enum VfioMode {
 }
 
 impl VfioMode {
+    /// The mode as written in a definition (`auto`, `legacy`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VfioMode::Auto => "auto",
+            VfioMode::Legacy => "legacy",
+            VfioMode::Iommufd => "iommufd",
+            VfioMode::Both => "both",
+        }
+    }
+
     /// Whether a node of `role` is kept for a device whose host mode is
     /// `host_mode` (`legacy` or `iommufd`).
     pub fn keeps(self, role: &str, host_mode: &str) -> bool {

@@ -166,9 +166,11 @@ fn builtins_parse_and_check() {
         // consoles and serial lines, the vendor-neutral accel one (the
         // DRM backend already offers accel devices), Intel GPUs' MEI nodes
         // (firmware interfaces), the shared RDMA pool (the rdma generator
-        // already offers every HCA) and DMA heaps (contiguous memory the
-        // whole board shares) are opt-in.
+        // already offers every HCA), DMA heaps (contiguous memory the
+        // whole board shares) and BMC displays (on every server, wanted by
+        // nobody) are opt-in.
         let opt_in = [
+            "bmc-display",
             "generic-tty",
             "usb-serial",
             "accel",
@@ -188,6 +190,7 @@ fn builtins_parse_and_check() {
             [
                 "accel",
                 "amd-gpu",
+                "bmc-display",
                 "dma-heap",
                 "drm",
                 "gaudi",
@@ -655,6 +658,7 @@ fn builtin_summary() -> Vec<(String, String)> {
     [
         "accel",
         "amd-gpu",
+        "bmc-display",
         "dma-heap",
         "drm",
         "gaudi",
@@ -727,6 +731,10 @@ fn load_user_replaces_adds_and_keeps_disabled() {
         [
             ("accel".to_string(), "builtin:generators/accel.yaml".into()),
             ("amd-gpu".into(), show(&amd)),
+            (
+                "bmc-display".into(),
+                "builtin:generators/bmc-display.yaml".into()
+            ),
             ("dma-heap".into(), "builtin:generators/dma-heap.yaml".into()),
             ("drm".into(), "builtin:generators/drm.yaml".into()),
             ("extra".into(), show(&extra)),
@@ -1227,7 +1235,6 @@ fn builtin_drm_generators_offer_each_drm_device_once() {
         (accel("0000:00:0b.0", "0x8086", "intel_vpu"), "intel-npu"),
         (pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0), "drm"),
         (pci_gpu("0000:01:00.0", "0x10DE", "nova", 0), "drm"),
-        (card_only("0000:04:00.0", "0x1a03", "ast"), "drm"),
         (accel("0000:33:00.0", "0x1da3", "habanalabs"), "gaudi"),
         (accel("0000:c4:00.1", "0x1022", "amdxdna"), "drm"),
         (platform("fec00000.v3d", 0), "drm"),
@@ -1236,6 +1243,32 @@ fn builtin_drm_generators_offer_each_drm_device_once() {
     }
     let nvidia = pci_gpu("0000:41:00.0", "0x10de", "nvidia", 0);
     assert_eq!(takers(&nvidia), Vec::<&str>::new());
+    // Server display controllers, told by their driver, are offered by
+    // no enabled definition; the opt-in bmc-display takes each of them,
+    // and nothing else.
+    let bmc = loaded
+        .iter()
+        .find(|l| l.generator.name == "bmc-display")
+        .map(|l| &l.generator)
+        .unwrap();
+    for (vendor, driver) in [
+        ("0x1a03", "ast"),
+        ("0x102b", "mgag200"),
+        ("0x19e5", "hibmc-drm"),
+        ("0x1013", "cirrus"),
+        ("0x1013", "cirrus-qemu"),
+    ] {
+        let d = card_only("0000:04:00.0", vendor, driver);
+        assert_eq!(takers(&d), Vec::<&str>::new(), "{driver}");
+        assert_eq!(bmc.select.apply(&d), Some(d.clone()), "{driver}");
+    }
+    for d in [
+        pci_gpu("0000:01:00.0", "0x10de", "nouveau", 0),
+        amd("0000:03:00.0", 1),
+        platform("fec00000.v3d", 0),
+    ] {
+        assert_eq!(bmc.select.apply(&d), None, "{}", d.id);
+    }
 }
 
 /// Gaudi's control node goes with its accel node; an Intel GPU's MEI node

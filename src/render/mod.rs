@@ -516,6 +516,21 @@ pub fn stability(strategy: &NameStrategy) -> u8 {
     }
 }
 
+/// The name the `pci` strategy gives `d`: its identity (a PCI address,
+/// `platform:gpu`, `vdpa:0000:3b:00.2`), but for a generic device the
+/// address of the nearest PCI function above it (a Coral Edge TPU's
+/// `apex_0` is `0000:03:00.0`), as its DRA device's `pciBusID`; a generic
+/// device outside PCI keeps its identity (`tty:ttyS0`).
+pub fn pci_name(d: &Device) -> String {
+    if d.generic.is_some()
+        && d.pci.is_none()
+        && let Some(address) = d.pci_function_path().and_then(|f| f.rsplit('/').next())
+    {
+        return address.to_string();
+    }
+    d.id.clone()
+}
+
 /// Intel's device UID (`DeviceUIDFromPCIinfo`): the PCI address with `:`
 /// and `.` as `-`, then the device ID (`0000-03-00-0-0x56c0`).
 pub fn pci_uid(p: &crate::model::PciInfo) -> String {
@@ -725,7 +740,14 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             NameStrategy::Group => {
                 let mut groups: Vec<(u64, String, Vec<&Device>)> = Vec::new();
                 for d in &sorted {
-                    let Some(v) = &d.vfio else { continue };
+                    let Some(v) = &d.vfio else {
+                        warnings.push(format!(
+                            "{}: not bound to a VFIO driver (no IOMMU group), so no name from \
+                             `{strategy}`",
+                            d.id
+                        ));
+                        continue;
+                    };
                     match groups.iter_mut().find(|(_, g, _)| *g == v.group) {
                         Some((_, _, m)) => m.push(*d),
                         None => groups.push((
@@ -763,20 +785,27 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             }
             NameStrategy::Uuid => {
                 for d in &sorted {
-                    let Some(n) = &d.nvidia else { continue };
-                    match &n.mig {
-                        None => out.push(entry(n.gpu_uuid.clone(), vec![*d])),
-                        Some(m) => {
-                            if let Some(u) = &m.uuid {
-                                out.push(entry(u.clone(), vec![*d]));
-                            }
-                        }
+                    match d.any_uuid() {
+                        Some(u) => out.push(entry(u.to_string(), vec![*d])),
+                        // Expected without NVML, which alone knows MIG
+                        // UUIDs: said at -v, not on every run.
+                        None if d.nvidia.is_some() => tracing::info!(
+                            "{}: a MIG device's UUID comes from NVML only, so no name from \
+                             `{strategy}`",
+                            d.id
+                        ),
+                        None => warnings.push(format!(
+                            "{}: no UUID known (NVIDIA GPUs and MIG devices have one, and AMD \
+                             GPUs whose KFD topology gives a unique_id), so no name from \
+                             `{strategy}`",
+                            d.id
+                        )),
                     }
                 }
             }
             NameStrategy::Pci => {
                 for d in &sorted {
-                    out.push(entry(d.id.clone(), vec![*d]));
+                    out.push(entry(pci_name(d), vec![*d]));
                 }
             }
             NameStrategy::PciUid => {

@@ -1857,3 +1857,57 @@ fn pci_uid_names_are_intels_and_skip_devices_off_pci() {
         )
     );
 }
+
+// ------------------------------------------------- names a device cannot get
+
+/// `pci` names a generic device by the address of the nearest PCI
+/// function above it (a Coral Edge TPU's `apex_0`, a USB adapter's xHCI
+/// controller); one outside PCI keeps its identity. Two devices below one
+/// function would share the name, so neither gets it, with the warning.
+#[test]
+fn pci_names_a_generic_device_by_its_nearest_pci_function() {
+    let mut tpu = serial("apex_0", 0, &[], &[]);
+    tpu.id = "apex:apex_0".into();
+    tpu.sysfs_path = "/sys/devices/pci0000:00/0000:00:03.2/0000:05:00.0/apex/apex_0".into();
+    let mut con = serial("ttyS0", 64, &[], &[]);
+    con.sysfs_path = "/sys/devices/platform/serial8250/tty/ttyS0".into();
+    let g = generic_names("[pci]");
+    assert_eq!(
+        names_and_warnings(&g, &[tpu.clone(), con]),
+        (strings(&["0000:05:00.0", "tty:ttyS0"]), vec![])
+    );
+    let mut second = tpu.clone();
+    second.id = "apex:apex_1".into();
+    second.sysfs_path = tpu.sysfs_path.replace("apex_0", "apex_1");
+    let (names, warnings) = names_and_warnings(&g, &[tpu, second]);
+    assert!(names.is_empty(), "{names:?}");
+    assert_eq!(
+        warnings,
+        strings(&[
+            "\"0000:05:00.0\" would name apex:apex_0 and apex:apex_1; naming none of them so"
+        ])
+    );
+}
+
+/// `uuid` and `group` say which device they give no name, and why, once
+/// per device; they never skip one silently.
+#[test]
+fn uuid_and_group_warn_for_each_device_they_cannot_name() {
+    let mut amd = gpu("0000:03:00.0", 1);
+    amd.uuid = Some("GPU-4586545370e3703c".into());
+    let old = gpu("0000:43:00.0", 2);
+    let g = with_names("drm", &[NameStrategy::Uuid, NameStrategy::Group]);
+    let (names, warnings) = names_and_warnings(&g, &[amd, old]);
+    assert_eq!(names, strings(&["GPU-4586545370e3703c"]));
+    assert_eq!(
+        warnings,
+        strings(&[
+            "0000:43:00.0: no UUID known (NVIDIA GPUs and MIG devices have one, and AMD GPUs \
+             whose KFD topology gives a unique_id), so no name from `\"uuid\"`",
+            "0000:03:00.0: not bound to a VFIO driver (no IOMMU group), so no name from \
+             `\"group\"`",
+            "0000:43:00.0: not bound to a VFIO driver (no IOMMU group), so no name from \
+             `\"group\"`",
+        ])
+    );
+}

@@ -217,14 +217,51 @@ fn owner(node: &GpuNode, gpus: &[PciAddress]) -> Result<usize, String> {
     }
 }
 
+/// The KFD topology, read when the backend found an AMD GPU or an
+/// `amdgpu_xcp` device (`Missing` otherwise, without reading it).
+pub(super) fn topology(
+    root: &HostRoot,
+    devices: &[Device],
+    xcps: &[XcpGroup],
+    report: &mut Report,
+) -> Topology {
+    let amd = devices
+        .iter()
+        .any(|d| d.pci.as_ref().is_some_and(|p| p.vendor_id == "0x1002"));
+    if xcps.is_empty() && !amd {
+        return Topology::Missing;
+    }
+    kfd::read(root, report)
+}
+
+/// Gives each AMD GPU of `devices` the UUID of its KFD node (the node
+/// with its render node), when that has a `unique_id`
+/// ([`kfd::gpu_uuid`]).
+pub(super) fn set_uuids(topology: &Topology, devices: &mut [Device]) {
+    for d in devices
+        .iter_mut()
+        .filter(|d| d.pci.as_ref().is_some_and(|p| p.vendor_id == "0x1002"))
+    {
+        let Some(render) = d.nodes.iter().find(|n| n.role == "render") else {
+            continue;
+        };
+        if let Some(id) = topology
+            .by_render_minor(render.minor)
+            .and_then(|n| n.unique_id)
+        {
+            d.uuid = Some(kfd::gpu_uuid(id));
+        }
+    }
+}
+
 /// The partition devices of `xcps` (the GPUs are `devices`, found by the
 /// backend), and the warnings for GPUs whose mode needs partitions the
-/// KFD topology does not list. Reads the topology when there is an
-/// `amdgpu_xcp` device or a GPU in a partitioned mode.
+/// KFD topology ([`topology`]) does not list.
 pub(super) fn partitions(
     root: &HostRoot,
     devices: &[Device],
     xcps: Vec<XcpGroup>,
+    topology: &Topology,
     report: &mut Report,
 ) -> Vec<Device> {
     // The AMD GPUs, by PCI address.
@@ -242,7 +279,6 @@ pub(super) fn partitions(
     if xcps.is_empty() && !gpus.iter().any(|(d, _)| partitioned(d)) {
         return Vec::new();
     }
-    let topology = kfd::read(root, report);
     let addresses: Vec<PciAddress> = gpus.iter().map(|(_, a)| *a).collect();
     // GPU index -> its KFD nodes, in node order.
     let mut owned: BTreeMap<usize, Vec<&GpuNode>> = BTreeMap::new();
@@ -325,6 +361,7 @@ pub(super) fn partitions(
             links: by_path_links(root, &format!("platform-{}", x.name), &kept, report),
             nodes: kept,
             attrs,
+            uuid: node.unique_id.map(kfd::gpu_uuid),
             ..Default::default()
         });
     }
@@ -354,7 +391,7 @@ pub(super) fn partitions(
             continue;
         }
         let at_least = if exact { "" } else { "at least " };
-        let why = match &topology {
+        let why = match topology {
             Topology::Missing => format!(
                 "there is no KFD topology ({}: is amdgpu's KFD loaded?) to say which amdgpu_xcp \
                  devices are its partitions",
@@ -398,6 +435,7 @@ mod tests {
             render_minor: 128 + n,
             domain,
             location_id,
+            unique_id: None,
         }
     }
 

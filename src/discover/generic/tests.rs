@@ -537,7 +537,7 @@ fn something_else_at_the_node_path_drops_the_device() {
     assert_eq!(
         warnings,
         [
-            "/dev/ttyUSB1: not a character device (a Symlink); runtimes would refuse it, skipping this node"
+            "/dev/ttyUSB1: not a character device (a symbolic link); runtimes would refuse it, skipping this node"
         ]
     );
 }

@@ -86,7 +86,7 @@ pub fn channels(
             OnHost::Other(kind) => {
                 report.warn(
                     &path,
-                    format!("not a character device (a {kind:?}); skipping IMEX channel {n}"),
+                    format!("not a character device (a {kind}); skipping IMEX channel {n}"),
                 );
                 continue;
             }

@@ -69,7 +69,7 @@ fn char_node(role: &str, path: PathBuf, major: u32, minor: u32) -> Node {
 fn with_host(root: &HostRoot, node: Node) -> Result<Node, String> {
     match on_host(root, &node) {
         OnHost::Char(e) => Ok(devnode::with_host(node, &e)),
-        OnHost::Other(kind) => Err(format!("not a character device (a {kind:?})")),
+        OnHost::Other(kind) => Err(format!("not a character device (a {kind})")),
         OnHost::Missing | OnHost::Unreadable(_) => Ok(node),
     }
 }
