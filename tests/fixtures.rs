@@ -727,6 +727,10 @@ fn snapshot_counts_what_discover_lists() {
         "usb-serial",
         "--generator",
         "accel",
+        "--generator",
+        "xdma",
+        "--generator",
+        "alsa",
     ]);
     assert_eq!(code, 0, "{err}");
     let more = opt_in.lines().count() - 1;
