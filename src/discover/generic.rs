@@ -378,7 +378,9 @@ fn read_device<'s>(
             }
         })
         .collect();
-    info.usb = usb_port(root, &chain, &mut attrs, report);
+    if matched.iter().any(|(s, _)| s.usb) {
+        info.usb = usb_port(root, &chain, &mut attrs, report);
+    }
     let sysfs_path = real.display().to_string();
     let numa_node = pci_numa_node(root, &sysfs_path, report);
     let device = Device {

@@ -228,6 +228,7 @@ fn builtin_amd_gpu_is_exactly_as_written() {
                     parent: None,
                     expose: vec![],
                     links: vec![],
+                    group: None,
                 },
                 role: "kfd".into(),
                 drivers: strings(&["amdgpu"]),
@@ -1394,6 +1395,7 @@ fn generic_definitions_parse_in_full() {
             }),
             expose: strings(&["product"]),
             links: strings(&["serial/by-id"]),
+            group: None,
         })
     );
     assert_eq!(g.reserve, 2);
@@ -1469,6 +1471,11 @@ fn generic_match_errors_name_the_field() {
             "match.expose[1]: \"\" is not a sysfs attribute name like \"serial\"",
         ),
         (
+            "{subsystem: xdma, group: parent}",
+            "match.group: `group: parent` needs `parent`: the bus of the device whose nodes \
+             make one device, like `parent: {subsystem: pci}`",
+        ),
+        (
             "{subsystem: tty, links: [\"../etc\"]}",
             "match.links[0]: \"../etc\" is not a directory below /dev like \"serial/by-id\" \
              (relative, no ..)",
@@ -1489,7 +1496,7 @@ fn generic_match_errors_name_the_field() {
     assert_eq!(
         generic_err("match: {subsystem: tty, kernel: [tty1]}\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `kernel`, expected one of subsystem, \
-         name, attrs, properties, parent, expose, links at line 5, column 25"
+         name, attrs, properties, parent, expose, links, group at line 5, column 25"
     );
 }
 
@@ -1513,6 +1520,33 @@ fn join_errors_name_the_entry() {
     assert_eq!(
         err_with("join:\n  - match: {subsystem: kfd}\n"),
         "/etc/cdigen/generators.d/test.yaml: missing field `role` at line 6, column 5"
+    );
+    assert_eq!(
+        err_with(
+            "join:\n  - match: {subsystem: kfd, parent: {subsystem: pci}, group: parent}\n    role: kfd\n"
+        ),
+        "/etc/cdigen/generators.d/test.yaml: join[0].match.group: only in a generator's own \
+         `match`: joined nodes are added to its devices one by one"
+    );
+}
+
+#[test]
+fn group_is_parent_or_nothing() {
+    let g = parse(
+        Path::new("x.yaml"),
+        "name: x\nbackend: generic\nkind: a.com/bb\ntemplate: generic\n\
+         match: {subsystem: xdma, parent: {subsystem: pci}, group: parent}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        g.source.unwrap().group,
+        Some(crate::discover::generic::scan::Group::Parent)
+    );
+    let e = generic_err("match: {subsystem: xdma, parent: {subsystem: pci}, group: card}\n");
+    assert_eq!(
+        e,
+        "/etc/cdigen/generators.d/test.yaml: unknown variant `card`, expected one of parent \
+         at line 5, column 59"
     );
 }
 
@@ -1600,6 +1634,7 @@ proptest::proptest! {
             parent: None,
             expose: vec![],
             links: vec![dir],
+            group: None,
         };
         if let Ok(c) = m.compile()
             && !name.contains(['*', '?', '[', ']', '{', '}', '\\', '/'])

@@ -307,6 +307,9 @@ pub struct Source {
     /// `/dev` directories whose links to record: the match's `links` and
     /// the definition's `link` names.
     pub link_dirs: BTreeSet<String>,
+    /// Whether to record where the node sits on USB (for the definition's
+    /// `usb` name strategy).
+    pub usb: bool,
 }
 
 /// What the generic backend scans in one discovery run: the `match` and
