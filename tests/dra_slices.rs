@@ -87,7 +87,12 @@ fn a_grouped_device_is_one_dra_device() {
         .collect();
     let names: BTreeSet<String> = devices
         .iter()
-        .map(|d| d.attributes.as_ref().unwrap()["cdiName"].string.clone().unwrap())
+        .map(|d| {
+            d.attributes.as_ref().unwrap()["cdiName"]
+                .string
+                .clone()
+                .unwrap()
+        })
         .collect();
     assert_eq!(
         names,

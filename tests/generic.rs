@@ -15,7 +15,7 @@ mod support;
 
 use std::fs;
 
-use support::{cdigen, machine, visible_names};
+use support::{cdigen, machine};
 
 const USB1: &str = "sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb1";
 
@@ -272,7 +272,14 @@ fn every_port_of_a_usb_device_gets_a_name() {
     let dir = tmp.path();
     let (code, out, err) = cdigen(
         dir,
-        &["list", "--discovered", "--root", "root", "--generator", "usb-serial"],
+        &[
+            "list",
+            "--discovered",
+            "--root",
+            "root",
+            "--generator",
+            "usb-serial",
+        ],
     );
     assert_eq!(code, 0, "{err}");
     assert_eq!(err, "");
@@ -301,10 +308,7 @@ fn a_group_without_a_parent_is_refused() {
          match: {subsystem: xdma, group: parent}\n",
     )
     .unwrap();
-    let (code, _, err) = cdigen(
-        dir,
-        &["discover", "--root", "root", "--generators", "gens"],
-    );
+    let (code, _, err) = cdigen(dir, &["discover", "--root", "root", "--generators", "gens"]);
     assert_eq!(
         (code, err.as_str()),
         (

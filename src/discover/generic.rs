@@ -419,7 +419,8 @@ fn usb_port(
                     .get(dir, "port_number", report)
                     .and_then(|r| match r.value {
                         Value::Text(t) => t.parse::<u32>().ok().or_else(|| {
-                            report.warn(&r.path, format!("{t:?} is not a port number; ignoring it"));
+                            report
+                                .warn(&r.path, format!("{t:?} is not a port number; ignoring it"));
                             None
                         }),
                         Value::Hostile(why) => {
@@ -440,25 +441,28 @@ fn usb_port(
                     });
                 match devtype.as_deref() {
                     Some("usb_interface") if interface.is_none() => {
-                        interface = attrs
-                            .get(dir, "bInterfaceNumber", report)
-                            .and_then(|r| match r.value {
-                                Value::Text(t)
-                                    if (1..=2).contains(&t.len())
-                                        && t.bytes().all(|b| b.is_ascii_hexdigit()) =>
-                                {
-                                    Some(format!("{:0>2}", t.to_ascii_lowercase()))
-                                }
-                                Value::Text(t) => {
-                                    report.warn(
-                                        &r.path,
-                                        format!("{t:?} is not an interface number; ignoring it"),
-                                    );
-                                    None
-                                }
-                                Value::Hostile(why) => {
-                                    report.warn(&r.path, format!("{why}; ignoring it"));
-                                    None
+                        interface =
+                            attrs.get(dir, "bInterfaceNumber", report).and_then(|r| {
+                                match r.value {
+                                    Value::Text(t)
+                                        if (1..=2).contains(&t.len())
+                                            && t.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                                    {
+                                        Some(format!("{:0>2}", t.to_ascii_lowercase()))
+                                    }
+                                    Value::Text(t) => {
+                                        report.warn(
+                                            &r.path,
+                                            format!(
+                                                "{t:?} is not an interface number; ignoring it"
+                                            ),
+                                        );
+                                        None
+                                    }
+                                    Value::Hostile(why) => {
+                                        report.warn(&r.path, format!("{why}; ignoring it"));
+                                        None
+                                    }
                                 }
                             });
                     }

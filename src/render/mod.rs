@@ -930,7 +930,12 @@ fn usb_name(d: &Device, devices: &[&Device]) -> Result<String, String> {
             )
         })?;
         name.push_str(&format!("-if{i}"));
-        if same_device.iter().filter(|o| o.interface == u.interface).count() > 1 {
+        if same_device
+            .iter()
+            .filter(|o| o.interface == u.interface)
+            .count()
+            > 1
+        {
             let p = u.port.ok_or_else(|| {
                 format!("interface {i} of USB device {} has several ports and this one has no port number", u.device)
             })?;

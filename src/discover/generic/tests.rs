@@ -672,13 +672,21 @@ fn a_bad_interface_or_port_number_is_left_out_with_a_warning() {
 /// A class device `name` of `class` below `parent`, with its node.
 fn class_node(root: &Path, parent: &str, class: &str, name: &str, minor: u32) {
     let p = format!("{parent}/{class}/{name}");
-    write(root, &format!("{p}/dev"), format!("234:{minor}\n").as_bytes());
+    write(
+        root,
+        &format!("{p}/dev"),
+        format!("234:{minor}\n").as_bytes(),
+    );
     write(
         root,
         &format!("{p}/uevent"),
         format!("MAJOR=234\nMINOR={minor}\nDEVNAME={name}\n").as_bytes(),
     );
-    link(root, &format!("{p}/subsystem"), &format!("sys/class/{class}"));
+    link(
+        root,
+        &format!("{p}/subsystem"),
+        &format!("sys/class/{class}"),
+    );
     link(root, &format!("{p}/device"), parent);
     link(root, &format!("sys/class/{class}/{name}"), &p);
 }
@@ -690,7 +698,10 @@ fn fpga_machine() -> (tempfile::TempDir, HostRoot) {
     let r = tmp.path();
     let mut manifest = String::new();
     for (f, nodes) in [
-        ("0000:00:02.0", &["xdma0_user", "xdma0_h2c_10", "xdma0_h2c_2"][..]),
+        (
+            "0000:00:02.0",
+            &["xdma0_user", "xdma0_h2c_10", "xdma0_h2c_2"][..],
+        ),
         ("0000:00:03.0", &["xdma1_user"][..]),
     ] {
         let dir = format!("sys/devices/pci0000:00/{f}");
@@ -705,8 +716,16 @@ fn fpga_machine() -> (tempfile::TempDir, HostRoot) {
         }
     }
     write(r, "sys/devices/virtual/xdma/xdma_stray/dev", b"234:99\n");
-    write(r, "sys/devices/virtual/xdma/xdma_stray/uevent", b"DEVNAME=xdma_stray\n");
-    link(r, "sys/class/xdma/xdma_stray", "sys/devices/virtual/xdma/xdma_stray");
+    write(
+        r,
+        "sys/devices/virtual/xdma/xdma_stray/uevent",
+        b"DEVNAME=xdma_stray\n",
+    );
+    link(
+        r,
+        "sys/class/xdma/xdma_stray",
+        "sys/devices/virtual/xdma/xdma_stray",
+    );
     manifest.push_str("/dev/xdma_stray c 234:99 0600 0 0\n");
     write(r, "dev.manifest", manifest.as_bytes());
     let root = HostRoot::open(r).unwrap();
@@ -734,7 +753,11 @@ fn group_parent_makes_one_device_of_the_nodes_below_one_parent() {
     assert_eq!(d.attrs.get("vendor").map(String::as_str), Some("0x10ee"));
     let info = d.generic.as_ref().unwrap();
     assert_eq!(
-        (info.name.as_str(), info.group.as_deref(), &info.matched_by[..]),
+        (
+            info.name.as_str(),
+            info.group.as_deref(),
+            &info.matched_by[..]
+        ),
         ("0000:00:02.0", Some("pci"), &["fpga".to_string()][..])
     );
 }
@@ -784,7 +807,9 @@ fn two_definitions_grouping_other_nodes_of_one_parent_are_told() {
     );
     assert_eq!(
         warnings,
-        ["/sys/devices/pci0000:00/0000:00:02.0: generators \"fpga\" and \"user\" group different \
-          xdma nodes of 0000:00:02.0; only \"fpga\" gets a device of them"]
+        [
+            "/sys/devices/pci0000:00/0000:00:02.0: generators \"fpga\" and \"user\" group different \
+          xdma nodes of 0000:00:02.0; only \"fpga\" gets a device of them"
+        ]
     );
 }
