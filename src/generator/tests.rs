@@ -165,14 +165,17 @@ fn builtins_parse_and_check() {
         // Only safe definitions run by default: the generic ones for
         // consoles and serial lines, the vendor-neutral accel one (the
         // DRM backend already offers accel devices), Intel GPUs' MEI nodes
-        // (firmware interfaces) and the shared RDMA pool (the rdma generator
-        // already offers every HCA) are opt-in.
+        // (firmware interfaces), the shared RDMA pool (the rdma generator
+        // already offers every HCA) and the generic FPGA and sound card
+        // examples are opt-in.
         let opt_in = [
             "generic-tty",
             "usb-serial",
             "accel",
             "intel-gpu-mei",
             "rdma-shared",
+            "xdma",
+            "alsa",
         ]
         .contains(&g.name.as_str());
         assert_eq!(g.enabled, !opt_in, "{file}");
@@ -185,6 +188,7 @@ fn builtins_parse_and_check() {
         BTreeSet::from(
             [
                 "accel",
+                "alsa",
                 "amd-gpu",
                 "drm",
                 "gaudi",
@@ -199,7 +203,8 @@ fn builtins_parse_and_check() {
                 "sriov",
                 "usb-serial",
                 "vdpa",
-                "vfio"
+                "vfio",
+                "xdma"
             ]
             .map(String::from)
         )
@@ -427,7 +432,7 @@ fn bad_enum_values() {
     assert_eq!(
         err_with("names: [first]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `first`, expected one of index, \
-         pci, pci-uid, node, all, group, uuid, attr, link, template at line 5, column 9"
+         pci, pci-uid, node, all, group, uuid, attr, link, usb, template at line 5, column 9"
     );
     assert_eq!(
         err_with("output:\n  format: toml\n"),
@@ -524,7 +529,7 @@ fn names_empty_or_repeated() {
     assert_eq!(
         err_with("names: []\n"),
         "/etc/cdigen/generators.d/test.yaml: names: must list at least one name strategy (index, \
-         pci, pci-uid, node, group, uuid, attr, link, template, all)"
+         pci, pci-uid, node, group, uuid, usb, attr, link, template, all)"
     );
     assert_eq!(
         err_with("names: [index, all, index]\n"),
@@ -652,6 +657,7 @@ fn summary(loaded: &[Loaded]) -> Vec<(String, String)> {
 fn builtin_summary() -> Vec<(String, String)> {
     [
         "accel",
+        "alsa",
         "amd-gpu",
         "drm",
         "gaudi",
@@ -667,6 +673,7 @@ fn builtin_summary() -> Vec<(String, String)> {
         "usb-serial",
         "vdpa",
         "vfio",
+        "xdma",
     ]
     .iter()
     .map(|n| (n.to_string(), format!("builtin:generators/{n}.yaml")))
@@ -723,6 +730,7 @@ fn load_user_replaces_adds_and_keeps_disabled() {
         summary(&loaded),
         [
             ("accel".to_string(), "builtin:generators/accel.yaml".into()),
+            ("alsa".into(), "builtin:generators/alsa.yaml".into()),
             ("amd-gpu".into(), show(&amd)),
             ("drm".into(), "builtin:generators/drm.yaml".into()),
             ("extra".into(), show(&extra)),
@@ -757,6 +765,7 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             ),
             ("vdpa".into(), "builtin:generators/vdpa.yaml".into()),
             ("vfio".into(), "builtin:generators/vfio.yaml".into()),
+            ("xdma".into(), "builtin:generators/xdma.yaml".into()),
         ]
     );
     let by = |n: &str| {
@@ -1600,7 +1609,7 @@ fn value_name_strategies_are_checked() {
     assert_eq!(
         err_with("names: [{serial: x}]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `serial`, expected one of index, \
-         pci, pci-uid, node, all, group, uuid, attr, link, template at line 5, column 10"
+         pci, pci-uid, node, all, group, uuid, attr, link, usb, template at line 5, column 10"
     );
     // Two different attributes are fine (collisions are found per device).
     assert_eq!(
