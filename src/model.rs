@@ -134,6 +134,40 @@ pub struct GenericInfo {
     /// (`amd-gpu.join[0]`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub joined_by: Vec<String>,
+    /// Where the node sits on USB, when it is below a USB device (a serial
+    /// adapter's port): what the `usb` name strategy names it by.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usb: Option<UsbPort>,
+    /// The parent's bus (`pci`, `sound`) when this device is the group of
+    /// every matched node below one parent (a definition's `group:
+    /// parent`); `name` is then the parent's kernel name (`0000:04:00.0`,
+    /// `card0`) and the device has all their nodes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
+}
+
+/// A node's place on USB, read from sysfs as udev's `usb_id` and `path_id`
+/// builtins read it for the `/dev/serial/by-id` and `by-path` links.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct UsbPort {
+    /// The USB device's kernel name (`1-1.2`): unique on the host while
+    /// it is plugged in, not across replugs (the bus number is the
+    /// controller's probe order).
+    pub device: String,
+    /// Where it is plugged: the host controller and the port chain,
+    /// `pci-0000:0e:00.3-usb-1.2` (stable while it stays in that port).
+    pub path: String,
+    /// The USB device's serial number string, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub serial: Option<String>,
+    /// The interface the node belongs to, as `bInterfaceNumber` reads
+    /// (`00`, two hex digits).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    /// The usb-serial port number within that interface (`port_number`
+    /// of a ttyUSB port; none for ttyACM).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
 }
 
 /// A bind mount of a host file into the container.

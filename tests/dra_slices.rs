@@ -48,19 +48,66 @@ fn print_slices(root: &Path, extra: &[&str]) -> String {
 /// A definitions directory enabling the built-in `usb-serial` generator,
 /// as the README tells users to (a copy with `enabled: true`).
 fn usb_serial_enabled(dir: &Path) -> PathBuf {
+    enabled(dir, "usb-serial")
+}
+
+/// A definitions directory with the shipped definition `name`, enabled.
+fn enabled(dir: &Path, name: &str) -> PathBuf {
     let defs = dir.join("generators.d");
     fs::create_dir_all(&defs).unwrap();
     let text = fs::read_to_string(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("generators/usb-serial.yaml"),
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("generators/{name}.yaml")),
     )
     .unwrap();
     assert!(text.contains("\nenabled: false\n"));
     fs::write(
-        defs.join("usb-serial.yaml"),
+        defs.join(format!("{name}.yaml")),
         text.replace("\nenabled: false\n", "\nenabled: true\n"),
     )
     .unwrap();
     defs
+}
+
+/// A definition that groups the nodes of one parent (`group: parent`)
+/// publishes one DRA device per parent: the XDMA card's 27 nodes are one
+/// allocatable device, each ALSA card one.
+#[test]
+fn a_grouped_device_is_one_dra_device() {
+    let tmp = tempfile::tempdir().unwrap();
+    enabled(tmp.path(), "xdma");
+    let defs = enabled(tmp.path(), "alsa");
+    let yaml = print_slices(
+        &fixtures_dir().join("serial-host/root"),
+        &["--generators", defs.to_str().unwrap()],
+    );
+    let devices: Vec<_> = parse(&yaml)
+        .iter()
+        .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
+        .filter(|d| d.name.starts_with("xdma-") || d.name.starts_with("alsa-"))
+        .collect();
+    let names: BTreeSet<String> = devices
+        .iter()
+        .map(|d| {
+            d.attributes.as_ref().unwrap()["cdiName"]
+                .string
+                .clone()
+                .unwrap()
+        })
+        .collect();
+    assert_eq!(
+        names,
+        BTreeSet::from(["0000:02:00.0".into(), "Generic".into(), "HDMI".into()]),
+        "{yaml}"
+    );
+    let fpga = devices
+        .iter()
+        .find(|d| d.name.starts_with("xdma-"))
+        .unwrap();
+    let a = fpga.attributes.as_ref().unwrap();
+    assert_eq!(
+        a["resource.kubernetes.io/pciBusID"].string.as_deref(),
+        Some("0000:02:00.0")
+    );
 }
 
 fn golden(path: &Path, actual: &str, failures: &mut Vec<String>) {
@@ -446,11 +493,21 @@ fn the_examples_attributes_are_published() {
         .filter(|d| d.name.starts_with("usb-serial-"))
         .filter_map(|d| d.attributes.unwrap()["cdiName"].string.clone())
         .collect();
-    // The generator names each adapter by its serial number.
-    assert_eq!(
-        serials,
-        BTreeSet::from(["85734323231351E0E1A1".into(), "A10K5PQR".into()])
-    );
+    // The generator names each single-port adapter by its serial number,
+    // each port of a multi-port one by serial and interface, and one
+    // without a serial by its port path: every port is one DRA device.
+    let want: BTreeSet<String> = [
+        "85734323231351E0E1A1",
+        "A10K5PQR",
+        "pci-0000:0e:00.3-usb-5",
+        "pci-0000:0e:00.3-usb-1.4",
+    ]
+    .into_iter()
+    .map(String::from)
+    .chain((0..4).map(|i| format!("FT4QA7B2-if0{i}")))
+    .chain((0..4).map(|i| format!("0123456789ABCDEF-if0{i}")))
+    .collect();
+    assert_eq!(serials, want);
 }
 
 /// The MI300X in CPX mode: its eight partitions consume one XCD each of
@@ -522,7 +579,7 @@ fn every_pci_device_has_its_pcie_root() {
         .flat_map(|s| s.spec.devices.clone().unwrap_or_default())
         .filter(|d| d.name.starts_with("usb-serial-"))
         .collect();
-    assert_eq!(serial.len(), 2);
+    assert_eq!(serial.len(), 12);
     for d in &serial {
         let a = d.attributes.as_ref().unwrap();
         assert_eq!(

@@ -98,8 +98,18 @@ const EXAMPLE_VFS: &[&str] = &[
 ];
 
 const SERIAL_ADAPTERS: &[&str] = &[
+    "usb-serial-usb-1a86-usb-serial-if00-port0",
     "usb-serial-usb-arduino-www-arduino-cc-0043-857343232-bf56a9b0c5",
     "usb-serial-usb-ftdi-ft232r-usb-uart-a10k5pqr-if00-port0",
+    "usb-serial-usb-ftdi-quad-rs232-hs-ft4qa7b2-if00-port0",
+    "usb-serial-usb-ftdi-quad-rs232-hs-ft4qa7b2-if01-port0",
+    "usb-serial-usb-ftdi-quad-rs232-hs-ft4qa7b2-if02-port0",
+    "usb-serial-usb-ftdi-quad-rs232-hs-ft4qa7b2-if03-port0",
+    "usb-serial-usb-prolific-technology-inc-usb-serial-co-3023d9cf49",
+    "usb-serial-usb-quectel-ec25-eux-0123456789abcdef-if00-port0",
+    "usb-serial-usb-quectel-ec25-eux-0123456789abcdef-if01-port0",
+    "usb-serial-usb-quectel-ec25-eux-0123456789abcdef-if02-port0",
+    "usb-serial-usb-quectel-ec25-eux-0123456789abcdef-if03-port0",
 ];
 
 const EXAMPLES: &[Example] = &[

@@ -384,7 +384,7 @@ fn generate_on_a_snapshot_equals_generate_on_the_fixture() {
         // The snapshot holds what the disabled definitions scan too.
         let opt_in = |r: &Path| {
             let mut args = vec!["discover", "--root", r.to_str().unwrap(), "-o", "json"];
-            for g in ["generic-tty", "usb-serial", "accel"] {
+            for g in ["generic-tty", "usb-serial", "accel", "xdma", "alsa"] {
                 args.extend(["--generator", g]);
             }
             cdigen(&args).1
@@ -727,6 +727,10 @@ fn snapshot_counts_what_discover_lists() {
         "usb-serial",
         "--generator",
         "accel",
+        "--generator",
+        "xdma",
+        "--generator",
+        "alsa",
     ]);
     assert_eq!(code, 0, "{err}");
     let more = opt_in.lines().count() - 1;

@@ -627,7 +627,7 @@ fn unknown_backend_and_generator_are_usage_errors() {
     );
     assert_eq!(
         err,
-        "cdigen: unknown generator \"nope\" (known: accel, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio)\n"
+        "cdigen: unknown generator \"nope\" (known: accel, alsa, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio, xdma)\n"
     );
     assert_eq!(code, 2);
 }
@@ -762,8 +762,14 @@ fn unescaped_template_output_is_refused_so_a_usb_product_cannot_inject_env() {
         &fs::read_to_string(tmp.path().join("cdi/cdigen.io-serial.json")).unwrap(),
     )
     .unwrap();
+    let uno = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "85734323231351E0E1A1")
+        .unwrap();
     assert_eq!(
-        spec["devices"][0]["containerEdits"]["env"],
+        uno["containerEdits"]["env"],
         serde_json::json!(["PRODUCT_85734323231351E0E1A1=Uno\", \"LD_PRELOAD=/tmp/evil.so"])
     );
 }

@@ -15,7 +15,7 @@ mod support;
 
 use std::fs;
 
-use support::{cdigen, machine, visible_names};
+use support::{cdigen, machine};
 
 const USB1: &str = "sys/devices/pci0000:00/0000:00:08.1/0000:0e:00.3/usb1";
 
@@ -227,8 +227,6 @@ fn the_seeds_tty_plugin_definition_by_name() {
 fn adapters_sharing_a_serial_number_get_no_name() {
     let (tmp, root) = machine("serial-host");
     let dir = tmp.path();
-    // The Arduino reports the FTDI's serial number.
-    fs::write(root.join(USB1).join("1-3/serial"), "A10K5PQR\n").unwrap();
     let args = [
         "generate",
         "--root",
@@ -238,32 +236,88 @@ fn adapters_sharing_a_serial_number_get_no_name() {
         "--output-dir",
         "cdi",
     ];
+    assert_eq!(cdigen(dir, &args).0, 0);
+    let spec = fs::read_to_string(dir.join("cdi/cdigen.io-serial.yaml")).unwrap();
+    assert!(spec.contains("- name: 'A10K5PQR'\n"), "{spec}");
+    // The Arduino reports the FTDI's serial number.
+    fs::write(root.join(USB1).join("1-3/serial"), "A10K5PQR\n").unwrap();
     let (code, out, err) = cdigen(dir, &args);
     assert_eq!(code, 0, "{err}");
-    // No adapter can be named: no spec, and each reason is said.
-    assert_eq!(out, "");
+    // Neither adapter is named, and the warning says which adapters and
+    // where they are plugged; the other ports keep their names.
+    assert_eq!(out, "updated: cdi/cdigen.io-serial.yaml (10 devices)\n");
     assert_eq!(
         err.lines()
             .map(|l| l.trim_start_matches(" WARN "))
             .collect::<Vec<_>>(),
         [
-            "generator usb-serial: tty:ttyUSB1: no attribute serial, so no name from `attr: \"serial\"`",
-            "generator usb-serial: \"A10K5PQR\" would name tty:ttyACM0 and tty:ttyUSB0; naming none of them so",
-            "generator usb-serial: none of the 3 selected devices got a name; writing no spec",
+            "generator usb-serial: \"A10K5PQR\" would name tty:ttyACM0 (USB device 1-3 at \
+             pci-0000:0e:00.3-usb-3) and tty:ttyUSB0 (USB device 1-2 at pci-0000:0e:00.3-usb-2); \
+             naming none of them so",
         ]
     );
-    assert!(!dir.join("cdi").exists());
-
-    // A spec written before the clash is removed: it names hardware that
+    // A name written before the clash is gone: it names hardware that
     // cannot be told apart any more.
-    fs::write(root.join(USB1).join("1-3/serial"), "85734323231351E0E1A1\n").unwrap();
-    assert_eq!(cdigen(dir, &args).0, 0);
-    assert_eq!(visible_names(&dir.join("cdi")), ["cdigen.io-serial.yaml"]);
-    fs::write(root.join(USB1).join("1-3/serial"), "A10K5PQR\n").unwrap();
-    let (code, out, _) = cdigen(dir, &args);
-    assert_eq!(code, 0);
-    assert_eq!(out, "removed: cdi/cdigen.io-serial.yaml (0 devices)\n");
-    assert_eq!(visible_names(&dir.join("cdi")), Vec::<String>::new());
+    let spec = fs::read_to_string(dir.join("cdi/cdigen.io-serial.yaml")).unwrap();
+    assert!(!spec.contains("A10K5PQR"), "{spec}");
+    assert!(spec.contains("- name: 'FT4QA7B2-if03'\n"), "{spec}");
+}
+
+/// Each port of a multi-port USB device is named by serial and interface
+/// (an FT4232H, an LTE modem), an adapter without a serial number by its
+/// port path; before, all of them were dropped.
+#[test]
+fn every_port_of_a_usb_device_gets_a_name() {
+    let (tmp, _root) = machine("serial-host");
+    let dir = tmp.path();
+    let (code, out, err) = cdigen(
+        dir,
+        &[
+            "list",
+            "--discovered",
+            "--root",
+            "root",
+            "--generator",
+            "usb-serial",
+        ],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err, "");
+    for name in [
+        "cdigen.io/serial=A10K5PQR",
+        "cdigen.io/serial=FT4QA7B2-if00",
+        "cdigen.io/serial=FT4QA7B2-if03",
+        "cdigen.io/serial=0123456789ABCDEF-if02",
+        "cdigen.io/serial=pci-0000:0e:00.3-usb-1.4",
+        "cdigen.io/serial=pci-0000:0e:00.3-usb-5",
+    ] {
+        assert!(out.contains(name), "{name} not in {out}");
+    }
+}
+
+/// `group: parent` needs a `parent` to group by: the definition is refused
+/// with the file and the field.
+#[test]
+fn a_group_without_a_parent_is_refused() {
+    let (tmp, _root) = machine("serial-host");
+    let dir = tmp.path();
+    fs::create_dir(dir.join("gens")).unwrap();
+    fs::write(
+        dir.join("gens/fpga.yaml"),
+        "name: fpga\nbackend: generic\nkind: example.com/fpga\ntemplate: generic\n\
+         match: {subsystem: xdma, group: parent}\n",
+    )
+    .unwrap();
+    let (code, _, err) = cdigen(dir, &["discover", "--root", "root", "--generators", "gens"]);
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            1,
+            "cdigen: generator \"fpga\" not run (its files are left as they are): \
+             gens/fpga.yaml: match.group: `group: parent` needs `parent`: the bus of the device \
+             whose nodes make one device, like `parent: {subsystem: pci}`\n"
+        )
+    );
 }
 
 #[test]

@@ -34,7 +34,8 @@ use std::path::{Component, Path, PathBuf};
 
 use super::devnode::{check_host_node, devname_refusal, read_node};
 use super::{Backend, Context, Error, Report};
-use crate::model::{Device, GenericInfo, Link, Node};
+use crate::cdi::codec::natural_cmp;
+use crate::model::{Device, GenericInfo, Link, Node, UsbPort};
 use crate::root::{DevKind, HostRoot, dev_path, sys_path};
 use crate::sysfs::{parse_numa_node, parse_uevent};
 use scan::{Compiled, MAX_VALUE_LEN};
@@ -76,6 +77,7 @@ impl Backend for Generic {
             .collect();
         let mut links = LinkDirs::default();
         let mut devices: BTreeMap<String, Device> = BTreeMap::new();
+        let mut groups: Groups<'_> = BTreeMap::new();
         for subsystem in subsystems {
             let mine: Vec<&Source> = sources
                 .iter()
@@ -93,16 +95,132 @@ impl Backend for Generic {
                 if named.is_empty() {
                     continue;
                 }
-                let Some(dev) = read_device(
+                let Some((dev, grouped)) = read_device(
                     root, &entry, name, subsystem, on_bus, &named, &mut links, report,
                 ) else {
                     continue;
                 };
-                devices.entry(dev.id.clone()).or_insert(dev);
+                for (source, parent) in grouped {
+                    groups
+                        .entry((parent, source.generator.clone()))
+                        .or_insert_with(|| (source, Vec::new()))
+                        .1
+                        .push(dev.clone());
+                }
+                let info = dev.generic.as_ref();
+                if info.is_some_and(|g| !g.matched_by.is_empty() || !g.joined_by.is_empty()) {
+                    devices.entry(dev.id.clone()).or_insert(dev);
+                }
             }
+        }
+        for dev in grouped_devices(root, groups, report) {
+            if devices.contains_key(&dev.id) {
+                report.warn(
+                    &dev.sysfs_path,
+                    format!(
+                        "the group {} has the identity of a node found on its own; not reporting the group",
+                        dev.id
+                    ),
+                );
+                continue;
+            }
+            devices.insert(dev.id.clone(), dev);
         }
         Ok(devices.into_values().collect())
     }
+}
+
+/// The nodes each grouping source found, by (parent, generator).
+type Groups<'a> = BTreeMap<(PathBuf, String), (&'a Source, Vec<Device>)>;
+
+/// One device per parent and generator of `groups` (`group: parent`): every
+/// node found below the parent, its links, its parent's exposed attributes,
+/// driver and NUMA node; named from the parent (`xdma:0000:04:00.0`).
+/// Two generators that group one parent's nodes alike share the device;
+/// one that groups other nodes of the same parent gets none, with a
+/// warning naming both.
+fn grouped_devices(root: &HostRoot, groups: Groups<'_>, report: &mut Report) -> Vec<Device> {
+    let mut out: Vec<Device> = Vec::new();
+    let mut attrs = Attrs::new(root);
+    for ((parent, generator), (source, mut members)) in groups {
+        let Some(parent_name) = parent.file_name().and_then(|n| n.to_str()) else {
+            continue;
+        };
+        let subsystem = &source.matcher.source.subsystem;
+        members.sort_by(|a, b| natural_cmp(&a.id, &b.id));
+        let mut nodes: Vec<Node> = Vec::new();
+        let mut dev_links: Vec<Link> = Vec::new();
+        for m in &members {
+            nodes.extend(m.nodes.iter().cloned());
+            dev_links.extend(m.links.iter().cloned());
+        }
+        dev_links.sort_by(|a, b| a.path.cmp(&b.path));
+        dev_links.dedup();
+        let id = format!("{subsystem}:{parent_name}");
+        if let Some(same) = out.iter_mut().find(|d| d.id == id) {
+            if same.nodes == nodes {
+                if let Some(g) = same.generic.as_mut() {
+                    g.matched_by.push(generator);
+                }
+            } else {
+                let first = same
+                    .generic
+                    .as_ref()
+                    .and_then(|g| g.matched_by.first().cloned())
+                    .unwrap_or_default();
+                report.warn(
+                    &parent,
+                    format!(
+                        "generators {first:?} and {generator:?} group different {subsystem} nodes of {parent_name}; only {first:?} gets a device of them"
+                    ),
+                );
+            }
+            continue;
+        }
+        let mut exposed = BTreeMap::new();
+        for a in &source.expose {
+            match attrs.get(&parent, a, report) {
+                Some(Read {
+                    value: Value::Text(t),
+                    ..
+                }) => {
+                    exposed.insert(a.clone(), t);
+                }
+                Some(Read {
+                    path,
+                    value: Value::Hostile(why),
+                }) => report.warn(path, format!("{why}; not recording {a} of {parent_name}")),
+                None => {}
+            }
+        }
+        let bus = root
+            .link_name(&parent.join("subsystem"))
+            .ok()
+            .flatten()
+            .unwrap_or_else(|| "virtual".into());
+        let sysfs_path = parent.display().to_string();
+        let numa_node = pci_numa_node(root, &sysfs_path, report);
+        out.push(Device {
+            backend: NAME.into(),
+            id,
+            driver: root.link_name(&parent.join("driver")).ok().flatten(),
+            numa_node,
+            nodes,
+            links: dev_links,
+            attrs: exposed,
+            generic: Some(GenericInfo {
+                subsystem: subsystem.clone(),
+                name: parent_name.to_string(),
+                matched_by: vec![generator],
+                group: Some(bus.clone()),
+                ..Default::default()
+            }),
+            bus,
+            sysfs_path,
+            ..Default::default()
+        });
+    }
+    out
 }
 
 /// The class and bus entries of `subsystem` (`/sys/class/tty/ttyUSB0`),
@@ -131,18 +249,20 @@ fn entries(root: &HostRoot, subsystem: &str, report: &mut Report) -> Vec<(PathBu
     out
 }
 
-/// Reads one entry, returns the device when a source matches it.
+/// Reads one entry, returns the device when a source matches it, with the
+/// grouping sources (`group: parent`) that matched it and the parent each
+/// groups it under (the device's `matched_by` lists only the others).
 #[allow(clippy::too_many_arguments)]
-fn read_device(
+fn read_device<'s>(
     root: &HostRoot,
     entry: &Path,
     name: &str,
     subsystem: &str,
     on_bus: bool,
-    sources: &[&Source],
+    sources: &[&'s Source],
     links: &mut LinkDirs,
     report: &mut Report,
-) -> Option<Device> {
+) -> Option<(Device, Vec<(&'s Source, PathBuf)>)> {
     // Class directories hold attribute files too (`abi_version`): only
     // entries with a device number are devices.
     match read_value(root, &entry.join("dev")) {
@@ -172,8 +292,8 @@ fn read_device(
     };
     let uevent = parse_uevent(&uevent_text);
     let mut attrs = Attrs::new(root);
-    let mut matched: Vec<(&Source, Option<PathBuf>)> = Vec::new();
-    for s in sources {
+    let mut matched: Vec<(&'s Source, Option<PathBuf>)> = Vec::new();
+    for s in sources.iter().copied() {
         if !s.matcher.properties_match(&uevent) {
             continue;
         }
@@ -216,10 +336,12 @@ fn read_device(
         ..Default::default()
     };
     let mut dirs = BTreeSet::new();
+    let mut grouped = Vec::new();
     for (s, parent) in &matched {
-        match s.usage {
-            Usage::Match => info.matched_by.push(s.generator.clone()),
-            Usage::Join(i) => info.joined_by.push(join_tag(&s.generator, i)),
+        match (s.usage, parent) {
+            (Usage::Match, Some(p)) if s.matcher.groups() => grouped.push((*s, p.clone())),
+            (Usage::Match, _) => info.matched_by.push(s.generator.clone()),
+            (Usage::Join(i), _) => info.joined_by.push(join_tag(&s.generator, i)),
         }
         for a in &s.expose {
             if recorded.contains_key(a) {
@@ -256,9 +378,12 @@ fn read_device(
             }
         })
         .collect();
+    if matched.iter().any(|(s, _)| s.usb) {
+        info.usb = usb_port(root, &chain, &mut attrs, report);
+    }
     let sysfs_path = real.display().to_string();
     let numa_node = pci_numa_node(root, &sysfs_path, report);
-    Some(Device {
+    let device = Device {
         backend: NAME.into(),
         id: format!("{subsystem}:{name}"),
         sysfs_path,
@@ -270,7 +395,139 @@ fn read_device(
         attrs: exposed,
         generic: Some(info),
         ..Default::default()
-    })
+    };
+    Some((device, grouped))
+}
+
+/// Where a node below a USB device sits ([`UsbPort`]): the nearest
+/// `usb_device` above it (not a root hub), its interface and usb-serial
+/// port, and the host controller the root hub hangs off. `None` for a
+/// node not below one.
+fn usb_port(
+    root: &HostRoot,
+    chain: &[PathBuf],
+    attrs: &mut Attrs<'_>,
+    report: &mut Report,
+) -> Option<UsbPort> {
+    let mut interface = None;
+    let mut port = None;
+    for (i, dir) in chain.iter().enumerate().skip(1) {
+        let bus = root.link_name(&dir.join("subsystem")).ok().flatten();
+        match bus.as_deref() {
+            Some("usb-serial") if port.is_none() => {
+                port = attrs
+                    .get(dir, "port_number", report)
+                    .and_then(|r| match r.value {
+                        Value::Text(t) => t.parse::<u32>().ok().or_else(|| {
+                            report
+                                .warn(&r.path, format!("{t:?} is not a port number; ignoring it"));
+                            None
+                        }),
+                        Value::Hostile(why) => {
+                            report.warn(&r.path, format!("{why}; ignoring it"));
+                            None
+                        }
+                    });
+            }
+            Some("usb") => {
+                let devtype = read_value(root, &dir.join("uevent"))
+                    .ok()
+                    .flatten()
+                    .and_then(|t| {
+                        parse_uevent(&t)
+                            .iter()
+                            .find(|(k, _)| *k == "DEVTYPE")
+                            .map(|(_, v)| (*v).to_string())
+                    });
+                match devtype.as_deref() {
+                    Some("usb_interface") if interface.is_none() => {
+                        interface =
+                            attrs.get(dir, "bInterfaceNumber", report).and_then(|r| {
+                                match r.value {
+                                    Value::Text(t)
+                                        if (1..=2).contains(&t.len())
+                                            && t.bytes().all(|b| b.is_ascii_hexdigit()) =>
+                                    {
+                                        Some(format!("{:0>2}", t.to_ascii_lowercase()))
+                                    }
+                                    Value::Text(t) => {
+                                        report.warn(
+                                            &r.path,
+                                            format!(
+                                                "{t:?} is not an interface number; ignoring it"
+                                            ),
+                                        );
+                                        None
+                                    }
+                                    Value::Hostile(why) => {
+                                        report.warn(&r.path, format!("{why}; ignoring it"));
+                                        None
+                                    }
+                                }
+                            });
+                    }
+                    Some("usb_device") => {
+                        return usb_device(root, dir, chain.get(i + 1..)?, attrs, report).map(
+                            |(device, path, serial)| UsbPort {
+                                device,
+                                path,
+                                serial,
+                                interface,
+                                port,
+                            },
+                        );
+                    }
+                    _ => {}
+                }
+            }
+            _ => {}
+        }
+    }
+    None
+}
+
+/// The kernel name, port path and serial number of the USB device at
+/// `dir` (`above`: its ancestors, nearest first). `None` for a root hub
+/// (`usb1`: the controller itself) or a name that is not `<bus>-<ports>`.
+fn usb_device(
+    root: &HostRoot,
+    dir: &Path,
+    above: &[PathBuf],
+    attrs: &mut Attrs<'_>,
+    report: &mut Report,
+) -> Option<(String, String, Option<String>)> {
+    let name = dir.file_name()?.to_str()?;
+    let (_bus, ports) = name.split_once('-')?;
+    // The root hub is the first ancestor that is not a USB device of the
+    // same bus; the controller is its parent (`0000:0e:00.3`).
+    let hub = above.iter().find(|d| {
+        d.file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(|n| n.starts_with("usb") && !n.contains('-'))
+    })?;
+    let controller = hub.parent()?;
+    let controller_name = controller.file_name()?.to_str()?;
+    let controller_bus = root
+        .link_name(&controller.join("subsystem"))
+        .ok()
+        .flatten()
+        .unwrap_or_else(|| "platform".into());
+    let path = format!("{controller_bus}-{controller_name}-usb-{ports}");
+    let serial = match attrs.get(dir, "serial", report) {
+        Some(Read {
+            value: Value::Text(t),
+            ..
+        }) => Some(t).filter(|t| !t.trim().is_empty()),
+        Some(Read {
+            path,
+            value: Value::Hostile(why),
+        }) => {
+            report.warn(path, format!("{why}; naming {name} by its port"));
+            None
+        }
+        None => None,
+    };
+    Some((name.to_string(), path, serial))
 }
 
 /// The NUMA node of the PCI function `sysfs_path` is below

@@ -23,6 +23,7 @@ fn generic(subsystem: &str, name: &str, minor: u32, matched: &[&str], joined: &[
             name: name.into(),
             matched_by: matched.iter().map(|s| (*s).to_string()).collect(),
             joined_by: joined.iter().map(|s| (*s).to_string()).collect(),
+            ..Default::default()
         }),
         ..Default::default()
     }

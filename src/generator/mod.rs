@@ -67,6 +67,8 @@ pub const BUILTIN: &[(&str, &str)] = &[
         "dma-heap.yaml",
         include_str!("../../generators/dma-heap.yaml"),
     ),
+    ("xdma.yaml", include_str!("../../generators/xdma.yaml")),
+    ("alsa.yaml", include_str!("../../generators/alsa.yaml")),
     ("rdma.yaml", include_str!("../../generators/rdma.yaml")),
     (
         "rdma-shared.yaml",
@@ -362,7 +364,9 @@ pub enum NameStrategy {
     /// name devices (`0000-03-00-0-0x56c0`), so their specs and ours name
     /// a device alike. Non-PCI devices get no name from it.
     PciUid,
-    /// The first node's kernel name: `card1` (or `renderD128`, `accel0`).
+    /// The first node's kernel name: `card1` (or `renderD128`, `accel0`);
+    /// for a generic device grouped by parent (`group: parent`), the
+    /// parent's (`card0`, `0000:04:00.0`).
     Node,
     /// One extra device named `all` with every selected device's edits.
     All,
@@ -379,6 +383,15 @@ pub enum NameStrategy {
     /// names the device's node (`serial/by-path`: a stable port name);
     /// the first in sorted order when there are several.
     Link(String),
+    /// A node below a USB device (a serial adapter's port) by that
+    /// device's serial number, as udev's `/dev/serial/by-id` links name
+    /// it: `A10K5PQR` when the device has one matched node; with several
+    /// (a quad-port FT4232H, an LTE modem's AT, GNSS and diagnostic
+    /// ports), each by serial and interface, `A10K5PQR-if02`, and
+    /// `-port1` after it when an interface has several. A device without
+    /// a serial number is named by where it is plugged instead,
+    /// `pci-0000:0e:00.3-usb-1.2` (then `-if02`, `-port1` likewise).
+    Usb,
     /// A handlebars template over the device, as `cdigen discover -o json`
     /// shows it (`"{{attrs.idVendor}}-{{attrs.serial}}"`), rendered strictly:
     /// a missing value leaves the device unnamed, with a warning.
@@ -408,6 +421,7 @@ impl NameStrategy {
             NameStrategy::All => "all",
             NameStrategy::Group => "group",
             NameStrategy::Uuid => "uuid",
+            NameStrategy::Usb => "usb",
             NameStrategy::Attr(_) => "attr",
             NameStrategy::Link(_) => "link",
             NameStrategy::Template(_) => "template",
@@ -650,6 +664,12 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
         j.source
             .compile()
             .map_err(|(field, message)| invalid(&format!("join[{i}].match.{field}"), message))?;
+        if j.source.group.is_some() {
+            return Err(invalid(
+                &format!("join[{i}].match.group"),
+                "only in a generator's own `match`: joined nodes are added to its devices one by one".into(),
+            ));
+        }
         if !select::NODE_ROLES.contains(&j.role.as_str()) {
             return Err(invalid(
                 &format!("join[{i}].role"),
@@ -692,7 +712,7 @@ fn check(path: &Path, g: &Generator) -> Result<(), Error> {
     if g.names.is_empty() {
         return Err(invalid(
             "names",
-            "must list at least one name strategy (index, pci, pci-uid, node, group, uuid, attr, link, template, all)".into(),
+            "must list at least one name strategy (index, pci, pci-uid, node, group, uuid, usb, attr, link, template, all)".into(),
         ));
     }
     if g.names == [NameStrategy::All] {

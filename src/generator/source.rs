@@ -68,6 +68,7 @@ pub fn scan<'a>(generators: impl IntoIterator<Item = &'a Generator>) -> Scan {
                     matcher,
                     expose,
                     link_dirs,
+                    usb: names && g.names.contains(&NameStrategy::Usb),
                 });
             }
             Err((field, message)) => {

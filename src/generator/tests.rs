@@ -168,7 +168,7 @@ fn builtins_parse_and_check() {
         // (firmware interfaces), the shared RDMA pool (the rdma generator
         // already offers every HCA), DMA heaps (contiguous memory the
         // whole board shares) and BMC displays (on every server, wanted by
-        // nobody) are opt-in.
+        // nobody), and the generic FPGA and sound card examples are opt-in.
         let opt_in = [
             "bmc-display",
             "generic-tty",
@@ -177,6 +177,8 @@ fn builtins_parse_and_check() {
             "dma-heap",
             "intel-gpu-mei",
             "rdma-shared",
+            "xdma",
+            "alsa",
         ]
         .contains(&g.name.as_str());
         assert_eq!(g.enabled, !opt_in, "{file}");
@@ -189,6 +191,7 @@ fn builtins_parse_and_check() {
         BTreeSet::from(
             [
                 "accel",
+                "alsa",
                 "amd-gpu",
                 "bmc-display",
                 "dma-heap",
@@ -205,7 +208,8 @@ fn builtins_parse_and_check() {
                 "sriov",
                 "usb-serial",
                 "vdpa",
-                "vfio"
+                "vfio",
+                "xdma"
             ]
             .map(String::from)
         )
@@ -234,6 +238,7 @@ fn builtin_amd_gpu_is_exactly_as_written() {
                     parent: None,
                     expose: vec![],
                     links: vec![],
+                    group: None,
                 },
                 role: "kfd".into(),
                 drivers: strings(&["amdgpu"]),
@@ -432,7 +437,7 @@ fn bad_enum_values() {
     assert_eq!(
         err_with("names: [first]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `first`, expected one of index, \
-         pci, pci-uid, node, all, group, uuid, attr, link, template at line 5, column 9"
+         pci, pci-uid, node, all, group, uuid, attr, link, usb, template at line 5, column 9"
     );
     assert_eq!(
         err_with("output:\n  format: toml\n"),
@@ -529,7 +534,7 @@ fn names_empty_or_repeated() {
     assert_eq!(
         err_with("names: []\n"),
         "/etc/cdigen/generators.d/test.yaml: names: must list at least one name strategy (index, \
-         pci, pci-uid, node, group, uuid, attr, link, template, all)"
+         pci, pci-uid, node, group, uuid, usb, attr, link, template, all)"
     );
     assert_eq!(
         err_with("names: [index, all, index]\n"),
@@ -657,6 +662,7 @@ fn summary(loaded: &[Loaded]) -> Vec<(String, String)> {
 fn builtin_summary() -> Vec<(String, String)> {
     [
         "accel",
+        "alsa",
         "amd-gpu",
         "bmc-display",
         "dma-heap",
@@ -674,6 +680,7 @@ fn builtin_summary() -> Vec<(String, String)> {
         "usb-serial",
         "vdpa",
         "vfio",
+        "xdma",
     ]
     .iter()
     .map(|n| (n.to_string(), format!("builtin:generators/{n}.yaml")))
@@ -730,6 +737,7 @@ fn load_user_replaces_adds_and_keeps_disabled() {
         summary(&loaded),
         [
             ("accel".to_string(), "builtin:generators/accel.yaml".into()),
+            ("alsa".into(), "builtin:generators/alsa.yaml".into()),
             ("amd-gpu".into(), show(&amd)),
             (
                 "bmc-display".into(),
@@ -769,6 +777,7 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             ),
             ("vdpa".into(), "builtin:generators/vdpa.yaml".into()),
             ("vfio".into(), "builtin:generators/vfio.yaml".into()),
+            ("xdma".into(), "builtin:generators/xdma.yaml".into()),
         ]
     );
     let by = |n: &str| {
@@ -1432,6 +1441,7 @@ fn generic_definitions_parse_in_full() {
             }),
             expose: strings(&["product"]),
             links: strings(&["serial/by-id"]),
+            group: None,
         })
     );
     assert_eq!(g.reserve, 2);
@@ -1507,6 +1517,11 @@ fn generic_match_errors_name_the_field() {
             "match.expose[1]: \"\" is not a sysfs attribute name like \"serial\"",
         ),
         (
+            "{subsystem: xdma, group: parent}",
+            "match.group: `group: parent` needs `parent`: the bus of the device whose nodes \
+             make one device, like `parent: {subsystem: pci}`",
+        ),
+        (
             "{subsystem: tty, links: [\"../etc\"]}",
             "match.links[0]: \"../etc\" is not a directory below /dev like \"serial/by-id\" \
              (relative, no ..)",
@@ -1527,7 +1542,7 @@ fn generic_match_errors_name_the_field() {
     assert_eq!(
         generic_err("match: {subsystem: tty, kernel: [tty1]}\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown field `kernel`, expected one of subsystem, \
-         name, attrs, properties, parent, expose, links at line 5, column 25"
+         name, attrs, properties, parent, expose, links, group at line 5, column 25"
     );
 }
 
@@ -1551,6 +1566,33 @@ fn join_errors_name_the_entry() {
     assert_eq!(
         err_with("join:\n  - match: {subsystem: kfd}\n"),
         "/etc/cdigen/generators.d/test.yaml: missing field `role` at line 6, column 5"
+    );
+    assert_eq!(
+        err_with(
+            "join:\n  - match: {subsystem: kfd, parent: {subsystem: pci}, group: parent}\n    role: kfd\n"
+        ),
+        "/etc/cdigen/generators.d/test.yaml: join[0].match.group: only in a generator's own \
+         `match`: joined nodes are added to its devices one by one"
+    );
+}
+
+#[test]
+fn group_is_parent_or_nothing() {
+    let g = parse(
+        Path::new("x.yaml"),
+        "name: x\nbackend: generic\nkind: a.com/bb\ntemplate: generic\n\
+         match: {subsystem: xdma, parent: {subsystem: pci}, group: parent}\n",
+    )
+    .unwrap();
+    assert_eq!(
+        g.source.unwrap().group,
+        Some(crate::discover::generic::scan::Group::Parent)
+    );
+    let e = generic_err("match: {subsystem: xdma, parent: {subsystem: pci}, group: card}\n");
+    assert_eq!(
+        e,
+        "/etc/cdigen/generators.d/test.yaml: unknown variant `card`, expected one of parent \
+         at line 5, column 59"
     );
 }
 
@@ -1604,7 +1646,7 @@ fn value_name_strategies_are_checked() {
     assert_eq!(
         err_with("names: [{serial: x}]\n"),
         "/etc/cdigen/generators.d/test.yaml: unknown variant `serial`, expected one of index, \
-         pci, pci-uid, node, all, group, uuid, attr, link, template at line 5, column 10"
+         pci, pci-uid, node, all, group, uuid, attr, link, usb, template at line 5, column 10"
     );
     // Two different attributes are fine (collisions are found per device).
     assert_eq!(
@@ -1638,6 +1680,7 @@ proptest::proptest! {
             parent: None,
             expose: vec![],
             links: vec![dir],
+            group: None,
         };
         if let Ok(c) = m.compile()
             && !name.contains(['*', '?', '[', ']', '{', '}', '\\', '/'])

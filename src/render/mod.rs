@@ -507,7 +507,7 @@ pub fn stability(strategy: &NameStrategy) -> u8 {
         NameStrategy::Uuid => 0,
         NameStrategy::Pci | NameStrategy::PciUid => 1,
         NameStrategy::Link(_) => 2,
-        NameStrategy::Attr(_) => 3,
+        NameStrategy::Attr(_) | NameStrategy::Usb => 3,
         NameStrategy::Template(_) => 4,
         NameStrategy::Node => 5,
         NameStrategy::Index => 6,
@@ -821,12 +821,25 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
             }
             NameStrategy::Node => {
                 for d in &sorted {
-                    let name = d
-                        .nodes
-                        .iter()
-                        .find(|n| n.role != "kfd")
-                        .map_or_else(|| d.id.clone(), |n| n.name.clone());
+                    let name = match d.generic.as_ref().filter(|g| g.group.is_some()) {
+                        Some(g) => g.name.clone(),
+                        None => d
+                            .nodes
+                            .iter()
+                            .find(|n| n.role != "kfd")
+                            .map_or_else(|| d.id.clone(), |n| n.name.clone()),
+                    };
                     out.push(entry(name, vec![*d]));
+                }
+            }
+            NameStrategy::Usb => {
+                for d in &sorted {
+                    match usb_name(d, &sorted) {
+                        Ok(name) => out.push(entry(name, vec![*d])),
+                        Err(why) => {
+                            warnings.push(format!("{}: {why}, so no name from `{strategy}`", d.id))
+                        }
+                    }
                 }
             }
             NameStrategy::Attr(_) | NameStrategy::Link(_) | NameStrategy::Template(_) => {
@@ -883,9 +896,15 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
         .iter()
         .filter(|(name, entries)| entries.len() > 1 || (with_all && **name == "all"))
         .map(|(name, entries)| {
-            let ids: Vec<&str> = entries
+            // A USB node says which adapter it is and where it is plugged:
+            // two adapters with one serial number are told apart.
+            let ids: Vec<String> = entries
                 .iter()
-                .flat_map(|e| e.members.iter().map(|m| m.id.as_str()))
+                .flat_map(|e| e.members.iter())
+                .map(|m| match m.generic.as_ref().and_then(|g| g.usb.as_ref()) {
+                    Some(u) => format!("{} (USB device {} at {})", m.id, u.device, u.path),
+                    None => m.id.clone(),
+                })
                 .collect();
             warnings.push(if entries.len() > 1 {
                 format!(
@@ -915,6 +934,44 @@ pub fn context<'a>(generator: &'a Generator, devices: &'a [Device]) -> TemplateC
         devices: out,
         warnings,
     }
+}
+
+/// The name the `usb` strategy gives `d` among the generator's `devices`
+/// ([`NameStrategy::Usb`]): its USB device's serial number (else its
+/// port path), then `-if<NN>` when that USB device has several of the
+/// devices, and `-port<N>` when its interface has several.
+fn usb_name(d: &Device, devices: &[&Device]) -> Result<String, String> {
+    let usb = |d: &Device| d.generic.as_ref().and_then(|g| g.usb.clone());
+    let u = usb(d).ok_or("not below a USB device")?;
+    let same_device: Vec<crate::model::UsbPort> = devices
+        .iter()
+        .filter_map(|o| usb(o))
+        .filter(|o| o.device == u.device)
+        .collect();
+    let mut name = u.serial.clone().unwrap_or_else(|| u.path.clone());
+    if same_device.len() > 1 {
+        let i = u.interface.as_deref().ok_or_else(|| {
+            format!(
+                "USB device {} has {} ports and this one has no interface number",
+                u.device,
+                same_device.len()
+            )
+        })?;
+        name.push_str(&format!("-if{i}"));
+        if same_device
+            .iter()
+            .filter(|o| o.interface == u.interface)
+            .count()
+            > 1
+        {
+            let p = u.port.ok_or_else(|| {
+                format!("interface {i} of USB device {} has several ports and this one has no port number", u.device)
+            })?;
+            name.push_str(&format!("-port{p}"));
+        }
+    }
+    cdi::name::validate_device_name(&name).map_err(|e| e.to_string())?;
+    Ok(name)
 }
 
 /// The name an `attr`, `link` or `template` strategy gives `d`.

@@ -1532,9 +1532,109 @@ fn serial(name: &str, minor: u32, attrs: &[(&str, &str)], links: &[&str]) -> Dev
             name: name.into(),
             matched_by: vec!["test".into()],
             joined_by: vec![],
+            ..Default::default()
         }),
         ..Default::default()
     }
+}
+
+/// A usb-serial port `name` of USB device `device` (`1-2`, plugged in
+/// port 2 of the root hub of 0000:00:14.0), on interface `interface`.
+fn usb_port(
+    name: &str,
+    minor: u32,
+    device: &str,
+    serial: Option<&str>,
+    interface: Option<&str>,
+    port: Option<u32>,
+) -> Device {
+    let mut d = serial_dev_plain(name, minor);
+    if let Some(g) = d.generic.as_mut() {
+        g.usb = Some(crate::model::UsbPort {
+            device: device.into(),
+            path: format!("pci-0000:00:14.0-usb-{}", device.split_once('-').unwrap().1),
+            serial: serial.map(Into::into),
+            interface: interface.map(Into::into),
+            port,
+        });
+    }
+    d
+}
+
+fn serial_dev_plain(name: &str, minor: u32) -> Device {
+    serial(name, minor, &[], &[])
+}
+
+#[test]
+fn usb_names_a_port_by_serial_and_a_multi_port_device_by_interface() {
+    let g = generic_names("[usb]");
+    let devices = [
+        // An FT232R: one port, its serial number alone (as before).
+        usb_port("ttyUSB0", 0, "1-2", Some("A10K5PQR"), Some("00"), Some(0)),
+        // An FT4232H: four interfaces, one port each.
+        usb_port("ttyUSB1", 1, "1-1.1", Some("FT4Q"), Some("00"), Some(0)),
+        usb_port("ttyUSB2", 2, "1-1.1", Some("FT4Q"), Some("01"), Some(0)),
+        usb_port("ttyUSB3", 3, "1-1.1", Some("FT4Q"), Some("02"), Some(0)),
+        // A MosChip-like adapter: two ports on one interface.
+        usb_port("ttyUSB4", 4, "1-3", Some("MC"), Some("00"), Some(0)),
+        usb_port("ttyUSB5", 5, "1-3", Some("MC"), Some("00"), Some(1)),
+        // A PL2303 without a serial number: where it is plugged.
+        usb_port("ttyUSB6", 6, "1-1.4", None, Some("00"), Some(0)),
+        // A modem without a serial number: port path and interface.
+        usb_port("ttyUSB7", 7, "1-4", None, Some("02"), Some(0)),
+        usb_port("ttyUSB8", 8, "1-4", None, Some("03"), Some(0)),
+    ];
+    assert_eq!(
+        names_and_warnings(&g, &devices),
+        (
+            strings(&[
+                "A10K5PQR",
+                "FT4Q-if00",
+                "FT4Q-if01",
+                "FT4Q-if02",
+                "MC-if00-port0",
+                "MC-if00-port1",
+                "pci-0000:00:14.0-usb-1.4",
+                "pci-0000:00:14.0-usb-4-if02",
+                "pci-0000:00:14.0-usb-4-if03",
+            ]),
+            vec![]
+        )
+    );
+}
+
+#[test]
+fn usb_names_what_it_can_and_says_why_not_the_rest() {
+    let g = generic_names("[usb]");
+    let devices = [
+        // Two single-port adapters that report one serial number: neither,
+        // and the warning says which adapters and where they are plugged.
+        usb_port("ttyUSB0", 0, "1-2", Some("0001"), Some("00"), Some(0)),
+        usb_port("ttyUSB1", 1, "1-5", Some("0001"), Some("00"), Some(0)),
+        // Not below a USB device.
+        serial_dev_plain("ttyS0", 64),
+        // Two ports of one device, one without an interface number.
+        usb_port("ttyUSB2", 2, "1-6", Some("X"), None, None),
+        usb_port("ttyUSB3", 3, "1-6", Some("X"), Some("01"), None),
+        // Two ports of one interface, one without a port number.
+        usb_port("ttyUSB4", 4, "1-7", Some("Y"), Some("00"), None),
+        usb_port("ttyUSB5", 5, "1-7", Some("Y"), Some("00"), Some(1)),
+    ];
+    assert_eq!(
+        names_and_warnings(&g, &devices),
+        (
+            strings(&["X-if01", "Y-if00-port1"]),
+            strings(&[
+                "tty:ttyS0: not below a USB device, so no name from `\"usb\"`",
+                "tty:ttyUSB2: USB device 1-6 has 2 ports and this one has no interface number, \
+                 so no name from `\"usb\"`",
+                "tty:ttyUSB4: interface 00 of USB device 1-7 has several ports and this one has \
+                 no port number, so no name from `\"usb\"`",
+                "\"0001\" would name tty:ttyUSB0 (USB device 1-2 at pci-0000:00:14.0-usb-2) and \
+                 tty:ttyUSB1 (USB device 1-5 at pci-0000:00:14.0-usb-5); naming none of them so",
+            ])
+        )
+    );
 }
 
 fn generic_names(names: &str) -> Generator {

@@ -60,6 +60,20 @@ pub struct Match {
     /// device's node are recorded (and bind-mounted, with `links: mount`).
     #[serde(default)]
     pub links: Vec<String>,
+    /// `parent`: one device per `parent`, with every matched node below it
+    /// (an FPGA card's 25 `xdma0_*` nodes on one PCI function, an ALSA
+    /// card's control and PCM nodes), named from the parent. Default: one
+    /// device per node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<Group>,
+}
+
+/// How a [`Match`] makes devices of the nodes it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Group {
+    /// Every matched node below one `parent` is one device.
+    Parent,
 }
 
 /// The ancestor a [`Match`] reads exposed attributes from.
@@ -206,6 +220,12 @@ impl Match {
         for (i, l) in self.links.iter().enumerate() {
             check_link_dir(l).map_err(|m| (format!("links[{i}]"), m))?;
         }
+        if self.group == Some(Group::Parent) && self.parent.is_none() {
+            return Err((
+                "group".into(),
+                "`group: parent` needs `parent`: the bus of the device whose nodes make one device, like `parent: {subsystem: pci}`".into(),
+            ));
+        }
         Ok(Compiled {
             source: self.clone(),
             names,
@@ -236,6 +256,11 @@ pub(crate) fn check_attr_name(name: &str) -> Result<(), String> {
 }
 
 impl Compiled {
+    /// Whether every matched node below one parent makes one device.
+    pub fn groups(&self) -> bool {
+        self.source.group == Some(Group::Parent)
+    }
+
     /// Whether the kernel name matches (any of the globs; none: any name).
     pub fn name_matches(&self, name: &str) -> bool {
         self.names.is_empty() || self.names.iter().any(|g| g.is_match(name))
@@ -282,6 +307,9 @@ pub struct Source {
     /// `/dev` directories whose links to record: the match's `links` and
     /// the definition's `link` names.
     pub link_dirs: BTreeSet<String>,
+    /// Whether to record where the node sits on USB (for the definition's
+    /// `usb` name strategy).
+    pub usb: bool,
 }
 
 /// What the generic backend scans in one discovery run: the `match` and

@@ -12,6 +12,7 @@ use std::fs;
 use proptest::prelude::*;
 
 use crate::generator::{Generator, parse};
+use crate::model::UsbPort;
 
 // ---------------------------------------------------------------- a tree
 
@@ -69,9 +70,11 @@ fn adapter(root: &Path, port: u32, minor: u32, attrs: &[(&str, &str)]) -> String
         b"DEVTYPE=usb_interface\nDRIVER=ftdi_sio\n",
     );
     link(root, &format!("{intf}/subsystem"), "sys/bus/usb");
+    write(root, &format!("{intf}/bInterfaceNumber"), b"00\n");
     let name = format!("ttyUSB{minor}");
     let port_dir = format!("{intf}/{name}");
     write(root, &format!("{port_dir}/uevent"), b"DRIVER=ftdi_sio\n");
+    write(root, &format!("{port_dir}/port_number"), b"0\n");
     link(root, &format!("{port_dir}/subsystem"), "sys/bus/usb-serial");
     link(
         root,
@@ -232,6 +235,8 @@ fn a_usb_serial_adapter_with_its_node_parent_attributes_and_links() {
                 name: "ttyUSB0".into(),
                 matched_by: vec!["serial".into()],
                 joined_by: vec![],
+                usb: None,
+                group: None,
             }),
             ..Default::default()
         }
@@ -625,4 +630,218 @@ proptest! {
 #[test]
 fn join_tags_name_the_entry() {
     assert_eq!(join_tag("amd-gpu", 0), "amd-gpu.join[0]");
+}
+
+// ---------------------------------------------------------------- usb, groups
+
+/// A generic definition named `name` with this `match` and `names` (YAML).
+fn def_named(name: &str, m: &str, names: &str) -> Generator {
+    parse(
+        Path::new("test.yaml"),
+        &format!(
+            "name: {name}\nbackend: generic\nkind: example.com/dev\ntemplate: generic\nmatch: {m}\nnames: {names}\n"
+        ),
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn the_usb_strategy_records_where_each_port_sits() {
+    let (_t, root) = machine();
+    let g = def_named("serial", SERIAL, "[usb]");
+    let (devices, warnings) = run(&root, &[&g]);
+    assert_eq!(warnings, Vec::<String>::new());
+    let usb = |i: usize| devices[i].generic.as_ref().unwrap().usb.clone();
+    assert_eq!(
+        usb(0),
+        Some(UsbPort {
+            device: "1-1".into(),
+            path: "pci-0000:00:14.0-usb-1".into(),
+            serial: Some("A10K5PQR".into()),
+            interface: Some("00".into()),
+            port: Some(0),
+        })
+    );
+    // No serial number of its own: the root hub's is not taken.
+    assert_eq!(
+        usb(1),
+        Some(UsbPort {
+            device: "1-2".into(),
+            path: "pci-0000:00:14.0-usb-2".into(),
+            serial: None,
+            interface: Some("00".into()),
+            port: Some(0),
+        })
+    );
+    // Without the strategy nothing more is read.
+    let (devices, _) = run(&root, &[&def("serial", SERIAL)]);
+    assert!(
+        devices
+            .iter()
+            .all(|d| d.generic.as_ref().unwrap().usb.is_none())
+    );
+}
+
+#[test]
+fn a_bad_interface_or_port_number_is_left_out_with_a_warning() {
+    let (t, root) = machine();
+    let intf = format!("{HCD}/usb1/1-1/1-1:1.0");
+    write(t.path(), &format!("{intf}/bInterfaceNumber"), b"0x1\n");
+    write(t.path(), &format!("{intf}/ttyUSB0/port_number"), b"-1\n");
+    let g = def_named("serial", SERIAL, "[usb]");
+    let (devices, warnings) = run(&root, &[&g]);
+    let u = devices[0].generic.as_ref().unwrap().usb.clone().unwrap();
+    assert_eq!((u.interface, u.port), (None, None));
+    assert_eq!(
+        warnings,
+        [
+            format!("/{intf}/ttyUSB0/port_number: \"-1\" is not a port number; ignoring it"),
+            format!("/{intf}/bInterfaceNumber: \"0x1\" is not an interface number; ignoring it"),
+        ]
+    );
+}
+
+/// A class device `name` of `class` below `parent`, with its node.
+fn class_node(root: &Path, parent: &str, class: &str, name: &str, minor: u32) {
+    let p = format!("{parent}/{class}/{name}");
+    write(
+        root,
+        &format!("{p}/dev"),
+        format!("234:{minor}\n").as_bytes(),
+    );
+    write(
+        root,
+        &format!("{p}/uevent"),
+        format!("MAJOR=234\nMINOR={minor}\nDEVNAME={name}\n").as_bytes(),
+    );
+    link(
+        root,
+        &format!("{p}/subsystem"),
+        &format!("sys/class/{class}"),
+    );
+    link(root, &format!("{p}/device"), parent);
+    link(root, &format!("sys/class/{class}/{name}"), &p);
+}
+
+/// Two FPGA functions with xdma-like nodes: 0000:00:02.0 with three,
+/// 0000:00:03.0 with one; and one node of the class below no PCI function.
+fn fpga_machine() -> (tempfile::TempDir, HostRoot) {
+    let tmp = tempfile::tempdir().unwrap();
+    let r = tmp.path();
+    let mut manifest = String::new();
+    for (f, nodes) in [
+        (
+            "0000:00:02.0",
+            &["xdma0_user", "xdma0_h2c_10", "xdma0_h2c_2"][..],
+        ),
+        ("0000:00:03.0", &["xdma1_user"][..]),
+    ] {
+        let dir = format!("sys/devices/pci0000:00/{f}");
+        write(r, &format!("{dir}/uevent"), b"DRIVER=xdma\n");
+        write(r, &format!("{dir}/vendor"), b"0x10ee\n");
+        link(r, &format!("{dir}/subsystem"), "sys/bus/pci");
+        link(r, &format!("{dir}/driver"), "sys/bus/pci/drivers/xdma");
+        for n in nodes {
+            let minor = u32::try_from(manifest.lines().count()).unwrap();
+            class_node(r, &dir, "xdma", n, minor);
+            manifest.push_str(&format!("/dev/{n} c 234:{minor} 0600 0 0\n"));
+        }
+    }
+    write(r, "sys/devices/virtual/xdma/xdma_stray/dev", b"234:99\n");
+    write(
+        r,
+        "sys/devices/virtual/xdma/xdma_stray/uevent",
+        b"DEVNAME=xdma_stray\n",
+    );
+    link(
+        r,
+        "sys/class/xdma/xdma_stray",
+        "sys/devices/virtual/xdma/xdma_stray",
+    );
+    manifest.push_str("/dev/xdma_stray c 234:99 0600 0 0\n");
+    write(r, "dev.manifest", manifest.as_bytes());
+    let root = HostRoot::open(r).unwrap();
+    (tmp, root)
+}
+
+const GROUPED: &str =
+    "{subsystem: xdma, parent: {subsystem: pci}, group: parent, expose: [vendor]}";
+
+#[test]
+fn group_parent_makes_one_device_of_the_nodes_below_one_parent() {
+    let (_t, root) = fpga_machine();
+    let g = def("fpga", GROUPED);
+    let (devices, warnings) = run(&root, &[&g]);
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(ids(&devices), ["xdma:0000:00:02.0", "xdma:0000:00:03.0"]);
+    let d = &devices[0];
+    let names: Vec<&str> = d.nodes.iter().map(|n| n.name.as_str()).collect();
+    // Every node of the function, in natural order; the stray node below
+    // no PCI function is in no group.
+    assert_eq!(names, ["xdma0_h2c_2", "xdma0_h2c_10", "xdma0_user"]);
+    assert_eq!(d.sysfs_path, "/sys/devices/pci0000:00/0000:00:02.0");
+    assert_eq!(d.bus, "pci");
+    assert_eq!(d.driver.as_deref(), Some("xdma"));
+    assert_eq!(d.attrs.get("vendor").map(String::as_str), Some("0x10ee"));
+    let info = d.generic.as_ref().unwrap();
+    assert_eq!(
+        (
+            info.name.as_str(),
+            info.group.as_deref(),
+            &info.matched_by[..]
+        ),
+        ("0000:00:02.0", Some("pci"), &["fpga".to_string()][..])
+    );
+}
+
+#[test]
+fn a_grouping_and_a_plain_definition_each_get_their_devices() {
+    let (_t, root) = fpga_machine();
+    let grouped = def("fpga", GROUPED);
+    let plain = def("nodes", "{subsystem: xdma, name: [\"*_user\"]}");
+    let same = def("fpga2", GROUPED);
+    let (devices, warnings) = run(&root, &[&grouped, &plain, &same]);
+    assert_eq!(warnings, Vec::<String>::new());
+    assert_eq!(
+        ids(&devices),
+        [
+            "xdma:0000:00:02.0",
+            "xdma:0000:00:03.0",
+            "xdma:xdma0_user",
+            "xdma:xdma1_user"
+        ]
+    );
+    // Two definitions that group alike share the group device; the plain
+    // one's devices are the nodes alone.
+    assert_eq!(
+        devices[0].generic.as_ref().unwrap().matched_by,
+        ["fpga", "fpga2"]
+    );
+    assert_eq!(devices[2].generic.as_ref().unwrap().matched_by, ["nodes"]);
+    assert_eq!(devices[2].nodes.len(), 1);
+}
+
+#[test]
+fn two_definitions_grouping_other_nodes_of_one_parent_are_told() {
+    let (_t, root) = fpga_machine();
+    let all = def("fpga", GROUPED);
+    let user = def(
+        "user",
+        "{subsystem: xdma, name: [\"*_user\"], parent: {subsystem: pci}, group: parent}",
+    );
+    let (devices, warnings) = run(&root, &[&all, &user]);
+    assert_eq!(ids(&devices), ["xdma:0000:00:02.0", "xdma:0000:00:03.0"]);
+    assert_eq!(devices[0].nodes.len(), 3);
+    // 0000:00:03.0 has one node: both group it alike.
+    assert_eq!(
+        devices[1].generic.as_ref().unwrap().matched_by,
+        ["fpga", "user"]
+    );
+    assert_eq!(
+        warnings,
+        [
+            "/sys/devices/pci0000:00/0000:00:02.0: generators \"fpga\" and \"user\" group different \
+          xdma nodes of 0000:00:02.0; only \"fpga\" gets a device of them"
+        ]
+    );
 }
