@@ -220,7 +220,8 @@ pub fn natural_cmp(a: &str, b: &str) -> Ordering {
 
 /// A piece of a string in natural order. Ordered by the byte a piece
 /// sorts as (a number or an address as the digit `0`, among the bytes
-/// where a digit is), then an address before a number, then by value.
+/// where a digit is), then a number before an address (`0` before
+/// `0000:05:00.0`, as an index before the address), then by value.
 #[derive(Debug, PartialEq, Eq)]
 enum Token<'a> {
     /// A byte that starts no number or address.
@@ -251,8 +252,8 @@ impl Ord for Token<'_> {
     fn cmp(&self, other: &Self) -> Ordering {
         let rank = |t: &Token<'_>| match t {
             Token::Byte(_) => 0u8,
-            Token::Pci(..) => 1,
-            Token::Number(..) => 2,
+            Token::Number(..) => 1,
+            Token::Pci(..) => 2,
         };
         self.lead()
             .cmp(&other.lead())
