@@ -516,48 +516,10 @@ mod tests {
     #[test]
     fn the_health_poll_hands_on_a_changed_inventory_without_a_pass() {
         let tmp = tempfile::tempdir().unwrap();
-        let root = tmp.path().join("root");
-        let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/example/root");
-        let ok = std::process::Command::new("cp")
-            .arg("-a")
-            .arg(&fixture)
-            .arg(&root)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok);
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (root, mut passes) = example(&tmp, &seen);
         let vf = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.3");
         std::fs::write(vf.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 0\n").unwrap();
-        let cdi = tmp.path().join("cdi");
-        let pipeline = Pipeline::new(
-            crate::generate::Host {
-                root: root.clone(),
-                backends: Vec::new(),
-                driver_root: None,
-                library_search_path: Vec::new(),
-                hook_path: Some("/usr/bin/cdigen".into()),
-                no_nvml: true,
-            },
-            crate::generate::Definitions {
-                generators: Some("/nonexistent-cdigen-user-generators".into()),
-                templates: None,
-                only: Vec::new(),
-            },
-            cdi.clone(),
-            tmp.path().join("devinfo"),
-            None,
-        )
-        .unwrap()
-        .with_device_info(false);
-        let seen = Arc::new(Mutex::new(Vec::new()));
-        let mut passes = Passes::new(
-            pipeline,
-            cdi,
-            Arc::new(Control::new().unwrap()),
-            Arc::default(),
-            Record(Arc::clone(&seen)),
-        )
-        .unwrap();
         // Before the first pass the poll reads nothing.
         passes.next_health = Instant::now();
         assert!(passes.poll().is_none());
