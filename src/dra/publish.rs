@@ -149,20 +149,28 @@ enum HeldSpec {
     Own(Box<ResourceSliceSpec>),
 }
 
+/// The index of `content`'s slice named `name` when `spec` says it.
+fn saying(content: &Desired, name: Option<&str>, spec: &ResourceSliceSpec) -> Option<usize> {
+    let i = content
+        .slices
+        .iter()
+        .position(|w| w.metadata.name.as_deref() == name)?;
+    content
+        .slices
+        .get(i)
+        .is_some_and(|w| says(spec, &w.spec, None))
+        .then_some(i)
+}
+
 impl Held {
     /// `slice`, sharing the spec of the slice of `content` of its name
     /// when it says that.
     fn new(mut slice: ResourceSlice, content: Option<&Arc<Desired>>) -> Self {
         slice.metadata.managed_fields = None;
         let generation = slice.spec.pool.generation;
-        let name = slice.metadata.name.as_deref();
         let same = content.and_then(|c| {
-            let i = c
-                .slices
-                .iter()
-                .position(|w| w.metadata.name.as_deref() == name)?;
-            let w = c.slices.get(i)?;
-            says(&slice.spec, &w.spec, None).then(|| HeldSpec::Published(Arc::clone(c), i))
+            let i = saying(c, slice.metadata.name.as_deref(), &slice.spec)?;
+            Some(HeldSpec::Published(Arc::clone(c), i))
         });
         Held {
             metadata: slice.metadata,
@@ -201,18 +209,7 @@ impl Held {
         let Some(was) = old.slices.get(*i) else {
             return;
         };
-        let name = was.metadata.name.as_deref();
-        let now = content
-            .slices
-            .iter()
-            .position(|w| w.metadata.name.as_deref() == name)
-            .filter(|&j| {
-                content
-                    .slices
-                    .get(j)
-                    .is_some_and(|w| says(&was.spec, &w.spec, None))
-            });
-        self.spec = match now {
+        self.spec = match saying(content, was.metadata.name.as_deref(), &was.spec) {
             Some(j) => HeldSpec::Published(Arc::clone(content), j),
             None => HeldSpec::Own(Box::new(was.spec.clone())),
         };
