@@ -23,7 +23,7 @@ pub(crate) fn run(args: &DevicePluginArgs) -> anyhow::Result<u8> {
         devinfo_dir: w.devinfo_dir.clone(),
         legacy: args.legacy_edits,
         pod_uid: super::dra_driver::pod_uid(args.pod_uid.as_deref())?,
-        health: Checks::ignoring(args.ignore_health.iter().copied()),
+        health: Checks::ignoring(args.health.ignore_health.iter().copied()),
     };
     deviceplugin::run(
         &config,

@@ -62,7 +62,7 @@ fn print_slices(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8>
         &w.output_dir,
         &Inventory::default(),
         &BTreeSet::new(),
-        &Checks::ignoring(args.ignore_health.iter().copied()),
+        &Checks::ignoring(args.health.ignore_health.iter().copied()),
     );
     for c in collisions {
         tracing::warn!("{c}; both left out");
@@ -124,7 +124,7 @@ from the downward API's spec.nodeName); the slices are published for it"
         output_dir: w.output_dir.clone(),
         root: Arc::new(w.source.host_root()?),
         pod_uid: pod_uid(args.pod_uid.as_deref())?,
-        health: Checks::ignoring(args.ignore_health.iter().copied()),
+        health: Checks::ignoring(args.health.ignore_health.iter().copied()),
     };
     crate::dra::run::run(
         &config,

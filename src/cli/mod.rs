@@ -440,20 +440,9 @@ pub struct DevicePluginArgs {
     /// new pod serving beside the old one on its own sockets, both sharing the allocations on disk.
     #[arg(long, value_name = "UID", env = "CDIGEN_POD_UID")]
     pub pod_uid: Option<String>,
-    /// Health codes not acted on, comma-separated, or none: a device with only these problems stays
-    /// healthy (no taint, Healthy to the kubelet). Codes: DeviceNodeMissing, DeviceNodeMismatch,
-    /// NotADeviceNode, DeviceNodeUnreadable, NoDriverBound, GoneWhileAllocated, FunctionRemoved,
-    /// AERFatal, AERNonFatal, LinkWidthDegraded, LinkSpeedDegraded, NvidiaXid<N> (NVIDIA XID N from
-    /// NVML; NvidiaXid: every XID), NvidiaGpuLost, Unhealthy. The list replaces the default;
-    /// `default` in it stands for the default's codes (the application's XIDs among them).
-    #[arg(
-        long,
-        value_name = "CODE[,CODE]",
-        default_value = crate::deviceplugin::signals::DEFAULT_IGNORE,
-        env = "CDIGEN_IGNORE_HEALTH",
-        value_parser = ignore_health
-    )]
-    pub ignore_health: std::collections::BTreeSet<crate::deviceplugin::signals::Code>,
+    /// Which health problems are acted on.
+    #[command(flatten)]
+    pub health: HealthArgs,
 }
 
 /// Arguments of `cdigen dra-driver`.
@@ -481,6 +470,14 @@ pub struct DraDriverArgs {
     /// new pod serving beside the old one on its own sockets, both sharing the checkpoint on disk.
     #[arg(long, value_name = "UID", env = "CDIGEN_POD_UID")]
     pub pod_uid: Option<String>,
+    /// Which health problems are acted on.
+    #[command(flatten)]
+    pub health: HealthArgs,
+}
+
+/// The health setting `device-plugin` and `dra-driver` share.
+#[derive(Debug, Args)]
+pub struct HealthArgs {
     /// Health codes not acted on, comma-separated, or none: a device with only these problems stays
     /// healthy (no taint, Healthy to the kubelet). Codes: DeviceNodeMissing, DeviceNodeMismatch,
     /// NotADeviceNode, DeviceNodeUnreadable, NoDriverBound, GoneWhileAllocated, FunctionRemoved,
