@@ -14,6 +14,8 @@
     clippy::panic
 )]
 
+#[path = "support/claims.rs"]
+mod claims;
 #[path = "support/pcikernel.rs"]
 mod pcikernel;
 #[path = "support/machine.rs"]
@@ -24,13 +26,14 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use cdigen::dra::ClaimApi;
 use cdigen::dra::api::v1;
 use cdigen::dra::checkpoint::{self, Step};
 use cdigen::dra::names::DraDevice;
 use cdigen::dra::passthrough::{self, PciWriter};
 use cdigen::dra::plugin::{self, Config, Running};
-use cdigen::dra::{ApiError, ApiFuture, ClaimApi};
 use cdigen::root::HostRoot;
+use claims::FakeApi;
 use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim};
 use pcikernel::FakeKernel;
 use serde_json::{Value, json};
@@ -207,28 +210,6 @@ fn a_group_member_on_a_host_driver_refuses_passthrough() {
     );
 }
 
-/// The API server: claims by name.
-#[derive(Default)]
-struct FakeApi {
-    claims: Mutex<BTreeMap<String, ResourceClaim>>,
-}
-
-impl ClaimApi for FakeApi {
-    fn get_claim<'a>(&'a self, _ns: &'a str, name: &'a str) -> ApiFuture<'a, ResourceClaim> {
-        let found = self.claims.lock().unwrap().get(name).cloned();
-        Box::pin(async move { found.ok_or_else(|| ApiError(format!("{name} not found"))) })
-    }
-    fn set_device_status<'a>(
-        &'a self,
-        _: &'a str,
-        _: &'a str,
-        _: &'a str,
-        _: Vec<AllocatedDeviceStatus>,
-    ) -> ApiFuture<'a, ()> {
-        Box::pin(async { Ok(()) })
-    }
-}
-
 /// A claim allocated `device` for request `vf`, with `config` entries and
 /// the result's `adminAccess`.
 fn claim(name: &str, uid: &str, device: &str, config: Value, admin: bool) -> ResourceClaim {
@@ -286,8 +267,7 @@ impl Env {
     }
 
     fn add(&self, c: ResourceClaim) {
-        let name = c.metadata.name.clone().unwrap();
-        self.api.claims.lock().unwrap().insert(name, c);
+        self.api.add(c);
     }
 
     /// The plugin, with the sriov generator allowing passthrough.

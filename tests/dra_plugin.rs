@@ -11,6 +11,8 @@
     clippy::panic
 )]
 
+#[path = "support/claims.rs"]
+mod claims;
 #[path = "support/machine.rs"]
 mod support;
 #[path = "support/watcher.rs"]
@@ -23,10 +25,11 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use cdigen::dra::ClaimApi;
 use cdigen::dra::api::{v1, v1beta1};
 use cdigen::dra::names::{self, DraDevice};
 use cdigen::dra::plugin::{self, Config, RegistrationState, Running};
-use cdigen::dra::{ApiError, ApiFuture, ClaimApi};
+use claims::FakeApi;
 use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim};
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
@@ -45,75 +48,6 @@ const GPU: &str = "amd-gpu-0000-03-00-0";
 const UID1: &str = "6f1d3c2a-8b4e-4a7f-9c21-0d5e7b3a9f10";
 const UID2: &str = "0b9f2a44-1c3d-4e5f-8a7b-6c5d4e3f2a1b";
 const UID3: &str = "a1b2c3d4-0000-4000-8000-000000000003";
-
-/// A status write: namespace, name, driver, devices.
-type StatusWrite = (String, String, String, Vec<AllocatedDeviceStatus>);
-
-/// The API server as the driver needs it: claims by namespace/name,
-/// status writes recorded.
-#[derive(Default)]
-struct FakeApi {
-    claims: Mutex<BTreeMap<(String, String), ResourceClaim>>,
-    gets: Mutex<usize>,
-    statuses: Mutex<Vec<StatusWrite>>,
-    refuse_status: bool,
-    /// Held for writing: every call hangs until it is let go (a hung API
-    /// server).
-    gate: tokio::sync::RwLock<()>,
-}
-
-impl FakeApi {
-    fn add(&self, claim: ResourceClaim) {
-        let ns = claim.metadata.namespace.clone().unwrap();
-        let name = claim.metadata.name.clone().unwrap();
-        self.claims.lock().unwrap().insert((ns, name), claim);
-    }
-    fn gets(&self) -> usize {
-        *self.gets.lock().unwrap()
-    }
-}
-
-impl ClaimApi for FakeApi {
-    fn get_claim<'a>(&'a self, namespace: &'a str, name: &'a str) -> ApiFuture<'a, ResourceClaim> {
-        *self.gets.lock().unwrap() += 1;
-        let found = self
-            .claims
-            .lock()
-            .unwrap()
-            .get(&(namespace.to_string(), name.to_string()))
-            .cloned();
-        Box::pin(async move {
-            let _open = self.gate.read().await;
-            found.ok_or_else(|| {
-                ApiError(format!(
-                    "resourceclaims.resource.k8s.io \"{name}\" not found"
-                ))
-            })
-        })
-    }
-
-    fn set_device_status<'a>(
-        &'a self,
-        namespace: &'a str,
-        name: &'a str,
-        driver: &'a str,
-        devices: Vec<AllocatedDeviceStatus>,
-    ) -> ApiFuture<'a, ()> {
-        self.statuses
-            .lock()
-            .unwrap()
-            .push((namespace.into(), name.into(), driver.into(), devices));
-        let refuse = self.refuse_status;
-        Box::pin(async move {
-            let _open = self.gate.read().await;
-            if refuse {
-                Err(ApiError("forbidden".into()))
-            } else {
-                Ok(())
-            }
-        })
-    }
-}
 
 /// An allocated claim: results (driver, pool, device, request), config
 /// entries as the API has them.
