@@ -20,7 +20,8 @@
 //! empty, so a checkpoint written before it existed still loads (and its
 //! checksum, of the claims alone, still holds).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -233,6 +234,38 @@ pub fn load(dir: &Path) -> Result<Checkpoint, String> {
     parse(&bytes).map_err(bad)
 }
 
+/// The names of the devices the checkpoint in a directory holds, read
+/// again only when the file changed: the passes ask at every health poll,
+/// and the file is replaced (a new inode) at every save, by this instance
+/// or another one sharing it in a rolling update.
+#[derive(Debug, Default)]
+pub struct HeldDevices {
+    /// The file read last: (device, inode, size, mtime s, mtime ns); `None`
+    /// when it was missing or unreadable (so read again next time).
+    seen: Option<(u64, u64, u64, i64, i64)>,
+    names: BTreeSet<String>,
+}
+
+impl HeldDevices {
+    /// The devices the prepared claims in `dir`'s checkpoint hold; none when
+    /// it is missing or unreadable (the plugin warns about it).
+    pub fn names(&mut self, dir: &Path) -> &BTreeSet<String> {
+        let now = std::fs::symlink_metadata(path(dir))
+            .ok()
+            .map(|m| (m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()));
+        if now.is_none() || now != self.seen {
+            let read = load(dir).ok();
+            self.seen = now.filter(|_| read.is_some());
+            self.names = read
+                .into_iter()
+                .flat_map(|c| c.claims.into_values())
+                .flat_map(|c| c.devices.into_iter().map(|d| d.device))
+                .collect();
+        }
+        &self.names
+    }
+}
+
 /// Parses a checkpoint file's content, as [`load`] does once it is read.
 ///
 /// # Errors
@@ -371,6 +404,42 @@ mod tests {
         assert_eq!(load(dir.path()).unwrap(), Checkpoint::default());
         save(dir.path(), &sample()).unwrap();
         assert_eq!(load(dir.path()).unwrap(), sample());
+    }
+
+    /// The held devices are read again when the file is replaced or
+    /// removed, not while it stays the same file (same inode, size and
+    /// time), and an unreadable one holds nothing.
+    #[test]
+    fn held_devices_are_read_again_only_when_the_file_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut held = HeldDevices::default();
+        assert!(held.names(dir.path()).is_empty());
+        save(dir.path(), &sample()).unwrap();
+        let vf = BTreeSet::from(["sriov-0000-3b-00-2".to_string()]);
+        assert_eq!(held.names(dir.path()), &vf);
+        // The same file, its bytes changed behind its back: not read again.
+        let file = path(dir.path());
+        let mtime = std::fs::metadata(&file).unwrap().modified().unwrap();
+        let len = std::fs::metadata(&file).unwrap().len();
+        std::fs::write(&file, vec![b' '; usize::try_from(len).unwrap()]).unwrap();
+        let f = std::fs::File::options().write(true).open(&file).unwrap();
+        f.set_modified(mtime).unwrap();
+        assert_eq!(held.names(dir.path()), &vf);
+        // Replaced, as save does: read again (unreadable: nothing held).
+        std::fs::write(dir.path().join("new"), b"{").unwrap();
+        std::fs::rename(dir.path().join("new"), &file).unwrap();
+        assert!(held.names(dir.path()).is_empty());
+        let mut other = sample();
+        for c in other.claims.values_mut() {
+            c.devices[0].device = "vf-b".into();
+        }
+        save(dir.path(), &other).unwrap();
+        assert_eq!(
+            held.names(dir.path()),
+            &BTreeSet::from(["vf-b".to_string()])
+        );
+        std::fs::remove_file(&file).unwrap();
+        assert!(held.names(dir.path()).is_empty());
     }
 
     #[test]

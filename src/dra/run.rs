@@ -50,6 +50,7 @@ pub struct Options {
 struct Publish {
     /// The plugin's directory: its checkpoint says which devices are held.
     driver_dir: PathBuf,
+    held: checkpoint::HeldDevices,
     driver: String,
     node: String,
     devices: tw::Sender<Arc<Vec<DraDevice>>>,
@@ -63,14 +64,7 @@ impl AfterPass for Publish {
     /// allocated ones. An unreadable checkpoint holds nothing (the plugin
     /// warns about it).
     fn held(&mut self, _previous: &Inventory) -> BTreeSet<(String, String)> {
-        let Ok(prepared) = checkpoint::load(&self.driver_dir) else {
-            return BTreeSet::new();
-        };
-        let names: BTreeSet<&str> = prepared
-            .claims
-            .values()
-            .flat_map(|c| c.devices.iter().map(|d| d.device.as_str()))
-            .collect();
+        let names = self.held.names(&self.driver_dir);
         self.devices
             .borrow()
             .iter()
@@ -153,6 +147,7 @@ pub fn run(
         Arc::clone(&fatal),
         Publish {
             driver_dir: options.plugin_dir.join(&options.driver),
+            held: checkpoint::HeldDevices::default(),
             driver: options.driver.clone(),
             node: options.node.clone(),
             devices: devices_tx,
