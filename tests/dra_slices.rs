@@ -129,6 +129,29 @@ fn golden(path: &Path, actual: &str, failures: &mut Vec<String>) {
     }
 }
 
+/// The slices of `machine` with the generator definitions in `defs`,
+/// compared with its golden `expected/dra/resourceslices-<name>.yaml` and
+/// checked against the API's limits (failures collected).
+fn with_definitions(
+    machine: &str,
+    defs: &Path,
+    name: &str,
+    failures: &mut Vec<String>,
+) -> Vec<ResourceSlice> {
+    let root = fixtures_dir().join(machine).join("root");
+    let yaml = print_slices(&root, &["--generators", defs.to_str().unwrap()]);
+    golden(
+        &fixtures_dir()
+            .join(machine)
+            .join(format!("expected/dra/resourceslices-{name}.yaml")),
+        &yaml,
+        failures,
+    );
+    let slices = parse(&yaml);
+    failures.extend(limits(&slices).into_iter().map(|why| format!("{machine} ({name}): {why}")));
+    slices
+}
+
 fn parse(yaml: &str) -> Vec<ResourceSlice> {
     serde_saphyr::from_str_multiple(yaml).unwrap()
 }
@@ -368,27 +391,11 @@ fn every_machine_matches_its_golden_slices() {
     // the machine with adapters: what the README's example selects on.
     let tmp = tempfile::tempdir().unwrap();
     let defs = usb_serial_enabled(tmp.path());
-    let root = fixtures_dir().join("serial-host/root");
-    let yaml = print_slices(&root, &["--generators", defs.to_str().unwrap()]);
-    golden(
-        &fixtures_dir().join("serial-host/expected/dra/resourceslices-usb-serial.yaml"),
-        &yaml,
-        &mut failures,
-    );
-    let serial = parse(&yaml);
-    failures.extend(limits(&serial));
+    with_definitions("serial-host", &defs, "usb-serial", &mut failures);
     // The Coral Edge TPU of `edge-server` by its user's definition: a
     // generic device with its PCI function's pciBusID, pcieRoot, numaNode.
     let defs = fixtures_dir().join("edge-server/generators.d");
-    let root = fixtures_dir().join("edge-server/root");
-    let yaml = print_slices(&root, &["--generators", defs.to_str().unwrap()]);
-    golden(
-        &fixtures_dir().join("edge-server/expected/dra/resourceslices-coral-tpu.yaml"),
-        &yaml,
-        &mut failures,
-    );
-    let tpu = parse(&yaml);
-    failures.extend(limits(&tpu));
+    let tpu = with_definitions("edge-server", &defs, "coral-tpu", &mut failures);
     let apex = tpu
         .iter()
         .flat_map(|s| s.spec.devices.iter().flatten())
