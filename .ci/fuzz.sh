@@ -5,7 +5,7 @@
 # runs out of memory.
 #
 #   .ci/fuzz.sh                                    # every target, 15 s each
-#   FUZZ_SECONDS=300 .ci/fuzz.sh spec dev_manifest # some, for longer
+#   FUZZ_SECONDS=300 FUZZ_OPT_LEVEL=3 .ci/fuzz.sh spec dev_manifest # some, longer
 #
 # The committed corpus, fuzz/corpus/<target>/, seeds each run and is never
 # written to: what a run discovers goes to a temporary directory. An input
@@ -15,7 +15,8 @@
 #
 # Environment: FUZZ_SECONDS (per target, default 15), FUZZ_JOBS (targets
 # run at once, default: the number of CPUs), FUZZ_TOOLCHAIN (default
-# nightly; installed with rustup when missing).
+# nightly; installed with rustup when missing), FUZZ_OPT_LEVEL (default 1;
+# 3 for long runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -48,6 +49,10 @@ fi
 # fuzz defaults to one) likewise trade a little speed for build time.
 # Memory is bounded by -rss_limit_mb below (without a sanitizer libFuzzer
 # has no malloc hook, so -malloc_limit_mb would do nothing).
+# Optimisation level 1 (FUZZ_OPT_LEVEL; cargo fuzz's is 3) builds in much
+# less time; a bounded run's inputs execute more slowly, which matters
+# little next to replaying the corpus and the build it saves.
+export CARGO_PROFILE_RELEASE_OPT_LEVEL=${FUZZ_OPT_LEVEL:-1}
 build=(cargo "+$toolchain" fuzz build --sanitizer none --codegen-units 16)
 echo "fuzz: building ${#targets[@]} targets: ${build[*]}"
 "${build[@]}"
