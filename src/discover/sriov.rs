@@ -30,7 +30,7 @@ use super::infiniband::{self, Index};
 use super::pci::read_function;
 use super::pciids::PciIds;
 use super::pf::Cache;
-use super::vfio::{is_vfio_driver, require_host_node, vfio_nodes};
+use super::vfio::{VfioShared, is_vfio_driver, require_host_node, vfio_nodes};
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, NetInfo, Node};
 use crate::root::{HostRoot, sys_path};
@@ -130,6 +130,8 @@ impl Backend for Sriov {
 struct Shared {
     rdma_cm: Option<Node>,
     vhost_net: Vec<Node>,
+    /// For VFs bound to vfio-pci.
+    vfio: VfioShared,
 }
 
 fn shared_nodes(root: &HostRoot, rdma: &Index, report: &mut Report) -> Shared {
@@ -154,6 +156,7 @@ fn shared_nodes(root: &HostRoot, rdma: &Index, report: &mut Report) -> Shared {
     Shared {
         rdma_cm: rdma.rdma_cm.node.clone(),
         vhost_net,
+        vfio: VfioShared::default(),
     }
 }
 
@@ -214,7 +217,7 @@ fn read_vf(root: &HostRoot, entry: &Path, vf: &Vf, report: &mut Report) -> Optio
     let mut nodes = Vec::new();
     let mut vfio = None;
     if f.driver.as_deref().is_some_and(is_vfio_driver) {
-        let (info, n) = vfio_nodes(root, &dir, &f.info.address, report)?;
+        let (info, n) = vfio_nodes(root, &dir, &f.info.address, &shared.vfio, report)?;
         vfio = Some(info);
         nodes.extend(n);
     }

@@ -21,6 +21,7 @@
 //! every device in it. [`VfioInfo::group_devices`] lists them so that specs
 //! and users can see it.
 
+use std::cell::OnceCell;
 use std::path::Path;
 
 use super::devnode::{OnHost, on_host, with_host_checked};
@@ -63,6 +64,7 @@ impl Backend for Vfio {
         let bus = sys_path("bus/pci/devices");
         let names = root.list_dir_opt(&bus).map_err(root_err)?;
         let mut devices = Vec::new();
+        let shared = VfioShared::default();
         for name in names {
             let entry = bus.join(&name);
             let Some(driver) = link(root, &entry.join("driver"), report) else {
@@ -81,7 +83,8 @@ impl Backend for Vfio {
             let Some(f) = read_function(root, &dir, cx.pci_ids(), report) else {
                 continue;
             };
-            let Some((vfio, nodes)) = vfio_nodes(root, &dir, &f.info.address, report) else {
+            let Some((vfio, nodes)) = vfio_nodes(root, &dir, &f.info.address, &shared, report)
+            else {
                 continue;
             };
             devices.push(Device {
@@ -99,6 +102,49 @@ impl Backend for Vfio {
         }
         Ok(devices)
     }
+}
+
+/// The nodes every VFIO device shares, read once per pass (and so warned
+/// about once): the legacy container `/dev/vfio/vfio` and iommufd's
+/// `/dev/iommu`, each when a device first needs it.
+#[derive(Debug, Default)]
+pub struct VfioShared {
+    container: OnceCell<Option<Node>>,
+    iommufd: OnceCell<Option<Node>>,
+}
+
+impl VfioShared {
+    fn container(&self, root: &HostRoot, report: &mut Report) -> Option<Node> {
+        self.container
+            .get_or_init(|| misc_node(root, "vfio", "vfio-container", "vfio/vfio", report))
+            .clone()
+    }
+
+    fn iommufd(&self, root: &HostRoot, report: &mut Report) -> Option<Node> {
+        self.iommufd
+            .get_or_init(|| misc_node(root, "iommu", "iommufd", "iommu", report))
+            .clone()
+    }
+}
+
+/// The misc device `name` (`/sys/class/misc/<name>`) at `/dev/<devname>`,
+/// as the host has it.
+fn misc_node(
+    root: &HostRoot,
+    name: &str,
+    role: &str,
+    devname: &str,
+    report: &mut Report,
+) -> Option<Node> {
+    super::devnode::read_node(
+        root,
+        &sys_path(&format!("class/misc/{name}")),
+        name,
+        role,
+        devname,
+        report,
+    )
+    .and_then(|n| require_host_node(root, n, report))
 }
 
 /// Checks a node against the host's `/dev`: keeps it (with mode and owner)
@@ -139,6 +185,7 @@ pub fn vfio_nodes(
     root: &HostRoot,
     dir: &Path,
     address: &str,
+    shared: &VfioShared,
     report: &mut Report,
 ) -> Option<(VfioInfo, Vec<Node>)> {
     let Some(group) = link(root, &dir.join("iommu_group"), report) else {
@@ -178,15 +225,7 @@ pub fn vfio_nodes(
         report,
     )
     .and_then(|n| require_host_node(root, n, report));
-    let container = super::devnode::read_node(
-        root,
-        &sys_path("class/misc/vfio"),
-        "vfio",
-        "vfio-container",
-        "vfio/vfio",
-        report,
-    )
-    .and_then(|n| require_host_node(root, n, report));
+    let container = shared.container(root, report);
     // iommufd: cdev + /dev/iommu.
     let cdev = root
         .list_dir_opt(&dir.join("vfio-dev"))
@@ -205,15 +244,7 @@ pub fn vfio_nodes(
         })
         .and_then(|n| require_host_node(root, n, report));
     let iommufd = if cdev.is_some() {
-        super::devnode::read_node(
-            root,
-            &sys_path("class/misc/iommu"),
-            "iommu",
-            "iommufd",
-            "iommu",
-            report,
-        )
-        .and_then(|n| require_host_node(root, n, report))
+        shared.iommufd(root, report)
     } else {
         None
     };
@@ -257,4 +288,35 @@ pub fn vfio_nodes(
         },
         nodes,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The shared nodes are read when first needed and then kept for the
+    /// pass: a second device does not read `/sys/class/misc/vfio` again,
+    /// and a new pass does.
+    #[test]
+    fn the_shared_nodes_are_read_once_per_pass() {
+        let tmp = tempfile::tempdir().unwrap();
+        let misc = tmp.path().join("sys/class/misc/vfio");
+        std::fs::create_dir_all(&misc).unwrap();
+        std::fs::write(misc.join("dev"), "10:196\n").unwrap();
+        let root = HostRoot::open(tmp.path()).unwrap();
+        let mut report = Report::default();
+        let pass = VfioShared::default();
+        let node = pass.container(&root, &mut report).unwrap();
+        assert_eq!(
+            (node.path.as_str(), node.major, node.minor),
+            ("/dev/vfio/vfio", 10, 196)
+        );
+        std::fs::remove_file(misc.join("dev")).unwrap();
+        assert_eq!(pass.container(&root, &mut report), Some(node));
+        assert!(report.warnings.is_empty());
+        let next = VfioShared::default();
+        assert_eq!(next.container(&root, &mut report), None);
+    }
 }

@@ -293,8 +293,13 @@ pub fn vfio_nodes(root: &HostRoot, address: &str) -> Result<Vec<DeviceNode>, Str
         .resolve(&device_dir(address))
         .map_err(|e| format!("PCI function {address}: {e}"))?;
     let mut report = crate::discover::Report::default();
-    let Some((_, nodes)) = crate::discover::vfio::vfio_nodes(&root, &dir, address, &mut report)
-    else {
+    let Some((_, nodes)) = crate::discover::vfio::vfio_nodes(
+        &root,
+        &dir,
+        address,
+        &crate::discover::vfio::VfioShared::default(),
+        &mut report,
+    ) else {
         let why: Vec<String> = report
             .warnings
             .iter()
