@@ -28,7 +28,8 @@
 //!
 //! A VF whose own file is missing or says nothing (VFs often have no AER
 //! capability and no link of their own) is judged by its PF's
-//! (`physfn/...`): the PF's link and errors are the VF's.
+//! (`physfn/...`): the PF's link and errors are the VF's. A PF's files are
+//! read once a pass, for all its VFs.
 //!
 //! A file that cannot be read or parsed (too large, not text, garbage) is
 //! skipped with a warning naming it (once per file; then at debug level):

@@ -90,9 +90,9 @@ const SHORT_WATCH: Duration = Duration::from_secs(1);
 /// The slices to publish, and when the watch pass that made them started.
 ///
 /// Each slice's spec is held as its JSON (at pool generation 0: the
-/// generation is the publisher's to set), a fifth of the typed spec's
-/// size: the wanted slices are most of what the driver holds between
-/// passes. Two contents say the same when their bytes are equal; a spec
+/// generation is the publisher's to set), several times smaller than the
+/// typed spec (maps of attributes): the wanted slices are most of what
+/// the driver holds between passes. Two contents say the same when their bytes are equal; a spec
 /// is read back only for a write, and to compare it with a slice from the
 /// server.
 #[derive(Debug, Clone)]
