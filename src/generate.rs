@@ -20,6 +20,7 @@ pub use inputs::{Definitions, Host};
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Serialize;
 
@@ -151,8 +152,9 @@ pub struct Planned {
     /// Whether the generator writes device-info files (its stale ones are
     /// removed even when it selected nothing).
     pub device_info: bool,
-    /// The devices the spec describes, in identity order.
-    pub devices: Vec<Device>,
+    /// The devices the spec describes, in identity order (shared with the
+    /// servers' inventories).
+    pub devices: Vec<Arc<Device>>,
     /// The spec's CDI devices and the devices each stands for.
     pub named: Vec<crate::render::Named>,
 }
@@ -422,7 +424,7 @@ pub fn plan_one(
         bytes,
         devinfo,
         device_info: g.device_info,
-        devices: selected,
+        devices: selected.into_iter().map(Arc::new).collect(),
         named,
     })
 }

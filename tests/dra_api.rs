@@ -632,10 +632,7 @@ fn slices_are_owned_by_their_node() {
         Publisher::new(api.client(), DRIVER, NODE)
             .with_backoff(Duration::from_millis(50), Duration::from_millis(200))
     });
-    let (_tx, rx) = tw::channel(Some(Arc::new(Desired {
-        slices: one,
-        since: Instant::now(),
-    })));
+    let (_tx, rx) = tw::channel(Some(Arc::new(Desired::new(one.clone(), Instant::now()))));
     let (stop_tx, stop_rx) = tw::channel(false);
     let task = rt.spawn(publisher.run(rx, stop_rx));
     let uid = api.node_uid(NODE).unwrap();
@@ -702,10 +699,10 @@ fn run_repairs_wipes_and_changes_and_retries_errors() {
             .with_backoff(Duration::from_millis(50), Duration::from_millis(200))
     });
     let desired = |chunks: &[&[&str]]| {
-        Some(Arc::new(Desired {
-            slices: wanted(DRIVER, NODE, chunks),
-            since: Instant::now(),
-        }))
+        Some(Arc::new(Desired::new(
+            wanted(DRIVER, NODE, chunks),
+            Instant::now(),
+        )))
     };
     let (tx, rx) = tw::channel(desired(&[&["a", "b"]]));
     let (stop_tx, stop_rx) = tw::channel(false);
@@ -789,10 +786,7 @@ fn start_publisher(
         Publisher::new(api.client(), DRIVER, NODE)
             .with_backoff(Duration::from_millis(50), Duration::from_millis(200))
     });
-    let (tx, rx) = tw::channel(Some(Arc::new(Desired {
-        slices: first,
-        since: Instant::now(),
-    })));
+    let (tx, rx) = tw::channel(Some(Arc::new(Desired::new(first, Instant::now()))));
     let (stop_tx, stop_rx) = tw::channel(false);
     let task = rt.spawn(publisher.run(rx, stop_rx));
     (tx, stop_tx, task)
@@ -855,10 +849,10 @@ fn run_writes_only_what_changed_and_repairs_through_the_watch() {
     let s1 = slices::slice_name(NODE, DRIVER, 1);
     let s2 = slices::slice_name(NODE, DRIVER, 2);
     let send = |chunks: &[&[&str]]| {
-        tx.send(Some(Arc::new(Desired {
-            slices: wanted(DRIVER, NODE, chunks),
-            since: Instant::now(),
-        })))
+        tx.send(Some(Arc::new(Desired::new(
+            wanted(DRIVER, NODE, chunks),
+            Instant::now(),
+        ))))
         .unwrap();
     };
 

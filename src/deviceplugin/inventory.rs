@@ -358,6 +358,7 @@ fn offered(
             .devices
             .iter()
             .filter(|d| all.ids.contains(&d.id))
+            .map(|d| &**d)
             .collect();
         if members.is_empty() {
             return Vec::new();
@@ -378,7 +379,7 @@ fn offered(
             continue;
         }
         let unhealthy = judged(root, d, check);
-        out.push((name, Arc::new(d.clone()), unhealthy));
+        out.push((name, Arc::clone(d), unhealthy));
     }
     out
 }
@@ -749,7 +750,7 @@ mod tests {
             bytes: Vec::new(),
             devinfo: Vec::new(),
             device_info: false,
-            devices,
+            devices: devices.into_iter().map(Arc::new).collect(),
             named,
         };
         BTreeMap::from([("nvidia".to_string(), Arc::new(p))])
@@ -828,6 +829,22 @@ mod tests {
         assert_eq!(r.spec_file, Path::new("/cdi/nvidia.com-gpu.yaml"));
         assert!(!r.devices.contains_key("all"));
         assert_eq!(r.devices[UUID].placement.numa, Some(0));
+    }
+
+    #[test]
+    fn entries_share_the_plans_devices() {
+        let (_dir, root) = host();
+        let plans = plan(vec![gpu("0000:41:00.0", UUID, 0)]);
+        let (inv, _) = build(
+            &defs(),
+            &plans,
+            &root,
+            Path::new("/cdi"),
+            &Inventory::default(),
+            &BTreeSet::new(),
+        );
+        let entry = &inv.resources["nvidia.com/gpu"].devices[UUID];
+        assert!(Arc::ptr_eq(&entry.device, &plans["nvidia"].devices[0]));
     }
 
     #[test]

@@ -28,7 +28,8 @@
 //!
 //! A VF whose own file is missing or says nothing (VFs often have no AER
 //! capability and no link of their own) is judged by its PF's
-//! (`physfn/...`): the PF's link and errors are the VF's.
+//! (`physfn/...`): the PF's link and errors are the VF's. A PF's files are
+//! read once a pass, for all its VFs.
 //!
 //! A file that cannot be read or parsed (too large, not text, garbage) is
 //! skipped with a warning naming it (once per file; then at debug level):
@@ -549,7 +550,22 @@ pub struct Pass<'a> {
     checks: &'a Checks,
     previous: &'a Baseline,
     next: Baseline,
+    /// What each PF's files said, by its real directory: read once a
+    /// pass for all its VFs.
+    pfs: BTreeMap<PathBuf, PfSignals>,
 }
+
+/// A PF's signals, as far as its VFs needed them: each AER file's
+/// counts and the link (`None`: not read yet; `Some(None)`: nothing
+/// there).
+#[derive(Debug, Default)]
+struct PfSignals {
+    aer: BTreeMap<&'static str, Option<AerCounts>>,
+    link: Option<Option<(Reading, Reading)>>,
+}
+
+/// A link's (width, speed) readings: (current, max) each.
+type Reading = (Option<u32>, Option<u32>);
 
 impl<'a> Pass<'a> {
     /// A check against `previous`.
@@ -558,6 +574,7 @@ impl<'a> Pass<'a> {
             checks,
             previous,
             next: Baseline::default(),
+            pfs: BTreeMap::new(),
         }
     }
 
@@ -591,7 +608,9 @@ impl<'a> Pass<'a> {
         }
         self.next.functions.insert(dir.to_path_buf());
         let pf = dir.join("physfn");
-        let pf = root.exists(&pf).then_some(pf);
+        // The PF's files as its real directory has them: its VFs share
+        // one reading a pass.
+        let pf = root.resolve(&pf).ok().map(|real| (pf, real));
         for (file, key, code, what) in [
             ("aer_dev_fatal", "TOTAL_ERR_FATAL", Code::AerFatal, "fatal"),
             (
@@ -604,9 +623,10 @@ impl<'a> Pass<'a> {
             let own = dir.join(file);
             let counts = match self.aer(root, &own, key) {
                 Some(c) => Some((own, c)),
-                None => pf.as_ref().and_then(|pf| {
+                None => pf.as_ref().and_then(|(pf, real)| {
                     let theirs = pf.join(file);
-                    self.aer(root, &theirs, key).map(|c| (theirs, c))
+                    self.pf_aer(root, real, &theirs, file, key)
+                        .map(|c| (theirs, c))
                 }),
             };
             if let Some((path, now)) = counts
@@ -615,9 +635,15 @@ impl<'a> Pass<'a> {
                 out.push(p);
             }
         }
-        let link = self
-            .link(root, dir)
-            .or_else(|| pf.as_ref().and_then(|pf| self.link(root, pf)));
+        let link = self.link(root, dir).or_else(|| {
+            let (pf, real) = pf.as_ref()?;
+            let (width, speed) = self.pf_link(root, real, pf)?;
+            Some(Link {
+                dir: pf.clone(),
+                width,
+                speed,
+            })
+        });
         if let Some(l) = link {
             if let (Some(cur), Some(max)) = (l.width.0, l.width.1)
                 && cur < max
@@ -655,6 +681,39 @@ impl<'a> Pass<'a> {
                 None
             }
         }
+    }
+
+    /// The counts of the AER file `file` of the PF whose real directory
+    /// is `real`, read as `path` by the first VF that needs them.
+    fn pf_aer(
+        &mut self,
+        root: &HostRoot,
+        real: &Path,
+        path: &Path,
+        file: &'static str,
+        key: &str,
+    ) -> Option<AerCounts> {
+        if let Some(known) = self.pfs.get(real).and_then(|s| s.aer.get(file)) {
+            return known.clone();
+        }
+        let counts = self.aer(root, path, key);
+        self.pfs
+            .entry(real.to_path_buf())
+            .or_default()
+            .aer
+            .insert(file, counts.clone());
+        counts
+    }
+
+    /// The link readings of the PF whose real directory is `real`, read
+    /// at `dir` by the first VF that needs them.
+    fn pf_link(&mut self, root: &HostRoot, real: &Path, dir: &Path) -> Option<(Reading, Reading)> {
+        if let Some(known) = self.pfs.get(real).and_then(|s| s.link) {
+            return known;
+        }
+        let link = self.link(root, dir).map(|l| (l.width, l.speed));
+        self.pfs.entry(real.to_path_buf()).or_default().link = Some(link);
+        link
     }
 
     /// A problem when `now` rose above the baseline of `path` (kept, or
@@ -960,6 +1019,48 @@ Poisoned TLP Egress Blocked 0\nTOTAL_ERR_FATAL 1\n";
             .map(|p| (p.code, p.detail))
             .collect();
         (got, pass.finish())
+    }
+
+    #[test]
+    fn the_vfs_of_a_pf_share_one_reading_of_its_files_a_pass() {
+        let (dir, root) = host();
+        let other = "sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.4";
+        std::fs::create_dir_all(dir.path().join(other)).unwrap();
+        std::os::unix::fs::symlink("../0000:3b:00.0", dir.path().join(other).join("physfn"))
+            .unwrap();
+        let second = Device {
+            id: "0000:3b:00.4".into(),
+            sysfs_path: format!("/{other}"),
+            pci: Some(crate::model::test_pci("0000:3b:00.4")),
+            ..Default::default()
+        };
+        let link = |cur: &str| {
+            write(&dir, &format!("{PF}/current_link_width"), cur);
+            write(&dir, &format!("{PF}/max_link_width"), "8\n");
+        };
+        link("4\n");
+        let checks = Checks::default();
+        let base = Baseline::default();
+        let root = root.fresh();
+        let mut pass = Pass::new(&checks, &base);
+        let first = pass.pci(&root, &vf());
+        // Mended after the first VF's check: the pass read the PF once.
+        link("8\n");
+        let then = pass.pci(&root, &second);
+        let details =
+            |p: Vec<Problem>| -> Vec<String> { p.into_iter().map(|p| p.detail).collect() };
+        assert_eq!(
+            details(first),
+            [format!("PCIe link x4 of x8 (/{DIR}/physfn)")]
+        );
+        assert_eq!(
+            details(then),
+            [format!("PCIe link x4 of x8 (/{other}/physfn)")]
+        );
+        // The next pass reads it again.
+        let mut pass = Pass::new(&checks, &base);
+        assert!(pass.pci(&root, &vf()).is_empty());
+        assert!(pass.pci(&root, &second).is_empty());
     }
 
     #[test]

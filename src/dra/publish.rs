@@ -88,14 +88,83 @@ const WATCH_TIMEOUT_S: u32 = 290;
 const SHORT_WATCH: Duration = Duration::from_secs(1);
 
 /// The slices to publish, and when the watch pass that made them started.
+///
+/// Each slice's spec is held as its JSON (at pool generation 0: the
+/// generation is the publisher's to set), several times smaller than the
+/// typed spec (maps of attributes): the wanted slices are most of what
+/// the driver holds between passes. Two contents say the same when their bytes are equal; a spec
+/// is read back only for a write, and to compare it with a slice from the
+/// server.
 #[derive(Debug, Clone)]
 pub struct Desired {
-    /// The slices, as [`super::slices::slices`] makes them (their pool
-    /// generation is the publisher's to set).
-    pub slices: Vec<ResourceSlice>,
+    slices: Vec<Wanted>,
     /// When the pass that made them started: the log says how long after
     /// it they were written.
     pub since: Instant,
+}
+
+impl Desired {
+    /// `slices` (as [`super::slices::slices`] makes them), made by the
+    /// pass that started at `since`.
+    pub fn new(slices: Vec<ResourceSlice>, since: Instant) -> Self {
+        Desired {
+            slices: slices.into_iter().map(Wanted::new).collect(),
+            since,
+        }
+    }
+
+    /// How many slices.
+    pub fn len(&self) -> usize {
+        self.slices.len()
+    }
+
+    /// Whether there is no slice.
+    pub fn is_empty(&self) -> bool {
+        self.slices.is_empty()
+    }
+
+    /// Whether `other` says the same slices (names and specs, whatever
+    /// their generation or pass).
+    pub fn same_slices(&self, other: &Desired) -> bool {
+        self.slices == other.slices
+    }
+}
+
+/// One wanted slice, compactly.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Wanted {
+    name: String,
+    /// Its pool's name.
+    pool: String,
+    /// Its spec as JSON, at pool generation 0.
+    spec: Box<[u8]>,
+}
+
+impl Wanted {
+    /// `slice`, taken apart as it is serialized.
+    fn new(slice: ResourceSlice) -> Self {
+        let mut spec = slice.spec;
+        spec.pool.generation = 0;
+        Wanted {
+            name: slice.metadata.name.unwrap_or_default(),
+            pool: spec.pool.name.clone(),
+            // A typed spec always serializes; empty bytes would fail to
+            // read back, as an error.
+            spec: serde_json::to_vec(&spec).unwrap_or_default().into(),
+        }
+    }
+
+    /// Its spec, typed again, at pool generation `g`.
+    fn spec(&self, g: i64) -> Result<ResourceSliceSpec, ApiError> {
+        let mut spec: ResourceSliceSpec = serde_json::from_slice(&self.spec).map_err(|e| {
+            ApiError(format!(
+                "ResourceSlice {}: the wanted spec cannot be read back: {e}",
+                self.name
+            ))
+        })?;
+        spec.pool.generation = g;
+        Ok(spec)
+    }
 }
 
 /// What one round of writes wrote.
@@ -154,12 +223,9 @@ fn saying(content: &Desired, name: Option<&str>, spec: &ResourceSliceSpec) -> Op
     let i = content
         .slices
         .iter()
-        .position(|w| w.metadata.name.as_deref() == name)?;
-    content
-        .slices
-        .get(i)
-        .is_some_and(|w| says(spec, &w.spec, None))
-        .then_some(i)
+        .position(|w| Some(w.name.as_str()) == name)?;
+    let want = content.slices.get(i)?.spec(0).ok()?;
+    says(spec, &want, None).then_some(i)
 }
 
 impl Held {
@@ -179,22 +245,22 @@ impl Held {
         }
     }
 
-    /// Its spec (at the generation of the content it shares, when it
-    /// does: [`Held::generation`] is its own).
-    fn spec(&self) -> Option<&ResourceSliceSpec> {
+    fn pool(&self) -> &str {
         match &self.spec {
-            HeldSpec::Published(c, i) => c.slices.get(*i).map(|s| &s.spec),
-            HeldSpec::Own(s) => Some(s),
+            HeldSpec::Published(c, i) => c.slices.get(*i).map_or("", |w| w.pool.as_str()),
+            HeldSpec::Own(s) => s.pool.name.as_str(),
         }
     }
 
-    fn pool(&self) -> &str {
-        self.spec().map_or("", |s| s.pool.name.as_str())
-    }
-
     /// Whether it says `want`, at generation `g` when given.
-    fn says(&self, want: &ResourceSliceSpec, g: Option<i64>) -> bool {
-        g.is_none_or(|g| self.generation == g) && self.spec().is_some_and(|s| says(s, want, None))
+    fn says(&self, want: &Wanted, g: Option<i64>) -> bool {
+        if g.is_some_and(|g| self.generation != g) {
+            return false;
+        }
+        match &self.spec {
+            HeldSpec::Published(c, i) => c.slices.get(*i).is_some_and(|w| w.spec == want.spec),
+            HeldSpec::Own(s) => want.spec(0).is_ok_and(|w| says(s, &w, None)),
+        }
     }
 
     /// The same, sharing `content`'s spec in place of one of an older
@@ -209,9 +275,13 @@ impl Held {
         let Some(was) = old.slices.get(*i) else {
             return;
         };
-        self.spec = match saying(content, was.metadata.name.as_deref(), &was.spec) {
+        self.spec = match content.slices.iter().position(|w| w == was) {
             Some(j) => HeldSpec::Published(Arc::clone(content), j),
-            None => HeldSpec::Own(Box::new(was.spec.clone())),
+            None => match was.spec(self.generation) {
+                Ok(s) => HeldSpec::Own(Box::new(s)),
+                // Unreadable (never, in practice): the old content stays.
+                Err(_) => return,
+            },
         };
     }
 }
@@ -428,10 +498,7 @@ impl Publisher {
     /// The first call to the API server that failed, naming the slice.
     pub async fn sync(&mut self, desired: &[ResourceSlice]) -> Result<Outcome, ApiError> {
         self.list().await?;
-        let desired = Arc::new(Desired {
-            slices: desired.to_vec(),
-            since: Instant::now(),
-        });
+        let desired = Arc::new(Desired::new(desired.to_vec(), Instant::now()));
         self.reconcile(&desired).await
     }
 
@@ -439,28 +506,24 @@ impl Publisher {
     /// the slices owned by `owner`.
     fn plan(
         view: &BTreeMap<&str, &Held>,
-        desired: &[ResourceSlice],
+        desired: &[Wanted],
         g: i64,
         owner: Option<&OwnerReference>,
     ) -> Plan {
         let mut plan = Plan::default();
         for (i, want) in desired.iter().enumerate() {
-            let name = want.metadata.name.as_deref().unwrap_or_default();
-            match view.get(name) {
+            match view.get(want.name.as_str()) {
                 None => plan.create.push(i),
                 Some(e) => {
                     let refs = e.metadata.owner_references.as_deref().unwrap_or_default();
                     let owned = owner.is_none_or(|o| refs.contains(o));
-                    if !owned || !e.says(&want.spec, Some(g)) {
+                    if !owned || !e.says(want, Some(g)) {
                         plan.update.push(i);
                     }
                 }
             }
         }
-        let wanted: BTreeSet<&str> = desired
-            .iter()
-            .filter_map(|s| s.metadata.name.as_deref())
-            .collect();
+        let wanted: BTreeSet<&str> = desired.iter().map(|s| s.name.as_str()).collect();
         plan.delete = view
             .keys()
             .filter(|n| !wanted.contains(*n))
@@ -476,19 +539,17 @@ impl Publisher {
         let wanted = desired.slices.as_slice();
         let pool = wanted
             .first()
-            .map_or(self.node.as_str(), |s| s.spec.pool.name.as_str())
+            .map_or(self.node.as_str(), |s| s.pool.as_str())
             .to_string();
         let changed = !self
             .content
             .as_ref()
-            .is_some_and(|c| Arc::ptr_eq(c, desired) || same_content(&c.slices, wanted));
+            .is_some_and(|c| Arc::ptr_eq(c, desired) || c.same_slices(desired));
         // The owner: read at the first round, and again when a slice is
         // to be created (the Node may be a new one of the same name).
         let missing = {
             let view = self.view();
-            wanted
-                .iter()
-                .any(|s| !view.contains_key(s.metadata.name.as_deref().unwrap_or_default()))
+            wanted.iter().any(|s| !view.contains_key(s.name.as_str()))
         };
         if self.owner.is_none() || missing {
             self.owner = Some(self.read_owner().await?);
@@ -539,7 +600,7 @@ impl Publisher {
     async fn write(
         &mut self,
         plan: &Plan,
-        wanted: &[ResourceSlice],
+        wanted: &[Wanted],
         generation: i64,
     ) -> Result<Outcome, ApiError> {
         let mut out = Outcome {
@@ -553,14 +614,14 @@ impl Publisher {
         };
         for &i in &plan.update {
             let Some(want) = wanted.get(i) else { continue };
-            let name = want.metadata.name.clone().unwrap_or_default();
+            let name = want.name.clone();
             let what = format!("ResourceSlice {name}");
             let Some(metadata) = self.view().get(name.as_str()).map(|s| s.metadata.clone()) else {
                 continue;
             };
             let mut slice = ResourceSlice {
                 metadata,
-                spec: at_generation(&want.spec, generation),
+                spec: want.spec(generation)?,
             };
             // Ours in place of any other Node's; other owners kept.
             let mut refs: Vec<OwnerReference> = slice
@@ -583,7 +644,7 @@ impl Publisher {
         }
         for &i in &plan.create {
             let Some(want) = wanted.get(i) else { continue };
-            let name = want.metadata.name.clone().unwrap_or_default();
+            let name = want.name.clone();
             let what = format!("ResourceSlice {name}");
             let slice = ResourceSlice {
                 metadata: kube::api::ObjectMeta {
@@ -591,7 +652,7 @@ impl Publisher {
                     owner_references: Some(owners.clone()),
                     ..kube::api::ObjectMeta::default()
                 },
-                spec: at_generation(&want.spec, generation),
+                spec: want.spec(generation)?,
             };
             let done = self
                 .api
@@ -1007,22 +1068,6 @@ async fn next_event(
     }
 }
 
-/// `spec` at pool generation `g`.
-fn at_generation(spec: &ResourceSliceSpec, g: i64) -> ResourceSliceSpec {
-    let mut s = spec.clone();
-    s.pool.generation = g;
-    s
-}
-
-/// Whether two lists of wanted slices say the same (names and specs,
-/// whatever their generation).
-fn same_content(a: &[ResourceSlice], b: &[ResourceSlice]) -> bool {
-    a.len() == b.len()
-        && a.iter()
-            .zip(b)
-            .all(|(a, b)| a.metadata.name == b.metadata.name && says(&a.spec, &b.spec, None))
-}
-
 /// Whether the server's `existing` says `want`, at generation `g` when
 /// given (`want`'s own generation is not compared): the same but for what
 /// the server fills in (a taint's timeAdded we left empty). Nothing is
@@ -1109,6 +1154,83 @@ mod tests {
             d.name = "b".into();
         }
         assert!(!says(&other, &want, None));
+    }
+
+    /// A slice named `name` of pool `node` with devices `devices`, at
+    /// pool generation `g`.
+    fn slice(name: &str, devices: &[&str], g: i64) -> ResourceSlice {
+        ResourceSlice {
+            metadata: kube::api::ObjectMeta {
+                name: Some(name.into()),
+                ..kube::api::ObjectMeta::default()
+            },
+            spec: ResourceSliceSpec {
+                driver: "dra.cdigen.io".into(),
+                node_name: Some("node".into()),
+                pool: k8s_openapi::api::resource::v1::ResourcePool {
+                    name: "node".into(),
+                    generation: g,
+                    resource_slice_count: 1,
+                },
+                devices: Some(
+                    devices
+                        .iter()
+                        .map(|d| Device {
+                            name: (*d).into(),
+                            ..Device::default()
+                        })
+                        .collect(),
+                ),
+                ..ResourceSliceSpec::default()
+            },
+        }
+    }
+
+    #[test]
+    fn wanted_slices_read_back_as_they_were_at_the_generation_asked() {
+        let s = slice("s-0", &["a", "b"], 4);
+        let content = Desired::new(vec![s.clone()], Instant::now());
+        let w = &content.slices[0];
+        assert_eq!(w.name, "s-0");
+        assert_eq!(w.pool, "node");
+        let mut at_7 = s.spec.clone();
+        at_7.pool.generation = 7;
+        assert_eq!(w.spec(7).unwrap(), at_7);
+        // Held as JSON: no typed copy.
+        assert_eq!(
+            serde_json::from_slice::<serde_json::Value>(&w.spec).unwrap()["pool"]["generation"],
+            0
+        );
+        let broken = Wanted {
+            spec: b"{".to_vec().into(),
+            ..w.clone()
+        };
+        let e = broken.spec(1).unwrap_err().0;
+        assert!(
+            e.starts_with("ResourceSlice s-0: the wanted spec cannot be read back:"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn contents_are_the_same_whatever_their_generation_and_pass() {
+        let a = Desired::new(vec![slice("s-0", &["a", "b"], 0)], Instant::now());
+        let b = Desired::new(vec![slice("s-0", &["a", "b"], 3)], Instant::now());
+        let c = Desired::new(vec![slice("s-0", &["a"], 0)], Instant::now());
+        let d = Desired::new(vec![slice("s-1", &["a", "b"], 0)], Instant::now());
+        assert!(a.same_slices(&b));
+        assert!(!a.same_slices(&c));
+        assert!(!a.same_slices(&d));
+        // A slice from the server saying it is held as the content's.
+        let a = Arc::new(a);
+        let held = Held::new(slice("s-0", &["a", "b"], 2), Some(&a));
+        assert!(matches!(held.spec, HeldSpec::Published(_, 0)));
+        assert!(held.says(&a.slices[0], Some(2)));
+        assert!(!held.says(&a.slices[0], Some(3)));
+        let other = Held::new(slice("s-0", &["a"], 2), Some(&a));
+        assert!(matches!(other.spec, HeldSpec::Own(_)));
+        assert!(!other.says(&a.slices[0], None));
+        assert!(other.says(&c.slices[0], Some(2)));
     }
 
     #[test]

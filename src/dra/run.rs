@@ -76,7 +76,8 @@ impl AfterPass for Publish {
     fn after(&mut self, inv: &Inventory, first: bool, since: Instant) {
         let built = Instant::now();
         let devices = names::devices(inv);
-        let wanted = slices::slices(&devices, &self.driver, &self.node, 0);
+        // Held compactly from here: the typed slices go at once.
+        let wanted = Desired::new(slices::slices(&devices, &self.driver, &self.node, 0), since);
         tracing::debug!(
             "pass {} ms, then inventory, {} devices and {} slices in {} ms",
             built.saturating_duration_since(since).as_millis(),
@@ -85,13 +86,10 @@ impl AfterPass for Publish {
             built.elapsed().as_millis()
         );
         self.slices.send_if_modified(|cur| {
-            if !first && cur.as_ref().is_some_and(|d| d.slices == wanted) {
+            if !first && cur.as_ref().is_some_and(|d| d.same_slices(&wanted)) {
                 false
             } else {
-                *cur = Some(Arc::new(Desired {
-                    slices: wanted,
-                    since,
-                }));
+                *cur = Some(Arc::new(wanted));
                 true
             }
         });
