@@ -148,7 +148,11 @@ fn with_definitions(
         failures,
     );
     let slices = parse(&yaml);
-    failures.extend(limits(&slices).into_iter().map(|why| format!("{machine} ({name}): {why}")));
+    failures.extend(
+        limits(&slices)
+            .into_iter()
+            .map(|why| format!("{machine} ({name}): {why}")),
+    );
     slices
 }
 
