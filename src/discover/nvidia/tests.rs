@@ -742,6 +742,45 @@ fn without_a_linker_cache_libraries_are_found_by_name() {
     );
 }
 
+/// The libraries drivers 580 and 590 added (nvidia-container-toolkit
+/// 1.19/1.20 list them): the CUDA 12 NVVM beside CUDA 13's, which must not
+/// be taken for each other, and Tile IR's compiler, whose soname is its
+/// versioned file.
+#[test]
+fn nvvm70_and_tileiras_are_compute_libraries() {
+    let tmp = h100(false, FULL_DEV);
+    let r = tmp.path();
+    let lib64 = r.join("usr/lib64");
+    shared_object(&lib64, "libcuda.so.590.48.01", "libcuda.so.1");
+    shared_object(&lib64, "libnvidia-nvvm.so.590.48.01", "libnvidia-nvvm.so.4");
+    shared_object(&lib64, "libnvidia-nvvm70.so.590.48.01", "libnvidia-nvvm70.so.4");
+    shared_object(
+        &lib64,
+        "libnvidia-tileiras.so.590.48.01",
+        "libnvidia-tileiras.so.590.48.01",
+    );
+    let root = HostRoot::open(r).unwrap();
+    let mut report = Report::default();
+    let d = driver::find(&root, Some("590.48.01"), &mut report);
+    assert_eq!(report.warnings, vec![]);
+    let got: Vec<String> = d
+        .files
+        .iter()
+        .map(describe)
+        .filter(|f| f.contains("nvvm") || f.contains("tileiras"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "compute library /usr/lib64/libnvidia-nvvm.so.590.48.01 <- /usr/lib64/libnvidia-nvvm.so.590.48.01 \
+             [/usr/lib64/libnvidia-nvvm.so.4 -> libnvidia-nvvm.so.590.48.01]",
+            "compute library /usr/lib64/libnvidia-nvvm70.so.590.48.01 <- /usr/lib64/libnvidia-nvvm70.so.590.48.01 \
+             [/usr/lib64/libnvidia-nvvm70.so.4 -> libnvidia-nvvm70.so.590.48.01]",
+            "compute library /usr/lib64/libnvidia-tileiras.so.590.48.01 <- /usr/lib64/libnvidia-tileiras.so.590.48.01",
+        ]
+    );
+}
+
 #[test]
 fn a_driver_of_another_version_is_said() {
     let tmp = h100(false, FULL_DEV);
