@@ -753,7 +753,11 @@ fn nvvm70_and_tileiras_are_compute_libraries() {
     let lib64 = r.join("usr/lib64");
     shared_object(&lib64, "libcuda.so.590.48.01", "libcuda.so.1");
     shared_object(&lib64, "libnvidia-nvvm.so.590.48.01", "libnvidia-nvvm.so.4");
-    shared_object(&lib64, "libnvidia-nvvm70.so.590.48.01", "libnvidia-nvvm70.so.4");
+    shared_object(
+        &lib64,
+        "libnvidia-nvvm70.so.590.48.01",
+        "libnvidia-nvvm70.so.4",
+    );
     shared_object(
         &lib64,
         "libnvidia-tileiras.so.590.48.01",
