@@ -1050,7 +1050,7 @@ fn generate_from_a_build_directory_names_the_installed_hook_and_warns() {
     assert_eq!(code, Some(0), "{err}");
     assert_eq!(
         spec.matches("path: '/usr/bin/cdigen-hook'\n").count(),
-        3,
+        4,
         "{spec}"
     );
     let build_dir = exe.parent().unwrap().display().to_string();
@@ -1069,7 +1069,7 @@ fn generate_from_a_build_directory_names_the_installed_hook_and_warns() {
     assert_eq!(
         spec.matches("path: '/opt/cdigen/bin/cdigen-hook'\n")
             .count(),
-        3,
+        4,
         "{spec}"
     );
     assert!(!spec.contains("/usr/bin/cdigen-hook"), "{spec}");

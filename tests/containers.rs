@@ -12,8 +12,9 @@
 //!   mount (the `/dev/.../by-path` links, the driver's files);
 //! - for NVIDIA, each link the hooks were to make, and that every driver
 //!   library of a linker-cache folder **loads** by its soname (`dlopen`),
-//!   that `ldconfig -p` lists it, and that the development links
-//!   (`libcuda.so`) load.
+//!   that `ldconfig -p` lists it, that the development links
+//!   (`libcuda.so`) load, and that the application profile names the
+//!   container's GPUs.
 //!
 //! The fixture machines' driver trees cover the host layouts: Debian with
 //! a cache (dgx-8gpu, example, no-uvm), RHEL's `/usr/lib64` (old-driver),
@@ -150,6 +151,33 @@ fn expectations(
             want.insert(format!("dlopen {l} OK"));
             script.push(format!("dlprobe {l}"));
         }
+    }
+    // The application profile names the container's GPUs (bit N for
+    // /dev/nvidiaN's minor N).
+    if [spec, device].iter().any(|e| {
+        e.hooks
+            .iter()
+            .any(|h| h.args.get(2).map(String::as_str) == Some("update-application-profile"))
+    }) {
+        let mask = [spec, device]
+            .iter()
+            .flat_map(|e| &e.device_nodes)
+            .filter(|n| {
+                n.path
+                    .strip_prefix("/dev/nvidia")
+                    .is_some_and(|d| !d.is_empty() && d.bytes().all(|b| b.is_ascii_digit()))
+            })
+            .fold(0u64, |m, n| m | 1 << n.minor);
+        want.insert(if mask == 0 {
+            "profile none".to_string()
+        } else {
+            format!("profile EGLVisibleDGPUDevices\",0x{mask:x}")
+        });
+        script.push(
+            "echo \"profile $(grep -o 'EGLVisibleDGPUDevices\",0x[0-9a-f]*' \
+             /etc/nvidia/nvidia-application-profiles-rc.d/10-cdigen-container.conf 2>/dev/null || echo none)\""
+                .to_string(),
+        );
     }
     (want.into_iter().collect(), script)
 }

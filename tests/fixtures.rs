@@ -581,6 +581,59 @@ fn gpus_with_one_device_minor_get_no_spec_and_a_warning() {
     assert!(spec.contains("/dev/nvidia1'"), "{spec}");
 }
 
+/// On an NVSwitch system whose switch nodes nvidia-modprobe has not made
+/// yet, and whose GDRCopy node is a directory, the opt-in NVIDIA
+/// generators say so and still write valid specs of what there is.
+#[test]
+fn nvidia_management_and_gpudirect_say_what_they_leave_out() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = copy_machine("dgx-8gpu", tmp.path());
+    let manifest = root.join("dev.manifest");
+    let text: String = fs::read_to_string(&manifest)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("/dev/nvidia-nvswitch") && !l.starts_with("/dev/gdrdrv"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    fs::write(&manifest, text + "/dev/gdrdrv d\n").unwrap();
+    for g in ["nvidia-management", "nvidia-gdrcopy"] {
+        let out = tmp.path().join(g);
+        let (code, stdout, stderr) = cdigen(&[
+            "generate",
+            "--generator",
+            g,
+            "--root",
+            root.to_str().unwrap(),
+            "--output-dir",
+            out.to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{stderr}");
+        let warnings = warnings_of(&stderr);
+        assert!(
+            warnings.contains(
+                &"/proc/driver/nvidia-nvswitch/devices: 4 NVSwitches, but 0 /dev/nvidia-nvswitchN \
+                  nodes: the driver does not say which minor each switch has, so only existing \
+                  nodes are given (`nvidia-modprobe -s -c N` makes node N); regenerate once they exist"
+            ),
+            "{stderr}"
+        );
+        assert!(
+            warnings.contains(&"/dev/gdrdrv: not a character device (a directory); leaving it out"),
+            "{stderr}"
+        );
+        let spec = specs_in(&out).into_values().collect::<String>();
+        if g == "nvidia-gdrcopy" {
+            assert_eq!(spec, "", "no device, no spec: {stdout}");
+            continue;
+        }
+        // The switches are left out; their control node is there (the
+        // runtime makes it from its numbers).
+        assert!(!spec.contains("/dev/nvidia-nvswitch0'"), "{spec}");
+        assert!(spec.contains("/dev/nvidia-nvswitchctl'"), "{spec}");
+        assert!(spec.contains("/dev/nvidia-caps/nvidia-cap0'"), "{spec}");
+    }
+}
+
 /// A GPU bound to `nvidia` that the driver did not list in procfs is
 /// reported, not dropped silently.
 #[test]

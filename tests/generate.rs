@@ -627,7 +627,7 @@ fn unknown_backend_and_generator_are_usage_errors() {
     );
     assert_eq!(
         err,
-        "cdigen: unknown generator \"nope\" (known: accel, alsa, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio, xdma)\n"
+        "cdigen: unknown generator \"nope\" (known: accel, alsa, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-gdrcopy, nvidia-gds, nvidia-imex, nvidia-management, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio, xdma)\n"
     );
     assert_eq!(code, 2);
 }

@@ -215,6 +215,63 @@ fn enable_cuda_compat_writes_the_conf_only_for_a_newer_driver() {
     assert!(!conf.exists());
 }
 
+/// The GPUs of the runtime's `linux.devices` (minors 1 and 3) make the
+/// profile's mask; a container without GPUs gets none, and a link of the
+/// image pointing out of its root leads the file into the root, never out.
+#[test]
+fn update_application_profile_names_the_containers_gpus() {
+    let b = Bundle::new();
+    let config = |devices: serde_json::Value| {
+        std::fs::write(
+            b.dir.path().join("config.json"),
+            serde_json::json!({
+                "ociVersion": "1.2.0",
+                "root": {"path": "rootfs"},
+                "linux": {"devices": devices},
+            })
+            .to_string(),
+        )
+        .unwrap();
+    };
+    config(serde_json::json!([
+        {"path": "/dev/nvidia3", "type": "c", "major": 195, "minor": 3},
+        {"path": "/dev/nvidiactl", "type": "c", "major": 195, "minor": 255},
+        {"path": "/dev/nvidia1", "type": "c", "major": 195, "minor": 1},
+        {"path": "/dev/nvidia70", "type": "c", "major": 195, "minor": 70},
+    ]));
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(b.root().join("etc")).unwrap();
+    symlink(outside.path(), b.root().join("etc/nvidia")).unwrap();
+    let (code, out, err) = b.hook(&["update-application-profile"]);
+    assert_eq!((code, out.as_str()), (0, ""));
+    assert_eq!(
+        err,
+        "cdigen hook update-application-profile: /dev/nvidia70: minor 70 is not a GPU the \
+         application profile can name (0 to 63): leaving it out\n"
+    );
+    assert_eq!(std::fs::read_dir(outside.path()).unwrap().count(), 0);
+    // The absolute link resolves inside the root: /etc/nvidia is <outside> there.
+    let profile = b.root().join(format!(
+        "{}/nvidia-application-profiles-rc.d/10-cdigen-container.conf",
+        outside.path().display().to_string().trim_start_matches('/')
+    ));
+    let text = std::fs::read_to_string(&profile).unwrap();
+    assert!(text.contains("[\"EGLVisibleDGPUDevices\",0xa]"), "{text}");
+    config(serde_json::json!([]));
+    let (code, _, err) = b.hook(&["update-application-profile"]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert!(!profile.exists());
+    // A config.json that is not one is named.
+    std::fs::write(b.dir.path().join("config.json"), "{").unwrap();
+    let (code, _, err) = b.hook(&["update-application-profile"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.starts_with("cdigen hook update-application-profile: ")
+            && err.contains("config.json: not a valid OCI runtime configuration"),
+        "{err}"
+    );
+}
+
 #[test]
 fn update_ldcache_refuses_an_ldconfig_that_is_not_a_static_program() {
     let b = Bundle::new();

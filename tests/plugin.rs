@@ -522,7 +522,7 @@ fn bad_configuration_is_error_100_naming_the_field() {
         info(&conf(json!({"generator": "nope"}))),
         format!(
             "args.generator: no generator named \"nope\" (known: {})",
-            "accel, alsa, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio, xdma"
+            "accel, alsa, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-gdrcopy, nvidia-gds, nvidia-imex, nvidia-management, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio, xdma"
         )
     );
     // Unknown args are ignored with a warning on stderr (stdout stays JSON).
@@ -1468,7 +1468,7 @@ fn the_whole_configuration_is_checked_before_the_command() {
     for (stdin, details) in [
         (
             &nope,
-            "args.generator: no generator named \"nope\" (known: accel, alsa, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-imex, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio, xdma)",
+            "args.generator: no generator named \"nope\" (known: accel, alsa, amd-gpu, bmc-display, dma-heap, drm, gaudi, generic-tty, intel-gpu, intel-gpu-mei, intel-npu, nvidia, nvidia-gdrcopy, nvidia-gds, nvidia-imex, nvidia-management, rdma, rdma-shared, sriov, usb-serial, vdpa, vfio, xdma)",
         ),
         (
             &bad_args,

@@ -216,7 +216,8 @@ fn synthetic_nvidia_gpus_with_mig_and_a_driver_root() {
     let found = cdigen::discover::discover(&root, &[]).unwrap();
     assert_eq!(found.warnings, vec![]);
     assert!(found.devices.iter().all(|d| d.backend == "nvidia"));
-    assert_eq!(found.devices.len(), 3 * (1 + 7));
+    // Each GPU and its MIG devices, and the management device.
+    assert_eq!(found.devices.len(), 3 * (1 + 7) + 1);
     let get = |id: &str| found.devices.iter().find(|d| d.id == id).unwrap();
 
     // GPU 1: Device Minor 1, behind root port 0200:02:01.0.
@@ -325,7 +326,14 @@ fn mixed_machine_is_fully_discovered() {
     )
     .unwrap();
     assert_eq!(found.warnings, vec![]);
-    let count = |b: &str| found.devices.iter().filter(|d| d.backend == b).count();
+    // The NVIDIA backend's management device is no GPU: not counted.
+    let count = |b: &str| {
+        found
+            .devices
+            .iter()
+            .filter(|d| d.backend == b && d.id != "management")
+            .count()
+    };
     assert_eq!(
         (
             count("drm"),

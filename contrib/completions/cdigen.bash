@@ -106,6 +106,9 @@ _cdigen() {
             cdigen__subcmd__help__subcmd__hook,enable-cuda-compat)
                 cmd="cdigen__subcmd__help__subcmd__hook__subcmd__enable__subcmd__cuda__subcmd__compat"
                 ;;
+            cdigen__subcmd__help__subcmd__hook,update-application-profile)
+                cmd="cdigen__subcmd__help__subcmd__hook__subcmd__update__subcmd__application__subcmd__profile"
+                ;;
             cdigen__subcmd__help__subcmd__hook,update-ldcache)
                 cmd="cdigen__subcmd__help__subcmd__hook__subcmd__update__subcmd__ldcache"
                 ;;
@@ -118,6 +121,9 @@ _cdigen() {
             cdigen__subcmd__hook,help)
                 cmd="cdigen__subcmd__hook__subcmd__help"
                 ;;
+            cdigen__subcmd__hook,update-application-profile)
+                cmd="cdigen__subcmd__hook__subcmd__update__subcmd__application__subcmd__profile"
+                ;;
             cdigen__subcmd__hook,update-ldcache)
                 cmd="cdigen__subcmd__hook__subcmd__update__subcmd__ldcache"
                 ;;
@@ -129,6 +135,9 @@ _cdigen() {
                 ;;
             cdigen__subcmd__hook__subcmd__help,help)
                 cmd="cdigen__subcmd__hook__subcmd__help__subcmd__help"
+                ;;
+            cdigen__subcmd__hook__subcmd__help,update-application-profile)
+                cmd="cdigen__subcmd__hook__subcmd__help__subcmd__update__subcmd__application__subcmd__profile"
                 ;;
             cdigen__subcmd__hook__subcmd__help,update-ldcache)
                 cmd="cdigen__subcmd__hook__subcmd__help__subcmd__update__subcmd__ldcache"
@@ -682,7 +691,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__help__subcmd__hook)
-            opts="create-symlinks enable-cuda-compat update-ldcache"
+            opts="create-symlinks enable-cuda-compat update-ldcache update-application-profile"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -710,6 +719,20 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__help__subcmd__hook__subcmd__enable__subcmd__cuda__subcmd__compat)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__help__subcmd__hook__subcmd__update__subcmd__application__subcmd__profile)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
@@ -822,7 +845,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__hook)
-            opts="-v -q -h --verbose --quiet --help create-symlinks enable-cuda-compat update-ldcache help"
+            opts="-v -q -h --verbose --quiet --help create-symlinks enable-cuda-compat update-ldcache update-application-profile help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 2 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -872,7 +895,7 @@ _cdigen() {
             return 0
             ;;
         cdigen__subcmd__hook__subcmd__help)
-            opts="create-symlinks enable-cuda-compat update-ldcache help"
+            opts="create-symlinks enable-cuda-compat update-ldcache update-application-profile help"
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
@@ -927,9 +950,37 @@ _cdigen() {
             COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
             return 0
             ;;
+        cdigen__subcmd__hook__subcmd__help__subcmd__update__subcmd__application__subcmd__profile)
+            opts=""
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
         cdigen__subcmd__hook__subcmd__help__subcmd__update__subcmd__ldcache)
             opts=""
             if [[ ${cur} == -* || ${COMP_CWORD} -eq 4 ]] ; then
+                COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+                return 0
+            fi
+            case "${prev}" in
+                *)
+                    COMPREPLY=()
+                    ;;
+            esac
+            COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
+            return 0
+            ;;
+        cdigen__subcmd__hook__subcmd__update__subcmd__application__subcmd__profile)
+            opts="-v -q -h --verbose --quiet --help"
+            if [[ ${cur} == -* || ${COMP_CWORD} -eq 3 ]] ; then
                 COMPREPLY=( $(compgen -W "${opts}" -- "${cur}") )
                 return 0
             fi

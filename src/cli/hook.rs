@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 
-use crate::hook::{self, compat, ldconfig, symlinks};
+use crate::hook::{self, compat, ldconfig, profile, symlinks};
 use crate::text::{Escaped, path as shown};
 
 /// Arguments of `cdigen hook`.
@@ -52,6 +52,15 @@ pub enum HookStep {
     /// It needs root with CAP_SYS_ADMIN; ldconfig is killed after 30 s. On a read-only root
     /// nothing is written or run: one line on stderr, exit status 0.
     UpdateLdcache(UpdateLdcacheArgs),
+    /// Show EGL and Vulkan only the container's GPUs, through the driver's application profiles.
+    ///
+    /// Writes /etc/nvidia/nvidia-application-profiles-rc.d/10-cdigen-container.conf, a profile
+    /// for every program setting EGLVisibleDGPUDevices to the mask of the GPUs (bit N for device
+    /// minor N, 0 to 63) whose /dev/nvidiaN the runtime creates in the container (linux.devices
+    /// of the bundle's config.json). With no GPU node it writes nothing and removes that file if
+    /// an earlier start left it. On a read-only root nothing is written: one line on stderr, exit
+    /// status 0.
+    UpdateApplicationProfile,
 }
 
 impl HookStep {
@@ -61,6 +70,7 @@ impl HookStep {
             HookStep::CreateSymlinks(_) => "create-symlinks",
             HookStep::EnableCudaCompat(_) => "enable-cuda-compat",
             HookStep::UpdateLdcache(_) => "update-ldcache",
+            HookStep::UpdateApplicationProfile => "update-application-profile",
         }
     }
 }
@@ -189,6 +199,25 @@ fn run_step(
                     compat::COMPAT_DIR
                 )),
                 other => tracing::debug!("CUDA forward compatibility not enabled: {other:?}"),
+            }
+        }
+        HookStep::UpdateApplicationProfile => {
+            let state = hook::read_state(input)?;
+            let devices = hook::container_devices(&state.bundle)?;
+            let root = hook::open_root(&state)?;
+            let got = profile::update_application_profile(&root, &devices)?;
+            for (path, minor) in &got.skipped {
+                notes.push(format!(
+                    "{path}: minor {minor} is not a GPU the application profile can name (0 to {}): leaving it out",
+                    profile::MAX_MINOR
+                ));
+            }
+            match got.action {
+                profile::Action::ReadOnly(_) => notes.push(format!(
+                    "the container's root filesystem is read-only: not writing {} (EGL and Vulkan may list GPUs the container does not have)",
+                    profile::PROFILE
+                )),
+                other => tracing::debug!("application profile: {other:?}"),
             }
         }
         HookStep::UpdateLdcache(a) => {

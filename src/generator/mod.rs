@@ -55,6 +55,18 @@ pub const BUILTIN: &[(&str, &str)] = &[
         include_str!("../../generators/nvidia-imex.yaml"),
     ),
     (
+        "nvidia-management.yaml",
+        include_str!("../../generators/nvidia-management.yaml"),
+    ),
+    (
+        "nvidia-gdrcopy.yaml",
+        include_str!("../../generators/nvidia-gdrcopy.yaml"),
+    ),
+    (
+        "nvidia-gds.yaml",
+        include_str!("../../generators/nvidia-gds.yaml"),
+    ),
+    (
         "generic-tty.yaml",
         include_str!("../../generators/generic-tty.yaml"),
     ),

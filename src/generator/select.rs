@@ -8,7 +8,7 @@ use crate::model::{Device, Node};
 use crate::sysfs::parse_hex_id;
 
 /// Node roles the backends produce.
-pub const NODE_ROLES: [&str; 26] = [
+pub const NODE_ROLES: [&str; 29] = [
     "primary",
     "render",
     "accel",
@@ -34,6 +34,9 @@ pub const NODE_ROLES: [&str; 26] = [
     "nvidia-mig-config",
     "nvidia-mig-monitor",
     "nvidia-imex-channel",
+    "nvidia-management",
+    "nvidia-gdrdrv",
+    "nvidia-fs",
     "generic",
 ];
 

@@ -168,8 +168,13 @@ fn builtins_parse_and_check() {
         // (firmware interfaces), the shared RDMA pool (the rdma generator
         // already offers every HCA), DMA heaps (contiguous memory the
         // whole board shares) and BMC displays (on every server, wanted by
-        // nobody), and the generic FPGA and sound card examples are opt-in.
+        // nobody), the generic FPGA and sound card examples, and NVIDIA's
+        // management (every GPU and the fabric) and GPUDirect devices are
+        // opt-in.
         let opt_in = [
+            "nvidia-management",
+            "nvidia-gdrcopy",
+            "nvidia-gds",
             "bmc-display",
             "generic-tty",
             "usb-serial",
@@ -202,7 +207,10 @@ fn builtins_parse_and_check() {
                 "intel-gpu-mei",
                 "intel-npu",
                 "nvidia",
+                "nvidia-gdrcopy",
+                "nvidia-gds",
                 "nvidia-imex",
+                "nvidia-management",
                 "rdma",
                 "rdma-shared",
                 "sriov",
@@ -577,7 +585,7 @@ fn bad_node_role() {
     assert_eq!(
         err_with("select:\n  node_roles: [render, card]\n"),
         "/etc/cdigen/generators.d/test.yaml: select.node_roles[1]: \"card\" is not a node role \
-         (expected one of primary, render, accel, accel-control, mei, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor, nvidia-imex-channel, generic)"
+         (expected one of primary, render, accel, accel-control, mei, kfd, vfio-container, vfio-group, vfio-cdev, iommufd, rdma-verbs, rdma-mad, rdma-cm, vhost-net, tun, vhost-vdpa, nvidia-gpu, nvidia-cap, nvidia-control, nvidia-modeset, nvidia-uvm, nvidia-uvm-tools, nvidia-mig-config, nvidia-mig-monitor, nvidia-imex-channel, nvidia-management, nvidia-gdrdrv, nvidia-fs, generic)"
     );
 }
 
@@ -673,7 +681,10 @@ fn builtin_summary() -> Vec<(String, String)> {
         "intel-gpu-mei",
         "intel-npu",
         "nvidia",
+        "nvidia-gdrcopy",
+        "nvidia-gds",
         "nvidia-imex",
+        "nvidia-management",
         "rdma",
         "rdma-shared",
         "sriov",
@@ -762,8 +773,20 @@ fn load_user_replaces_adds_and_keeps_disabled() {
             ("intel-npu".into(), show(&off)),
             ("nvidia".into(), "builtin:generators/nvidia.yaml".into()),
             (
+                "nvidia-gdrcopy".into(),
+                "builtin:generators/nvidia-gdrcopy.yaml".into()
+            ),
+            (
+                "nvidia-gds".into(),
+                "builtin:generators/nvidia-gds.yaml".into()
+            ),
+            (
                 "nvidia-imex".into(),
                 "builtin:generators/nvidia-imex.yaml".into()
+            ),
+            (
+                "nvidia-management".into(),
+                "builtin:generators/nvidia-management.yaml".into()
             ),
             ("rdma".into(), "builtin:generators/rdma.yaml".into()),
             (

@@ -16,7 +16,9 @@
 //! - [`symlinks`]: `create-symlinks`, the links a driver's libraries and
 //!   DRM by-path names need;
 //! - [`compat`]: `enable-cuda-compat`, CUDA forward compatibility;
-//! - [`ldconfig`]: `update-ldcache`, the container's linker cache.
+//! - [`ldconfig`]: `update-ldcache`, the container's linker cache;
+//! - [`profile`]: `update-application-profile`, the driver's application
+//!   profile that shows EGL and Vulkan only the container's GPUs.
 //!
 //! The container root is untrusted: every path in it is resolved inside it
 //! ([`inroot`]), so no symlink in the image can make a hook write outside
@@ -25,6 +27,7 @@
 pub mod compat;
 pub mod inroot;
 pub mod ldconfig;
+pub mod profile;
 pub mod symlinks;
 
 use std::io::{self, Read};
@@ -202,6 +205,42 @@ pub fn read_state(input: &mut dyn Read) -> Result<State, Error> {
 struct Config {
     #[serde(default)]
     root: Option<ConfigRoot>,
+    #[serde(default)]
+    linux: Option<ConfigLinux>,
+}
+
+#[derive(Deserialize)]
+struct ConfigLinux {
+    #[serde(default)]
+    devices: Vec<ConfigDevice>,
+}
+
+/// A device node of `config.json`'s `linux.devices`: one the runtime
+/// creates in the container (CDI's `deviceNodes` end up there).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct ConfigDevice {
+    /// Its path in the container (`/dev/nvidia0`).
+    pub path: PathBuf,
+    /// `c`, `b`, `u` or `p`.
+    #[serde(default, rename = "type")]
+    pub kind: String,
+    /// Its major number.
+    #[serde(default)]
+    pub major: Option<i64>,
+    /// Its minor number.
+    #[serde(default)]
+    pub minor: Option<i64>,
+}
+
+/// `<bundle>/config.json`, parsed, and its path.
+fn read_config(bundle: &Path) -> Result<(PathBuf, Config), Error> {
+    let path = bundle.join("config.json");
+    let bytes = fsio::read(&path, MAX_CONFIG, fsio::Links::Follow).map_err(Error::Config)?;
+    let config: Config = serde_json::from_slice(&bytes).map_err(|cause| Error::ConfigJson {
+        path: path.clone(),
+        cause,
+    })?;
+    Ok((path, config))
 }
 
 #[derive(Deserialize)]
@@ -217,16 +256,21 @@ struct ConfigRoot {
 /// # Errors
 /// [`Error::Config`], [`Error::ConfigJson`], [`Error::NoRootPath`].
 pub fn container_root(bundle: &Path) -> Result<PathBuf, Error> {
-    let path = bundle.join("config.json");
-    let bytes = fsio::read(&path, MAX_CONFIG, fsio::Links::Follow).map_err(Error::Config)?;
-    let config: Config = serde_json::from_slice(&bytes).map_err(|cause| Error::ConfigJson {
-        path: path.clone(),
-        cause,
-    })?;
+    let (path, config) = read_config(bundle)?;
     match config.root.and_then(|r| r.path) {
         Some(root) if !root.as_os_str().is_empty() => Ok(bundle.join(root)),
         _ => Err(Error::NoRootPath { path }),
     }
+}
+
+/// The device nodes the runtime creates in the container: `linux.devices`
+/// of `<bundle>/config.json` (read as [`container_root`] reads it).
+///
+/// # Errors
+/// [`Error::Config`], [`Error::ConfigJson`].
+pub fn container_devices(bundle: &Path) -> Result<Vec<ConfigDevice>, Error> {
+    let (_, config) = read_config(bundle)?;
+    Ok(config.linux.map(|l| l.devices).unwrap_or_default())
 }
 
 /// Opens the container root of `state` (see [`container_root`]),

@@ -12,7 +12,10 @@
 //!    compatibility libraries when they are newer than the host driver;
 //! 3. `update-ldcache`: the directories of the mounted libraries, so that
 //!    any image's loader finds them (a Debian image on a host with the
-//!    driver in `/usr/lib64`) and `ldconfig -p` lists them.
+//!    driver in `/usr/lib64`) and `ldconfig -p` lists them;
+//! 4. `update-application-profile`: with graphics, the driver's
+//!    application profile that shows EGL and Vulkan only the container's
+//!    GPUs (else they list every GPU of the host and fail on the others).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -129,6 +132,13 @@ pub fn edits(settings: &DriverSettings, driver: &Driver) -> Edits {
             .collect();
         out.hooks
             .push(hook(&driver.hook_path, "update-ldcache", args));
+    }
+    if settings.capabilities.contains(&Capability::Graphics) {
+        out.hooks.push(hook(
+            &driver.hook_path,
+            "update-application-profile",
+            Vec::new(),
+        ));
     }
     out
 }
@@ -256,7 +266,17 @@ mod tests {
                     "--folder",
                     "/usr/lib64/vdpau"
                 ],
+                vec!["cdigen", "hook", "update-application-profile"],
             ]
+        );
+        // The application profile is for EGL and Vulkan: graphics only.
+        let e = edits(&settings(&[Compute, Utility, Video], true), &driver());
+        assert!(
+            e.hooks
+                .iter()
+                .all(|h| h.args[2] != "update-application-profile"),
+            "{:?}",
+            e.hooks
         );
         assert!(
             e.hooks

@@ -70,6 +70,12 @@ const LIBS: &[Lib] = &[
     lib("libnvidia-gpucomp", Compute),
     lib("libnvidia-ptxjitcompiler", Compute),
     lib("libnvidia-nvvm", Compute),
+    // NVVM of the CUDA 12 era beside CUDA 13's (drivers 580 and later):
+    // `libnvidia-nvvm70.so.<driver version>`, soname `libnvidia-nvvm70.so.4`.
+    lib("libnvidia-nvvm70", Compute),
+    // Tile IR's JIT compiler (drivers 590 and later, not in the open
+    // driver's packages everywhere): `libnvidia-tileiras.so.<driver version>`.
+    lib("libnvidia-tileiras", Compute),
     lib("libnvidia-allocator", Compute),
     lib("libnvidia-pkcs11", Compute),
     lib("libnvidia-pkcs11-openssl3", Compute),

@@ -26,11 +26,18 @@
 //!   nodes. The parent GPU stays requestable, as with `nvidia-ctk`.
 //! - Index order is PCI bus order, as `nvidia-smi` numbers GPUs.
 //! - IMEX channels whose nodes exist ([`imex`]), where the driver has GPUs.
+//! - The management device ([`management`]): every GPU node and the
+//!   privileged nodes (MIG config/monitor, fabric management, NVLink,
+//!   NVSwitches) for Fabric Manager, DCGM and the like.
+//! - GPUDirect's devices ([`gpudirect`]): GDRCopy's `/dev/gdrdrv` and GPUDirect
+//!   Storage's `/dev/nvidia-fsN`, where their modules are loaded.
 //! - NVML's XID events, for the servers' device health ([`events`]).
 
 pub mod driver;
 pub mod events;
+pub mod gpudirect;
 pub mod imex;
+pub mod management;
 pub mod nvml;
 pub mod proc;
 
@@ -61,6 +68,44 @@ fn char_node(role: &str, path: PathBuf, major: u32, minor: u32) -> Node {
         major,
         minor,
         host: None,
+    }
+}
+
+/// The node `path` of `major:minor`, with the host's mode and owner. A
+/// character device there with other numbers, or something else there,
+/// is skipped with a warning; a missing one is written with its numbers
+/// when `write_missing` (a node the driver's tools make on demand), else
+/// left out.
+pub(super) fn numbered_node(
+    root: &HostRoot,
+    role: &str,
+    path: PathBuf,
+    major: u32,
+    minor: u32,
+    write_missing: bool,
+    report: &mut Report,
+) -> Option<Node> {
+    let node = char_node(role, path.clone(), major, minor);
+    match on_host(root, &node) {
+        OnHost::Char(e) if (e.major, e.minor) != (major, minor) => {
+            report.warn(
+                &path,
+                format!(
+                    "is {}:{}, not {major}:{minor} as /proc/devices says; leaving it out",
+                    e.major, e.minor
+                ),
+            );
+            None
+        }
+        OnHost::Char(e) => Some(devnode::with_host(node, &e)),
+        OnHost::Other(kind) => {
+            report.warn(
+                &path,
+                format!("not a character device (a {kind}); leaving it out"),
+            );
+            None
+        }
+        OnHost::Missing | OnHost::Unreadable(_) => write_missing.then_some(node),
     }
 }
 
@@ -141,6 +186,7 @@ impl Backend for Nvidia {
         let ids = cx.pci_ids();
 
         let mut gpus: Vec<Device> = Vec::new();
+        let mut gpu_nodes: Vec<Node> = Vec::new();
         for (bdf, info_path, info) in
             unique_minors(gpu_information(root, &gpus_dir, entries, report), report)
         {
@@ -192,6 +238,7 @@ impl Backend for Nvidia {
                     }
                 },
             };
+            gpu_nodes.push(gpu_node.clone());
             let mut nodes = vec![gpu_node.clone()];
             let drm = drm_nodes(root, &pci_dir, report);
             // udev's /dev/dri/by-path links, as the DRM backend records them.
@@ -265,6 +312,10 @@ impl Backend for Nvidia {
         }
         if !gpus.is_empty() {
             gpus.extend(imex::channels(root, &majors, report));
+            let mut m = management::device(root, &gpu_nodes, &control, &majors, report);
+            m.driver_files = Some(driver.clone());
+            gpus.push(m);
+            gpus.extend(gpudirect::devices(root, &majors, report));
         }
         Ok(gpus)
     }

@@ -75,7 +75,17 @@ fn h100(mig: bool, manifest: &str) -> tempfile::TempDir {
 
 const FULL_DEV: &str = "/dev/nvidia0 c 195:0 0666 0 0\n/dev/nvidiactl c 195:255 0666 0 0\n/dev/nvidia-uvm c 238:0 0666 0 0\n/dev/nvidia-uvm-tools c 238:1 0666 0 0\n";
 
+/// The GPUs and MIG devices found, and the warnings.
 fn run(tmp: &tempfile::TempDir) -> (Vec<Device>, Vec<String>) {
+    let (devices, warnings) = run_all(tmp);
+    (
+        devices.into_iter().filter(|d| d.bus == "pci").collect(),
+        warnings,
+    )
+}
+
+/// Every device found (the management device too), and the warnings.
+fn run_all(tmp: &tempfile::TempDir) -> (Vec<Device>, Vec<String>) {
     let root = HostRoot::open(tmp.path()).unwrap();
     let mut report = Report::default();
     let devices = Nvidia
@@ -666,7 +676,11 @@ fn corrupt_linker_cache_is_said() {
     let devices = Nvidia
         .discover(&crate::discover::Context::new(&root), &mut report)
         .unwrap();
-    assert_eq!(devices.len(), 1, "the GPU is still there");
+    assert_eq!(
+        devices.iter().map(|d| d.id.as_str()).collect::<Vec<_>>(),
+        ["0000:00:06.0", "management"],
+        "the GPU is still there"
+    );
     let d = devices[0].driver_files.as_ref().unwrap();
     assert!(d.files.is_empty());
     let w: Vec<String> = report
@@ -738,6 +752,49 @@ fn without_a_linker_cache_libraries_are_found_by_name() {
              [/usr/lib64/libcuda.so.1 -> libcuda.so.580.159.04, /usr/lib64/libcuda.so -> libcuda.so.1]",
             "utility library /usr/lib64/libnvidia-ml.so.580.159.04 <- /usr/lib64/libnvidia-ml.so.580.159.04 \
              [/usr/lib64/libnvidia-ml.so.1 -> libnvidia-ml.so.580.159.04]",
+        ]
+    );
+}
+
+/// The libraries drivers 580 and 590 added (nvidia-container-toolkit
+/// 1.19/1.20 list them): the CUDA 12 NVVM beside CUDA 13's, which must not
+/// be taken for each other, and Tile IR's compiler, whose soname is its
+/// versioned file.
+#[test]
+fn nvvm70_and_tileiras_are_compute_libraries() {
+    let tmp = h100(false, FULL_DEV);
+    let r = tmp.path();
+    let lib64 = r.join("usr/lib64");
+    shared_object(&lib64, "libcuda.so.590.48.01", "libcuda.so.1");
+    shared_object(&lib64, "libnvidia-nvvm.so.590.48.01", "libnvidia-nvvm.so.4");
+    shared_object(
+        &lib64,
+        "libnvidia-nvvm70.so.590.48.01",
+        "libnvidia-nvvm70.so.4",
+    );
+    shared_object(
+        &lib64,
+        "libnvidia-tileiras.so.590.48.01",
+        "libnvidia-tileiras.so.590.48.01",
+    );
+    let root = HostRoot::open(r).unwrap();
+    let mut report = Report::default();
+    let d = driver::find(&root, Some("590.48.01"), &mut report);
+    assert_eq!(report.warnings, vec![]);
+    let got: Vec<String> = d
+        .files
+        .iter()
+        .map(describe)
+        .filter(|f| f.contains("nvvm") || f.contains("tileiras"))
+        .collect();
+    assert_eq!(
+        got,
+        [
+            "compute library /usr/lib64/libnvidia-nvvm.so.590.48.01 <- /usr/lib64/libnvidia-nvvm.so.590.48.01 \
+             [/usr/lib64/libnvidia-nvvm.so.4 -> libnvidia-nvvm.so.590.48.01]",
+            "compute library /usr/lib64/libnvidia-nvvm70.so.590.48.01 <- /usr/lib64/libnvidia-nvvm70.so.590.48.01 \
+             [/usr/lib64/libnvidia-nvvm70.so.4 -> libnvidia-nvvm70.so.590.48.01]",
+            "compute library /usr/lib64/libnvidia-tileiras.so.590.48.01 <- /usr/lib64/libnvidia-tileiras.so.590.48.01",
         ]
     );
 }
@@ -921,4 +978,140 @@ fn nvml_is_the_systems_on_the_host_and_never_with_no_nvml() {
         nvml::Library::for_root(&root, &[]).unwrap_err(),
         "no libnvidia-ml.so.<version> among the driver's files under /; NVML not asked"
     );
+}
+
+/// `/proc/devices` of an NVSwitch system with GDRCopy and GPUDirect
+/// Storage loaded.
+const FABRIC_DEVICES: &str = "Character devices:\n  1 mem\n195 nvidia\n195 nvidiactl\n236 nvidia-nvswitch\n237 nvidia-nvlink\n238 nvidia-uvm\n241 nvidia-caps\n242 gdrdrv\n243 nvidia-fs\n\nBlock devices:\n  7 loop\n";
+
+fn by_id<'a>(devices: &'a [Device], id: &str) -> Option<&'a Device> {
+    devices.iter().find(|d| d.id == id)
+}
+
+#[test]
+fn the_management_device_has_every_gpu_and_the_privileged_nodes() {
+    let manifest = format!(
+        "{FULL_DEV}/dev/nvidia-caps/nvidia-cap1 c 241:1 0400 0 0\n\
+         /dev/nvidia-nvswitchctl c 236:255 0666 0 0\n/dev/nvidia-nvswitch0 c 236:0 0666 0 0\n\
+         /dev/nvidia-nvswitch1 c 236:1 0666 0 0\n"
+    );
+    let tmp = h100(false, &manifest);
+    let r = tmp.path();
+    write(r, "proc/devices", FABRIC_DEVICES);
+    write(
+        r,
+        "proc/driver/nvidia-nvlink/capabilities/fabric-mgmt",
+        "DeviceFileMinor: 0\nDeviceFileMode: 256\nDeviceFileModify: 1\n",
+    );
+    // Three switches, two nodes: the third is said.
+    for bdf in ["0000:05:00.0", "0000:06:00.0", "0000:07:00.0"] {
+        write(
+            r,
+            &format!("proc/driver/nvidia-nvswitch/devices/{bdf}/information"),
+            "BIOS Version: 96.10.6D.00.01\n",
+        );
+    }
+    let (devices, warnings) = run_all(&tmp);
+    let m = by_id(&devices, "management").expect("a management device");
+    assert_eq!(m.bus, "virtual");
+    assert!(m.driver_files.is_some());
+    assert_eq!(
+        node_list(m),
+        [
+            "/dev/nvidia0 195:0 nvidia-management",
+            "/dev/nvidia-caps/nvidia-cap1 241:1 nvidia-management",
+            "/dev/nvidia-caps/nvidia-cap0 241:0 nvidia-management",
+            "/dev/nvidia-nvlink 237:0 nvidia-management",
+            "/dev/nvidia-nvswitchctl 236:255 nvidia-management",
+            "/dev/nvidia-nvswitch0 236:0 nvidia-management",
+            "/dev/nvidia-nvswitch1 236:1 nvidia-management",
+            "/dev/nvidiactl 195:255 nvidia-control",
+            "/dev/nvidia-uvm 238:0 nvidia-uvm",
+            "/dev/nvidia-uvm-tools 238:1 nvidia-uvm-tools",
+        ]
+    );
+    assert!(
+        warnings.contains(
+            &"/proc/driver/nvidia-nvswitch/devices: 3 NVSwitches, but 2 /dev/nvidia-nvswitchN nodes: \
+              the driver does not say which minor each switch has, so only existing nodes are given \
+              (`nvidia-modprobe -s -c N` makes node N); regenerate once they exist"
+                .to_string()
+        ),
+        "{warnings:?}"
+    );
+    // The default generator does not take it: its GPU nodes have another role.
+    let nvidia: Generator = crate::generator::parse(
+        Path::new("builtin:generators/nvidia.yaml"),
+        include_str!("../../../generators/nvidia.yaml"),
+    )
+    .unwrap();
+    assert!(nvidia.select.apply(m).is_none());
+}
+
+#[test]
+fn without_nvswitches_or_caps_the_management_device_is_the_gpus() {
+    let tmp = h100(false, FULL_DEV);
+    let (devices, warnings) = run_all(&tmp);
+    assert_eq!(warnings, Vec::<String>::new());
+    let m = by_id(&devices, "management").unwrap();
+    // No nvidia-nvlink or nvidia-nvswitch major in /proc/devices; the MIG
+    // config capability's node, not made yet, with its numbers.
+    assert_eq!(
+        node_list(m),
+        [
+            "/dev/nvidia0 195:0 nvidia-management",
+            "/dev/nvidia-caps/nvidia-cap1 241:1 nvidia-management",
+            "/dev/nvidiactl 195:255 nvidia-control",
+            "/dev/nvidia-uvm 238:0 nvidia-uvm",
+            "/dev/nvidia-uvm-tools 238:1 nvidia-uvm-tools",
+        ]
+    );
+    assert!(by_id(&devices, "gdrdrv").is_none() && by_id(&devices, "nvidia-fs").is_none());
+}
+
+#[test]
+fn gpudirect_devices_where_their_modules_are_loaded() {
+    let manifest = format!(
+        "{FULL_DEV}/dev/nvidia-fs0 c 243:0 0666 0 0\n/dev/nvidia-fs1 c 243:1 0666 0 0\n\
+         /dev/nvidia-fs2 c 243:7 0666 0 0\n"
+    );
+    let tmp = h100(false, &manifest);
+    write(tmp.path(), "proc/devices", FABRIC_DEVICES);
+    let (devices, warnings) = run_all(&tmp);
+    // gdrdrv's node was not made: written with its numbers.
+    assert_eq!(
+        node_list(by_id(&devices, "gdrdrv").unwrap()),
+        ["/dev/gdrdrv 242:0 nvidia-gdrdrv"]
+    );
+    assert_eq!(
+        node_list(by_id(&devices, "nvidia-fs").unwrap()),
+        [
+            "/dev/nvidia-fs0 243:0 nvidia-fs",
+            "/dev/nvidia-fs1 243:1 nvidia-fs"
+        ]
+    );
+    assert!(
+        warnings.contains(
+            &"/dev/nvidia-fs2: is 243:7, not 243:2 as /proc/devices says; leaving it out"
+                .to_string()
+        ),
+        "{warnings:?}"
+    );
+}
+
+#[test]
+fn gpudirect_nodes_that_are_not_devices_are_said_and_left_out() {
+    let manifest = format!("{FULL_DEV}/dev/gdrdrv d\n");
+    let tmp = h100(false, &manifest);
+    write(tmp.path(), "proc/devices", FABRIC_DEVICES);
+    let (devices, warnings) = run_all(&tmp);
+    assert!(by_id(&devices, "gdrdrv").is_none());
+    assert!(by_id(&devices, "nvidia-fs").is_none());
+    for w in [
+        "/dev/gdrdrv: not a character device (a directory); leaving it out",
+        "/proc/devices: nvidia-fs (GPUDirect Storage) is loaded but /dev has no nvidia-fsN node \
+         (udev makes them); offering no GPUDirect Storage device",
+    ] {
+        assert!(warnings.contains(&w.to_string()), "{w}\n{warnings:?}");
+    }
 }
