@@ -21,10 +21,9 @@ mod pcikernel;
 #[path = "support/machine.rs"]
 mod support;
 
-use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cdigen::dra::ClaimApi;
 use cdigen::dra::api::v1;
@@ -34,7 +33,7 @@ use cdigen::dra::passthrough::{self, PciWriter};
 use cdigen::dra::plugin::{self, Config, Running};
 use cdigen::root::HostRoot;
 use claims::FakeApi;
-use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use pcikernel::FakeKernel;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};

@@ -22,7 +22,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use cdigen::dra::ClaimApi;
@@ -30,7 +30,7 @@ use cdigen::dra::api::{v1, v1beta1};
 use cdigen::dra::names::{self, DraDevice};
 use cdigen::dra::plugin::{self, Config, RegistrationState, Running};
 use claims::FakeApi;
-use k8s_openapi::api::resource::v1::{AllocatedDeviceStatus, ResourceClaim};
+use k8s_openapi::api::resource::v1::ResourceClaim;
 use serde_json::{Value, json};
 use tokio::sync::{oneshot, watch};
 
