@@ -30,7 +30,7 @@ use super::infiniband::{self, Index};
 use super::pci::read_function;
 use super::pciids::PciIds;
 use super::pf::Cache;
-use super::vfio::{VfioShared, is_vfio_driver, require_host_node, vfio_nodes};
+use super::vfio::{VfioShared, is_vfio_driver, misc_node, vfio_nodes};
 use super::{Backend, Context, Error, Report};
 use crate::model::{Device, NetInfo, Node};
 use crate::root::{HostRoot, sys_path};
@@ -135,20 +135,9 @@ struct Shared {
 }
 
 fn shared_nodes(root: &HostRoot, rdma: &Index, report: &mut Report) -> Shared {
-    let misc = |name: &str, role: &str, devname: &str, report: &mut Report| {
-        super::devnode::read_node(
-            root,
-            &sys_path(&format!("class/misc/{name}")),
-            name,
-            role,
-            devname,
-            report,
-        )
-        .and_then(|n| require_host_node(root, n, report))
-    };
     infiniband::replay(&rdma.rdma_cm.warnings, report);
-    let vhost = misc("vhost-net", "vhost-net", "vhost-net", report);
-    let tun = misc("tun", "tun", "net/tun", report);
+    let vhost = misc_node(root, "vhost-net", "vhost-net", "vhost-net", report);
+    let tun = misc_node(root, "tun", "tun", "net/tun", report);
     let vhost_net = match (vhost, tun) {
         (Some(v), Some(t)) => vec![v, t],
         _ => Vec::new(),

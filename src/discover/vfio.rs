@@ -129,7 +129,7 @@ impl VfioShared {
 
 /// The misc device `name` (`/sys/class/misc/<name>`) at `/dev/<devname>`,
 /// as the host has it.
-fn misc_node(
+pub(crate) fn misc_node(
     root: &HostRoot,
     name: &str,
     role: &str,
