@@ -68,7 +68,10 @@ fn spawn_ready(dir: &Path, args: &[&str], ready_file: &str, log: &Path, kubeconf
                 ready_file,
             ])
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,cdigen::dra=debug")
+            .env(
+                "RUST_LOG",
+                "info,cdigen::dra=debug,cdigen::deviceplugin::passes=debug",
+            )
             .stderr(fs::File::create(log).unwrap())
             .spawn()
             .unwrap(),
@@ -221,7 +224,18 @@ fn main() {
     // Where the time goes (the driver's debug lines): the pass, then the
     // inventory, devices and slices, then the list before the writes.
     let parts = [
-        ("the pass", logged_after(&text, "DEBUG pass")),
+        (
+            "the pass and its inventory",
+            logged_after(&text, "DEBUG pass and its inventory"),
+        ),
+        (
+            "the pass alone",
+            logged_after(&text, "the pass before it took"),
+        ),
+        (
+            "its inventory (health signals)",
+            logged_after(&text, "inventory built in"),
+        ),
         (
             "inventory + devices + slices",
             logged_after(&text, "slices in"),

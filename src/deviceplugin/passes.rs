@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use super::inventory::{self, Inventory, ResourceDef};
 use super::signals::{self, Checks};
 use super::xid;
+use crate::root::HostRoot;
 use anyhow::Context as _;
 
 use crate::watch::{self, Control, EventSource, Pass, Pipeline, Regenerate, Scope, Watched};
@@ -131,11 +132,19 @@ impl<A: AfterPass> Passes<A> {
         r.map(|_| ())
     }
 
-    fn publish(&mut self, since: Instant) {
+    /// The inventory after a pass, read through the root the pass saw the
+    /// host through (`root`).
+    fn publish(&mut self, root: &HostRoot, since: Instant) {
         self.next_health = Instant::now() + signals::POLL;
-        let Some((inv, collisions)) = self.build() else {
+        let started = Instant::now();
+        let Some((inv, collisions)) = self.build(Some(root)) else {
             return;
         };
+        tracing::debug!(
+            "inventory built in {} ms (health signals read); the pass before it took {} ms",
+            started.elapsed().as_millis(),
+            started.saturating_duration_since(since).as_millis()
+        );
         if self.first && !collisions.is_empty() {
             let all: Vec<String> = collisions.iter().map(ToString::to_string).collect();
             if let Ok(mut f) = self.fatal.lock() {
@@ -200,21 +209,29 @@ impl<A: AfterPass> Passes<A> {
         }
     }
 
-    /// The inventory of the last plans and the host now; `None` when the
-    /// root cannot be opened (logged).
-    fn build(&mut self) -> Option<(Inventory, inventory::Collisions)> {
-        let root = match self.pipeline.host_root() {
-            Ok(r) => r,
-            Err(e) => {
-                tracing::error!("{e:#}");
-                return None;
-            }
+    /// The inventory of the last plans and the host now, through `seen`
+    /// (the root of the pass just made) or a root opened afresh; `None`
+    /// when the root cannot be opened (logged).
+    fn build(&mut self, seen: Option<&HostRoot>) -> Option<(Inventory, inventory::Collisions)> {
+        let fresh;
+        let root = match seen {
+            Some(r) => r,
+            None => match self.pipeline.host_root() {
+                Ok(r) => {
+                    fresh = r;
+                    &fresh
+                }
+                Err(e) => {
+                    tracing::error!("{e:#}");
+                    return None;
+                }
+            },
         };
         let held = self.after.held(&self.previous);
         Some(inventory::build_with(
             &self.defs,
             self.pipeline.plans(),
-            &root,
+            root,
             &self.output_dir,
             &self.previous,
             &held,
@@ -230,7 +247,7 @@ impl<A: AfterPass> Passes<A> {
         if self.first {
             return;
         }
-        let Some((inv, _)) = self.build() else {
+        let Some((inv, _)) = self.build(None) else {
             return;
         };
         if inv != self.previous {
@@ -294,8 +311,8 @@ impl<A: AfterPass> Regenerate for Passes<A> {
 
     fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
         let since = Instant::now();
-        let pass = self.pipeline.regenerate(scope, stop)?;
-        self.publish(since);
+        let (pass, root) = self.pipeline.regenerate_seeing(scope, stop)?;
+        self.publish(&root, since);
         Ok(pass)
     }
 

@@ -79,7 +79,7 @@ impl AfterPass for Publish {
         // Held compactly from here: the typed slices go at once.
         let wanted = Desired::new(slices::slices(&devices, &self.driver, &self.node, 0), since);
         tracing::debug!(
-            "pass {} ms, then inventory, {} devices and {} slices in {} ms",
+            "pass and its inventory {} ms, then {} devices and {} slices in {} ms",
             built.saturating_duration_since(since).as_millis(),
             devices.len(),
             wanted.len(),

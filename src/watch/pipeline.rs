@@ -193,68 +193,20 @@ impl Pipeline {
         &self.plans
     }
 
-    /// The host as `--root` gives it.
+    /// [`Regenerate::regenerate`], also handing back the root the pass saw
+    /// the host through: its lookups (symlinks, directories) are still
+    /// those of the host the pass found, so a reader of the same devices
+    /// right after it (the device plugin's and DRA driver's inventory)
+    /// sees what the pass saw, at a fraction of the lookups. Drop it soon:
+    /// it goes stale as the host changes.
     ///
     /// # Errors
-    /// When the root cannot be used.
-    pub fn host_root(&self) -> anyhow::Result<HostRoot> {
-        self.root()
-    }
-
-    fn root(&self) -> anyhow::Result<HostRoot> {
-        self.source.open()
-    }
-}
-
-fn no_device_info(generators: &mut [Loaded]) {
-    for l in generators {
-        l.generator.device_info = false;
-    }
-}
-
-fn load(defs: &Definitions, source: &Host) -> anyhow::Result<(Vec<Loaded>, Templates)> {
-    let (generators, templates, broken) = inputs::definitions(defs, &source.backends)?;
-    // A broken definition fails its generators only: the others keep
-    // being served (on every reload, until it is fixed).
-    for b in &broken {
-        tracing::error!("{b}");
-    }
-    if generators.is_empty() {
-        anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
-    }
-    Ok((generators, templates))
-}
-
-impl Regenerate for Pipeline {
-    fn watched(&self) -> Vec<Watched> {
-        self.generators
-            .iter()
-            .map(|l| Watched {
-                name: l.generator.name.clone(),
-                subsystems: subsystems_of(l),
-                physical_only: physical_only_of(l),
-            })
-            .collect()
-    }
-
-    fn reload(&mut self) -> anyhow::Result<()> {
-        let (mut generators, templates) = load(&self.defs, &self.source)?;
-        if !self.device_info {
-            no_device_info(&mut generators);
-        }
-        let names: BTreeSet<&str> = generators
-            .iter()
-            .map(|l| l.generator.name.as_str())
-            .collect();
-        self.plans.retain(|g, _| names.contains(g.as_str()));
-        // What the generic backend scans may have changed.
-        self.claims.clear();
-        self.generators = generators;
-        self.templates = templates;
-        Ok(())
-    }
-
-    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
+    /// As [`Regenerate::regenerate`].
+    pub fn regenerate_seeing(
+        &mut self,
+        scope: &Scope,
+        stop: &dyn Fn() -> bool,
+    ) -> anyhow::Result<(Pass, HostRoot)> {
         let started = Instant::now();
         let root = self.root().map_err(keeping)?;
         let backends = inputs::backends(&self.source.backends, &self.generators);
@@ -372,7 +324,72 @@ impl Regenerate for Pipeline {
                 removed: Vec::new(),
             });
         }
-        Ok(pass)
+        Ok((pass, root))
+    }
+
+    /// The host as `--root` gives it.
+    ///
+    /// # Errors
+    /// When the root cannot be used.
+    pub fn host_root(&self) -> anyhow::Result<HostRoot> {
+        self.root()
+    }
+
+    fn root(&self) -> anyhow::Result<HostRoot> {
+        self.source.open()
+    }
+}
+
+fn no_device_info(generators: &mut [Loaded]) {
+    for l in generators {
+        l.generator.device_info = false;
+    }
+}
+
+fn load(defs: &Definitions, source: &Host) -> anyhow::Result<(Vec<Loaded>, Templates)> {
+    let (generators, templates, broken) = inputs::definitions(defs, &source.backends)?;
+    // A broken definition fails its generators only: the others keep
+    // being served (on every reload, until it is fixed).
+    for b in &broken {
+        tracing::error!("{b}");
+    }
+    if generators.is_empty() {
+        anyhow::bail!("no generator selected (check --generator, --backend and `enabled`)");
+    }
+    Ok((generators, templates))
+}
+
+impl Regenerate for Pipeline {
+    fn watched(&self) -> Vec<Watched> {
+        self.generators
+            .iter()
+            .map(|l| Watched {
+                name: l.generator.name.clone(),
+                subsystems: subsystems_of(l),
+                physical_only: physical_only_of(l),
+            })
+            .collect()
+    }
+
+    fn reload(&mut self) -> anyhow::Result<()> {
+        let (mut generators, templates) = load(&self.defs, &self.source)?;
+        if !self.device_info {
+            no_device_info(&mut generators);
+        }
+        let names: BTreeSet<&str> = generators
+            .iter()
+            .map(|l| l.generator.name.as_str())
+            .collect();
+        self.plans.retain(|g, _| names.contains(g.as_str()));
+        // What the generic backend scans may have changed.
+        self.claims.clear();
+        self.generators = generators;
+        self.templates = templates;
+        Ok(())
+    }
+
+    fn regenerate(&mut self, scope: &Scope, stop: &dyn Fn() -> bool) -> anyhow::Result<Pass> {
+        Ok(self.regenerate_seeing(scope, stop)?.0)
     }
 
     fn udev_busy(&self) -> bool {
