@@ -124,17 +124,11 @@ pub enum Error {
     },
     /// What a contract-2 template's device part wrote for one CDI device
     /// is not one CDI device.
-    #[error(
-        "{}: device part, CDI device {device:?}: rendered output is not one valid CDI device: \
-         {message}",
-        path.display()
-    )]
+    #[error("{}: {message}", path.display())]
     DeviceOutput {
         /// The template file.
         path: PathBuf,
-        /// The CDI device's name.
-        device: String,
-        /// What is wrong.
+        /// Which CDI device, and what is wrong with it.
         message: String,
     },
 }
@@ -574,15 +568,20 @@ impl Templates {
                     spec = Some(parsed);
                 }
                 Part::Device(device) => {
-                    let parsed =
-                        cdi::codec::parse_device_json(text).map_err(|e| Error::DeviceOutput {
+                    let parsed = cdi::codec::parse_device_json(text).map_err(|e| {
+                        let why = match e {
+                            cdi::codec::ParseError::Empty => "it is empty".to_string(),
+                            e => e.to_string(),
+                        };
+                        Error::DeviceOutput {
                             path: path.to_path_buf(),
-                            device: device.name.clone(),
-                            message: match e {
-                                cdi::codec::ParseError::Empty => "it is empty".to_string(),
-                                e => e.to_string(),
-                            },
-                        })?;
+                            message: format!(
+                                "device part, CDI device {:?}: rendered output is not one valid \
+                                 CDI device: {why}",
+                                device.name
+                            ),
+                        }
+                    })?;
                     if let Some(s) = spec.as_mut() {
                         s.devices.push(parsed);
                     }

@@ -2164,9 +2164,7 @@ fn contract_2_needs_one_device_part() {
             "none",
         ),
         (
-            format!(
-                "{{{{!-- cdigen-template: 2 --}}}}{{{{#*inline \"devices\"}}}}x{{{{/inline}}}}{{}}"
-            ),
+            "{{!-- cdigen-template: 2 --}}{{#*inline \"devices\"}}x{{/inline}}{}".to_string(),
             "none",
         ),
         (
