@@ -195,7 +195,8 @@ impl Machine {
     fn new(work: &Path, label: &'static str, build: impl FnOnce(&Path)) -> Machine {
         let dir = work.join(label);
         let root = dir.join("root");
-        fs::create_dir_all(root.join("sys")).unwrap();
+        // What every Linux host has: `generate` refuses a root without it.
+        fs::create_dir_all(root.join("sys/class")).unwrap();
         build(&root);
         pci_ids(&root);
         hook_program(&root);
