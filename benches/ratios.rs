@@ -196,7 +196,9 @@ impl Machine {
         let dir = work.join(label);
         let root = dir.join("root");
         // What every Linux host has: `generate` refuses a root without it.
-        fs::create_dir_all(root.join("sys/class")).unwrap();
+        for d in ["sys/class", "sys/devices", "sys/bus"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
         build(&root);
         pci_ids(&root);
         hook_program(&root);
