@@ -11,7 +11,8 @@
 //! MIG instances with the driver root of the `dgx-8gpu` fixture, 64 NVMe
 //! drives on vfio-pci: 1345 devices) and one of half its size, each with
 //! the PCI ID database `lspci` reads (`/usr/share/misc/pci.ids` of this
-//! machine when there is one, else the fixtures' excerpt), as a host has.
+//! machine when there is one, else the fixtures' excerpt) and the hook
+//! program NVIDIA specs name (`/usr/bin/cdigen-hook`), as a host has.
 //! `cdigen` is the binary cargo builds for this benchmark (the bench
 //! profile, optimized: `CARGO_BIN_EXE_cdigen`), run as a whole process
 //! with `--root` on the machine, `--no-nvml`, and user definitions and
@@ -194,9 +195,13 @@ impl Machine {
     fn new(work: &Path, label: &'static str, build: impl FnOnce(&Path)) -> Machine {
         let dir = work.join(label);
         let root = dir.join("root");
-        fs::create_dir_all(root.join("sys")).unwrap();
+        // What every Linux host has: `generate` refuses a root without it.
+        for d in ["sys/class", "sys/devices", "sys/bus"] {
+            fs::create_dir_all(root.join(d)).unwrap();
+        }
         build(&root);
         pci_ids(&root);
+        hook_program(&root);
         let (backends, files, links) = record(&root, &dir.join("reads"));
         let m = Machine {
             label,
@@ -256,6 +261,17 @@ fn pci_ids(root: &Path) {
     let dst = root.join("usr/share/misc/pci.ids");
     fs::create_dir_all(dst.parent().unwrap()).unwrap();
     fs::copy(src, dst).unwrap();
+}
+
+/// The hook program NVIDIA specs name, where the package installs it, as
+/// on a host: without it `check` finds the specs' hooks missing (exit 1).
+/// Never run here; only its presence is checked.
+fn hook_program(root: &Path) {
+    use std::os::unix::fs::PermissionsExt as _;
+    let hook = root.join("usr/bin/cdigen-hook");
+    fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    fs::write(&hook, "#!/bin/sh\nexit 1\n").unwrap();
+    fs::set_permissions(&hook, fs::Permissions::from_mode(0o755)).unwrap();
 }
 
 /// The built-in generators `generate` runs.

@@ -251,6 +251,48 @@ fn every_machine_matches_its_goldens() {
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
+/// Templates of contract 1 (the whole spec from one context) keep working:
+/// the shipped templates as they were before contract 2
+/// (`tests/data/templates-contract-1`, given as a user's `--templates`)
+/// write every machine's golden specs byte for byte.
+#[test]
+fn contract_1_templates_write_the_goldens() {
+    let templates = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/templates-contract-1");
+    let mut failures = Vec::new();
+    for m in &machines() {
+        let tmp = tempfile::tempdir().unwrap();
+        let root = prepared_root(m, tmp.path());
+        let out_dir = tmp.path().join("cdi");
+        let (code, stdout, stderr) = cdigen(&[
+            "generate",
+            "--root",
+            root.to_str().unwrap(),
+            "--driver-root",
+            DRIVER_ROOT,
+            "--templates",
+            templates.to_str().unwrap(),
+            "--output-dir",
+            out_dir.to_str().unwrap(),
+            "--devinfo-dir",
+            tmp.path().join("devinfo").to_str().unwrap(),
+        ]);
+        assert_eq!(code, 0, "{m}: generate failed: {stdout}{stderr}");
+        let want = specs_in(&fixtures_dir().join(m).join("expected/cdi"));
+        let got = specs_in(&out_dir);
+        assert_eq!(
+            got.keys().collect::<Vec<_>>(),
+            want.keys().collect::<Vec<_>>(),
+            "{m}"
+        );
+        for (name, text) in &got {
+            if want.get(name) != Some(text) {
+                failures.push(format!("{m}: {name} differs with contract-1 templates"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
 /// Built-in generators that are disabled by default: each runs on each
 /// machine with `--generator NAME`, and where it writes a spec, the spec
 /// (`cdi/`), the command's output (warnings included) and what its backend

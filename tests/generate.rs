@@ -774,6 +774,107 @@ fn unescaped_template_output_is_refused_so_a_usb_product_cannot_inject_env() {
     );
 }
 
+/// A contract-2 template (docs/generators.md): its device part renders each
+/// CDI device on its own, values as data; what it writes that is not one
+/// CDI device, and a contract this version does not know, are refused
+/// naming the file (and the device).
+#[test]
+fn a_contract_2_user_template_renders_each_device_and_names_what_is_wrong() {
+    let (tmp, root) = machine("serial-host");
+    fs::write(
+        root.join(ARDUINO).join("product"),
+        "Uno\", \"LD_PRELOAD=/tmp/evil.so\n",
+    )
+    .unwrap();
+    let tpl = tmp.path().join("tpl");
+    fs::create_dir(&tpl).unwrap();
+    let template = "{{!-- cdigen-template: 2 --}}\n{{#*inline \"device\"}}\nDEVICE\n{{/inline}}\n\
+        {\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}}\n";
+    let one = "{\"name\": {{json name}}, \"containerEdits\": {\"env\": \
+        [\"PRODUCT_{{name_env}}={{members.0.attrs.product}}\"]}}";
+    let generate = |device: &str| {
+        fs::write(
+            tpl.join("generic.json.hbs"),
+            template.replace("DEVICE", device),
+        )
+        .unwrap();
+        cdigen(
+            tmp.path(),
+            &[
+                "generate",
+                "--root",
+                "root",
+                "--generator",
+                "usb-serial",
+                "--templates",
+                "tpl",
+                "--output-dir",
+                "cdi",
+                "--format",
+                "json",
+            ],
+        )
+    };
+    // One device part that writes two devices: the generator fails,
+    // naming the file and the CDI device, and writes nothing.
+    let (code, out, err) = generate(&format!("{one}\n{one}"));
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        "cdigen: generator \"usb-serial\" (builtin:generators/usb-serial.yaml): \
+         tpl/generic.json.hbs: device part, CDI device \"85734323231351E0E1A1\": rendered \
+         output is not one valid CDI device: invalid JSON: trailing characters at line 2 \
+         column 1\n"
+    );
+    assert_eq!(code, 1);
+    assert!(!tmp.path().join("cdi").exists(), "nothing may be written");
+    // A contract this version does not know is refused at load.
+    fs::write(
+        tpl.join("generic.json.hbs"),
+        template
+            .replace("DEVICE", one)
+            .replace("cdigen-template: 2", "cdigen-template: 3"),
+    )
+    .unwrap();
+    let (code, out, err) = cdigen(
+        tmp.path(),
+        &[
+            "generate",
+            "--root",
+            "root",
+            "--templates",
+            "tpl",
+            "--output-dir",
+            "cdi",
+        ],
+    );
+    assert_eq!(out, "");
+    assert_eq!(
+        err,
+        "cdigen: tpl/generic.json.hbs: line 1, col 1: template contract 3 is not known to this \
+         cdigen (it knows 1, 2): write the template to one of those\n"
+    );
+    assert_eq!(code, 2);
+    assert!(!tmp.path().join("cdi").exists(), "nothing may be written");
+    // Written right, the product string is one env entry, as data.
+    let (code, _, err) = generate(one);
+    assert_eq!(code, 0, "{err}");
+    let spec: serde_json::Value = serde_json::from_str(
+        &fs::read_to_string(tmp.path().join("cdi/cdigen.io-serial.json")).unwrap(),
+    )
+    .unwrap();
+    let uno = spec["devices"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "85734323231351E0E1A1")
+        .unwrap();
+    assert_eq!(
+        uno["containerEdits"]["env"],
+        serde_json::json!(["PRODUCT_85734323231351E0E1A1=Uno\", \"LD_PRELOAD=/tmp/evil.so"])
+    );
+}
+
 #[test]
 fn two_generators_writing_one_spec_are_refused_at_load() {
     // The README's recipe done halfway: sriov.yaml copied and renamed, its

@@ -26,7 +26,7 @@ use std::cmp::Ordering;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 
-use super::spec::Spec;
+use super::spec::{Device, Spec};
 
 /// A spec file encoding, chosen by the file extension as runtimes do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
@@ -150,6 +150,32 @@ pub fn parse(bytes: &[u8], format: Format) -> Result<Spec, ParseError> {
     })?;
     tree::from_node(&node).map_err(|e| ParseError::Content {
         format,
+        location: e.location.unwrap_or_default(),
+        problem: e.problem,
+    })
+}
+
+/// Parses one CDI device from JSON as strictly as [`parse`] reads a whole
+/// spec (unknown fields and duplicate keys are errors, messages never
+/// quote the content), locations relative to the device
+/// (`containerEdits.env[1]`). The renderer reads each device a template
+/// writes with it, so that no more than one device is ever parsed at once.
+///
+/// # Errors
+/// [`ParseError`] as for [`parse`]; [`ParseError::Empty`] for nothing but
+/// whitespace.
+pub fn parse_device_json(text: &str) -> Result<Device, ParseError> {
+    if text.trim().is_empty() {
+        return Err(ParseError::Empty);
+    }
+    let node = json::parse(text).map_err(|e| ParseError::Syntax {
+        format: Format::Json,
+        line: e.line,
+        column: e.column,
+        description: e.description,
+    })?;
+    tree::from_node(&node).map_err(|e| ParseError::Content {
+        format: Format::Json,
         location: e.location.unwrap_or_default(),
         problem: e.problem,
     })

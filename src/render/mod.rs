@@ -1,6 +1,16 @@
 //! Rendering: handlebars templates turn selected devices into spec text,
 //! which is parsed straight back into the typed [`Spec`].
 //!
+//! A template file declares the contract it is written to ([`CONTRACTS`]):
+//! contract 1 (no declaration) renders the whole spec from one context
+//! holding every CDI device; contract 2 (`{{!-- cdigen-template: 2 --}}`)
+//! has a device part (`{{#*inline "device"}}...{{/inline}}`), rendered and
+//! parsed once per CDI device with that device's context alone, and a
+//! spec-level part, rendered once without the devices. Contract 2 keeps
+//! one device's context and text in memory at a time, not the whole
+//! spec's (handlebars turns its context into JSON values: the whole
+//! context of 1024 VFs is tens of MB).
+//!
 //! The registry runs in strict mode (a missing variable is an error), and
 //! HTML escaping is replaced: `{{value}}` is escaped as the inside of a JSON
 //! string, and the `json` helper writes a whole JSON value. A quote,
@@ -44,6 +54,23 @@ pub const MAX_TEMPLATE_BYTES: u64 = 1 << 20;
 
 /// File suffix of templates in a directory.
 pub const SUFFIX: &str = ".json.hbs";
+
+/// The template contracts this version knows, oldest first.
+pub const CONTRACTS: [u32; 2] = [1, 2];
+
+/// The word of a contract declaration: a top-level comment
+/// `{{!-- cdigen-template: 2 --}}`. A template without one is contract 1.
+pub const DECLARATION: &str = "cdigen-template";
+
+/// The name of a contract-2 template's device part: a top-level
+/// `{{#*inline "device"}}...{{/inline}}`.
+pub const DEVICE_PART: &str = "device";
+
+/// Under which name the registry holds the device part of the template
+/// `name`: not a name a template file can have (it cannot hold `/`).
+fn device_part_name(name: &str) -> String {
+    format!("{name}/{DEVICE_PART}")
+}
 
 /// Rendering failures; every variant names the template's file.
 #[derive(Debug, thiserror::Error)]
@@ -95,12 +122,24 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// What a contract-2 template's device part wrote for one CDI device
+    /// is not one CDI device.
+    #[error("{}: {message}", path.display())]
+    DeviceOutput {
+        /// The template file.
+        path: PathBuf,
+        /// Which CDI device, and what is wrong with it.
+        message: String,
+    },
 }
 
 /// The template registry.
 pub struct Templates {
     registry: Handlebars<'static>,
     sources: BTreeMap<String, PathBuf>,
+    /// The templates of contract 2: their device parts are registered
+    /// apart ([`device_part_name`]).
+    per_device: std::collections::BTreeSet<String>,
 }
 
 impl std::fmt::Debug for Templates {
@@ -265,6 +304,7 @@ impl Templates {
         let mut t = Templates {
             registry,
             sources: BTreeMap::new(),
+            per_device: std::collections::BTreeSet::new(),
         };
         for (name, text) in BUILTIN {
             t.add(
@@ -320,9 +360,33 @@ impl Templates {
                 message: format!("{at}: {UNESCAPED}"),
             });
         }
-        self.registry.register_template(name, template);
+        let compile_error = |message: String| Error::Compile {
+            path: path.clone(),
+            message,
+        };
+        let contract = contract(&template).map_err(compile_error)?;
+        // A template replacing another of its name replaces its parts.
+        self.registry.unregister_template(&device_part_name(name));
+        self.per_device.remove(name);
+        if contract == 2 {
+            let (spec, device) = split(template).map_err(compile_error)?;
+            self.registry.register_template(name, spec);
+            self.registry
+                .register_template(&device_part_name(name), device);
+            self.per_device.insert(name.to_string());
+        } else {
+            self.registry.register_template(name, template);
+        }
         self.sources.insert(name.to_string(), path);
         Ok(())
+    }
+
+    /// The contract the template `name` is written to ([`CONTRACTS`]),
+    /// `None` when there is no such template.
+    pub fn contract(&self, name: &str) -> Option<u32> {
+        self.sources
+            .contains_key(name)
+            .then(|| if self.per_device.contains(name) { 2 } else { 1 })
     }
 
     /// Names of the templates, sorted.
@@ -363,18 +427,7 @@ impl Templates {
             });
         };
         let ctx = context(generator, devices);
-        let text = self
-            .registry
-            .render(&generator.template, &ctx)
-            .map_err(|e| Error::Render {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-        let spec =
-            cdi::codec::parse(text.as_bytes(), cdi::Format::Json).map_err(|e| Error::Output {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
+        let spec = self.render_spec(&generator.template, path, &ctx)?;
         if spec.kind != generator.kind {
             return Err(Error::Output {
                 path: path.clone(),
@@ -405,6 +458,304 @@ impl Templates {
             members,
         })
     }
+}
+
+/// Which part of a template a rendered text is ([`Templates::texts`]).
+#[derive(Debug, Clone, Copy)]
+enum Part<'c> {
+    /// Contract 1: the whole spec.
+    Whole,
+    /// Contract 2: the spec without its devices.
+    Spec,
+    /// Contract 2: one CDI device.
+    Device(&'c CdiDevice<'c>),
+}
+
+impl Templates {
+    /// Renders the template `name` from `ctx` and hands each text it
+    /// writes to `each` as soon as it is written: contract 1's whole spec
+    /// at once; contract 2's spec-level part (from a context without the
+    /// devices), then each CDI device from its own context, into one
+    /// reused buffer, so that one device's context and text are held at a
+    /// time.
+    ///
+    /// # Errors
+    /// [`Error::Render`] naming the file (and the CDI device), or what
+    /// `each` returns.
+    fn texts<'c>(
+        &self,
+        name: &str,
+        path: &Path,
+        ctx: &'c TemplateContext<'c>,
+        mut each: impl FnMut(Part<'c>, &str) -> Result<(), Error>,
+    ) -> Result<(), Error> {
+        let failed = |device: Option<&str>, e: handlebars::RenderError| Error::Render {
+            path: path.to_path_buf(),
+            message: match device {
+                Some(d) => format!("device part, CDI device {d:?}: {e}"),
+                None => e.to_string(),
+            },
+        };
+        if !self.per_device.contains(name) {
+            let text = self
+                .registry
+                .render(name, ctx)
+                .map_err(|e| failed(None, e))?;
+            return each(Part::Whole, &text);
+        }
+        let spec_ctx = SpecContext {
+            kind: ctx.kind,
+            generator: ctx.generator,
+            resource_env: &ctx.resource_env,
+            common_nodes: &ctx.common_nodes,
+            common_mounts: &ctx.common_mounts,
+            common_hooks: &ctx.common_hooks,
+        };
+        let text = self
+            .registry
+            .render(name, &spec_ctx)
+            .map_err(|e| failed(None, e))?;
+        each(Part::Spec, &text)?;
+        let part = device_part_name(name);
+        let mut buf: Vec<u8> = Vec::new();
+        for device in &ctx.devices {
+            let device_ctx = DeviceContext {
+                kind: ctx.kind,
+                generator: ctx.generator,
+                resource_env: &ctx.resource_env,
+                device,
+            };
+            buf.clear();
+            self.registry
+                .render_to_write(&part, &device_ctx, &mut buf)
+                .map_err(|e| failed(Some(&device.name), e))?;
+            // handlebars writes only `str`s.
+            let text = String::from_utf8_lossy(&buf);
+            each(Part::Device(device), &text)?;
+        }
+        Ok(())
+    }
+
+    /// The spec the template `name` renders from `ctx`, parsed strictly:
+    /// contract 1's at once, contract 2's device by device as each is
+    /// rendered (nothing kept of a device but the parsed device).
+    ///
+    /// # Errors
+    /// [`Error`] naming the file (and the CDI device): a render error, a
+    /// text that is not a spec (or not one CDI device), a contract-2
+    /// spec-level part that writes devices.
+    fn render_spec(&self, name: &str, path: &Path, ctx: &TemplateContext) -> Result<Spec, Error> {
+        let mut spec: Option<Spec> = None;
+        self.texts(name, path, ctx, |part, text| {
+            match part {
+                Part::Whole | Part::Spec => {
+                    let parsed =
+                        cdi::codec::parse(text.as_bytes(), cdi::Format::Json).map_err(|e| {
+                            Error::Output {
+                                path: path.to_path_buf(),
+                                message: e.to_string(),
+                            }
+                        })?;
+                    if matches!(part, Part::Spec) && !parsed.devices.is_empty() {
+                        return Err(Error::Output {
+                            path: path.to_path_buf(),
+                            message: format!(
+                                "its spec-level part writes devices: with contract 2 they come \
+                                 from its device part ({{{{#*inline \"{DEVICE_PART}\"}}}}) alone"
+                            ),
+                        });
+                    }
+                    spec = Some(parsed);
+                }
+                Part::Device(device) => {
+                    let parsed = cdi::codec::parse_device_json(text).map_err(|e| {
+                        let why = match e {
+                            cdi::codec::ParseError::Empty => "it is empty".to_string(),
+                            e => e.to_string(),
+                        };
+                        Error::DeviceOutput {
+                            path: path.to_path_buf(),
+                            message: format!(
+                                "device part, CDI device {:?}: rendered output is not one valid \
+                                 CDI device: {why}",
+                                device.name
+                            ),
+                        }
+                    })?;
+                    if let Some(s) = spec.as_mut() {
+                        s.devices.push(parsed);
+                    }
+                }
+            }
+            Ok(())
+        })?;
+        Ok(spec.unwrap_or_default())
+    }
+}
+
+/// What a contract-2 template's spec-level part sees: the spec-wide values
+/// of [`TemplateContext`], without the devices.
+#[derive(Serialize)]
+struct SpecContext<'c> {
+    kind: &'c str,
+    generator: &'c str,
+    resource_env: &'c str,
+    common_nodes: &'c [DeviceNode],
+    common_mounts: &'c [crate::model::MountSpec],
+    common_hooks: &'c [crate::cdi::Hook],
+}
+
+/// What a contract-2 template's device part sees: one CDI device's fields
+/// ([`CdiDevice`]: `name`, `members`, `nodes`, ...) beside `kind`,
+/// `generator` and `resource_env`.
+#[derive(Serialize)]
+struct DeviceContext<'c, 'a> {
+    kind: &'c str,
+    generator: &'c str,
+    resource_env: &'c str,
+    #[serde(flatten)]
+    device: &'c CdiDevice<'a>,
+}
+
+/// The contract `template` declares ([`DECLARATION`]): 1 when it declares
+/// none.
+///
+/// # Errors
+/// A declaration that is malformed, repeated, or names a contract this
+/// version does not know (the message lists those it knows).
+fn contract(template: &handlebars::Template) -> Result<u32, String> {
+    use handlebars::template::TemplateElement as E;
+    let known = CONTRACTS
+        .iter()
+        .map(u32::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut declared: Option<u32> = None;
+    for (i, element) in template.elements.iter().enumerate() {
+        let E::Comment(text) = element else { continue };
+        let at = template
+            .mapping
+            .get(i)
+            .map_or(Position { line: 0, column: 0 }, |m| Position {
+                line: m.0,
+                column: m.1,
+            });
+        // `{{!-- x --}}`, `{{! x }}`, `{{~!-- x --~}}`: the words alone.
+        let words =
+            text.trim_matches(|c: char| c == '~' || c == '!' || c == '-' || c.is_whitespace());
+        // `cdigen-template: 2`, or a mistake in one; not `cdigen-templates`.
+        let Some(rest) = words
+            .strip_prefix(DECLARATION)
+            .filter(|r| r.is_empty() || r.starts_with(':') || r.starts_with(char::is_whitespace))
+        else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let version = rest
+            .strip_prefix(':')
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+            .ok_or_else(|| {
+                format!(
+                    "{at}: a contract declaration reads {{{{!-- {DECLARATION}: N --}}}} \
+                     (N one of {known})"
+                )
+            })?;
+        if declared.is_some() {
+            return Err(format!("{at}: a second contract declaration"));
+        }
+        let n = version
+            .parse::<u32>()
+            .ok()
+            .filter(|n| CONTRACTS.contains(n))
+            .ok_or_else(|| {
+                format!(
+                    "{at}: template contract {version} is not known to this cdigen (it knows \
+                     {known}): write the template to one of those"
+                )
+            })?;
+        declared = Some(n);
+    }
+    Ok(declared.unwrap_or(1))
+}
+
+/// Whether `element` is the inline partial `{{#*inline "<name>"}}`.
+fn inline_name(element: &handlebars::template::TemplateElement) -> Option<&str> {
+    use handlebars::template::{Parameter, TemplateElement as E};
+    let E::DecoratorBlock(d) = element else {
+        return None;
+    };
+    match (&d.name, d.params.first()) {
+        (Parameter::Name(n), Some(Parameter::Literal(serde_json::Value::String(p))))
+            if n == "inline" =>
+        {
+            Some(p)
+        }
+        _ => None,
+    }
+}
+
+/// Splits a contract-2 template into its spec-level part (every top-level
+/// element but the device part) and its device part, which gets the
+/// template's other top-level inline partials, so that it can use them.
+///
+/// # Errors
+/// No top-level device part, or more than one.
+fn split(
+    template: handlebars::Template,
+) -> Result<(handlebars::Template, handlebars::Template), String> {
+    use handlebars::template::TemplateElement as E;
+    let wanted = format!(
+        "contract 2 needs one device part, a top-level {{{{#*inline \"{DEVICE_PART}\"}}}}...{{{{/inline}}}}"
+    );
+    let parts = template
+        .elements
+        .iter()
+        .filter(|e| inline_name(e) == Some(DEVICE_PART))
+        .count();
+    if parts != 1 {
+        return Err(if parts == 0 {
+            format!("{wanted}; it has none")
+        } else {
+            format!("{wanted}; it has {parts}")
+        });
+    }
+    let mut spec = template.clone();
+    spec.elements.clear();
+    spec.mapping.clear();
+    let mut inlines = Vec::new();
+    let mut device = None;
+    for (i, element) in template.elements.into_iter().enumerate() {
+        let mapping = template.mapping.get(i).cloned();
+        match inline_name(&element) {
+            Some(DEVICE_PART) => {
+                if let E::DecoratorBlock(d) = element {
+                    device = Some(d.template.unwrap_or_default());
+                }
+                continue;
+            }
+            Some(_) => inlines.push((element.clone(), mapping.clone())),
+            None => {}
+        }
+        spec.elements.push(element);
+        if let Some(m) = mapping {
+            spec.mapping.push(m);
+        }
+    }
+    let mut device = device.ok_or(wanted)?;
+    if !inlines.is_empty() {
+        let (mut elements, mut mapping): (Vec<_>, Vec<_>) = (Vec::new(), Vec::new());
+        for (e, m) in inlines {
+            elements.push(e);
+            mapping.extend(m);
+        }
+        elements.append(&mut device.elements);
+        mapping.append(&mut device.mapping);
+        device.elements = elements;
+        device.mapping = mapping;
+    }
+    device.name = template.name.map(|n| device_part_name(&n));
+    Ok((spec, device))
 }
 
 /// A rendered spec ([`Templates::render_devices`]).

@@ -784,9 +784,18 @@ fn hostile_values_are_data_in_the_drm_template() {
     );
 }
 
+/// The built-in drm template as it was written to contract 1.
+const DRM_CONTRACT_1: &str = include_str!("../../tests/data/templates-contract-1/drm.json.hbs");
+
 #[test]
 fn hostile_values_one_at_a_time() {
+    // The built-in drm template (contract 2), and the same template
+    // written to contract 1 (the whole spec at once).
     let t = builtin();
+    assert_eq!(t.contract("drm"), Some(2));
+    let (_dir, whole) = user_templates(&[("drm.json.hbs", DRM_CONTRACT_1)]);
+    let whole = whole.unwrap();
+    assert_eq!(whole.contract("drm"), Some(1));
     let g = with_names("drm", &[NameStrategy::Index]);
     for bad in [
         "\"",
@@ -799,7 +808,7 @@ fn hostile_values_one_at_a_time() {
         "\"}], \"extra\": [{\"",
         "é✓\u{0}\u{7f}\u{2028}",
     ] {
-        let text = t
+        let text = whole
             .registry
             .render("drm", &context(&g, &[hostile(bad)]))
             .unwrap();
@@ -810,18 +819,43 @@ fn hostile_values_one_at_a_time() {
             ["cdiVersion", "devices", "kind"],
             "{bad:?}"
         );
+        // Contract 2: the same of each text as it is written, the
+        // spec-level part's and the device's.
+        let devices = [hostile(bad)];
+        let ctx = context(&g, &devices);
+        let mut written = Vec::new();
+        t.texts("drm", Path::new("drm"), &ctx, |_, text| {
+            let v: serde_json::Value = serde_json::from_str(text).unwrap();
+            written.push(v);
+            Ok(())
+        })
+        .unwrap();
+        let keys =
+            |v: &serde_json::Value| v.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
         assert_eq!(
-            t.render(&g, &[hostile(bad)]).unwrap(),
-            spec(
-                "0.3.0",
-                vec![cdi_device(
-                    "0",
-                    vec![dn(&format!("/dev/dri/{bad}"), 226, 3)],
-                    vec![bind(&format!("/dev/dri/by-path/{bad}"))]
-                )]
-            ),
+            written.iter().map(keys).collect::<Vec<_>>(),
+            [vec!["cdiVersion", "kind"], vec!["containerEdits", "name"]],
             "{bad:?}"
         );
+        assert_eq!(
+            keys(&written[1]["containerEdits"]),
+            ["deviceNodes", "mounts"],
+            "{bad:?}"
+        );
+        for t in [&t, &whole] {
+            assert_eq!(
+                t.render(&g, &[hostile(bad)]).unwrap(),
+                spec(
+                    "0.3.0",
+                    vec![cdi_device(
+                        "0",
+                        vec![dn(&format!("/dev/dri/{bad}"), 226, 3)],
+                        vec![bind(&format!("/dev/dri/by-path/{bad}"))]
+                    )]
+                ),
+                "{bad:?}"
+            );
+        }
     }
 }
 
@@ -2009,5 +2043,409 @@ fn uuid_and_group_warn_for_each_device_they_cannot_name() {
             "0000:43:00.0: not bound to a VFIO driver (no IOMMU group), so no name from \
              `\"group\"`",
         ])
+    );
+}
+
+// ---------------------------------------------------------------- template contracts
+
+/// A contract-2 template of kind `{{json kind}}` whose device part is
+/// `device` and whose spec-level part ends with `spec_tail`.
+fn contract_2(device: &str, spec_tail: &str) -> String {
+    format!(
+        "{{{{!-- cdigen-template: 2 --}}}}\n{{{{#*inline \"device\"}}}}\n{device}\n{{{{/inline}}}}\n\
+         {{\"cdiVersion\": \"0.3.0\", \"kind\": {{{{json kind}}}}{spec_tail}}}\n"
+    )
+}
+
+#[test]
+fn builtin_templates_are_contract_2() {
+    let t = builtin();
+    for (name, _) in BUILTIN {
+        assert_eq!(t.contract(name), Some(2), "{name}");
+        assert!(t.registry.get_template(&format!("{name}/device")).is_some());
+    }
+    assert_eq!(t.contract("nope"), None);
+}
+
+#[test]
+fn contract_declarations() {
+    let device = "{\"name\": {{json name}}, \"containerEdits\": {\"env\": [\"A=1\"]}}";
+    let v1 = "{\"cdiVersion\": \"0.3.0\", \"kind\": {{json kind}}, \"devices\": [{{#each \
+              devices}}{{#unless @first}},{{/unless}}{\"name\": {{json name}}, \
+              \"containerEdits\": {\"env\": [\"A=1\"]}}{{/each}}]}";
+    let compact =
+        contract_2(device, "").replace("{{!-- cdigen-template: 2 --}}", "{{! cdigen-template:2 }}");
+    let (_dir, t) = user_templates(&[
+        ("none.json.hbs", v1),
+        (
+            "one.json.hbs",
+            &format!("{{{{!-- cdigen-template: 1 --}}}}\n{v1}"),
+        ),
+        ("two.json.hbs", &contract_2(device, "")),
+        ("compact.json.hbs", &compact),
+        // Prose that starts with the word is no declaration.
+        (
+            "prose.json.hbs",
+            &format!("{{{{!-- cdigen-templates: see the docs --}}}}\n{v1}"),
+        ),
+    ]);
+    let t = t.unwrap();
+    let g = |name: &str| with_names(name, &[NameStrategy::Pci, NameStrategy::All]);
+    let devices = [gpu("0000:03:00.0", 1), gpu("0000:04:00.0", 2)];
+    let want = t.render(&g("none"), &devices).unwrap();
+    assert_eq!(
+        want.devices
+            .iter()
+            .map(|d| d.name.as_str())
+            .collect::<Vec<_>>(),
+        ["0000:03:00.0", "0000:04:00.0", "all"]
+    );
+    for (name, contract) in [
+        ("none", 1),
+        ("one", 1),
+        ("two", 2),
+        ("compact", 2),
+        ("prose", 1),
+    ] {
+        assert_eq!(t.contract(name), Some(contract), "{name}");
+        assert_eq!(t.render(&g(name), &devices).unwrap(), want, "{name}");
+    }
+    // Refused at load, naming the file, where it is, and the contracts known.
+    for (text, message) in [
+        (
+            "{{!-- cdigen-template: 3 --}}{}",
+            "line 1, col 1: template contract 3 is not known to this cdigen (it knows 1, 2): \
+             write the template to one of those",
+        ),
+        (
+            "{}\n{{! cdigen-template: 0 }}",
+            "line 2, col 1: template contract 0 is not known to this cdigen (it knows 1, 2): \
+             write the template to one of those",
+        ),
+        (
+            "{{!-- cdigen-template: two --}}{}",
+            "line 1, col 1: a contract declaration reads {{!-- cdigen-template: N --}} (N one \
+             of 1, 2)",
+        ),
+        (
+            "{{!-- cdigen-template 2 --}}{}",
+            "line 1, col 1: a contract declaration reads {{!-- cdigen-template: N --}} (N one \
+             of 1, 2)",
+        ),
+        (
+            "{{!-- cdigen-template: 99999999999 --}}{}",
+            "line 1, col 1: template contract 99999999999 is not known to this cdigen (it \
+             knows 1, 2): write the template to one of those",
+        ),
+        (
+            "{{!-- cdigen-template: 1 --}}\n{{!-- cdigen-template: 1 --}}{}",
+            "line 2, col 1: a second contract declaration",
+        ),
+    ] {
+        let (dir, t) = user_templates(&[("bad.json.hbs", text)]);
+        assert_eq!(
+            t.map(|_| ()).unwrap_err().to_string(),
+            format!("{}: {message}", dir.path().join("bad.json.hbs").display()),
+            "{text:?}"
+        );
+    }
+}
+
+#[test]
+fn contract_2_needs_one_device_part() {
+    let device = "{{#*inline \"device\"}}{\"name\": \"a\"}{{/inline}}";
+    for (text, has) in [
+        (
+            "{{!-- cdigen-template: 2 --}}{\"kind\": {{json kind}}}".to_string(),
+            "none",
+        ),
+        (
+            format!("{{{{!-- cdigen-template: 2 --}}}}{{{{#if kind}}}}{device}{{{{/if}}}}{{}}"),
+            "none",
+        ),
+        (
+            "{{!-- cdigen-template: 2 --}}{{#*inline \"devices\"}}x{{/inline}}{}".to_string(),
+            "none",
+        ),
+        (
+            format!("{{{{!-- cdigen-template: 2 --}}}}{device}\n{device}{{}}"),
+            "2",
+        ),
+    ] {
+        let (dir, t) = user_templates(&[("parts.json.hbs", &text)]);
+        assert_eq!(
+            t.map(|_| ()).unwrap_err().to_string(),
+            format!(
+                "{}: contract 2 needs one device part, a top-level {{{{#*inline \
+                 \"device\"}}}}...{{{{/inline}}}}; it has {has}",
+                dir.path().join("parts.json.hbs").display()
+            ),
+            "{text:?}"
+        );
+    }
+    // Unescaped output in a device part is refused as anywhere else.
+    let (dir, t) = user_templates(&[(
+        "raw.json.hbs",
+        &contract_2("{\"name\": \"{{{name}}}\"}", ""),
+    )]);
+    assert_eq!(
+        t.map(|_| ()).unwrap_err().to_string(),
+        format!(
+            "{}: line 3, col 11: {UNESCAPED}",
+            dir.path().join("raw.json.hbs").display()
+        )
+    );
+}
+
+#[test]
+fn contract_2_device_part_errors_name_the_file_and_the_device() {
+    let one = "{\"name\": {{json name}}, \"containerEdits\": {\"env\": [\"A=1\"]}}";
+    let (dir, t) = user_templates(&[
+        (
+            "two-objects.json.hbs",
+            &contract_2(&format!("{one}\n{one}"), ""),
+        ),
+        (
+            "two-listed.json.hbs",
+            &contract_2(&format!("{one},{one}"), ""),
+        ),
+        ("not-json.json.hbs", &contract_2("device: {{name}}", "")),
+        ("empty.json.hbs", &contract_2("{{#if nope}}x{{/if}}", "")),
+        (
+            "bogus.json.hbs",
+            &contract_2(
+                "{\"name\": {{json name}}, \"bogus\": 1, \"containerEdits\": {}}",
+                "",
+            ),
+        ),
+        (
+            "a-spec.json.hbs",
+            &contract_2(
+                &format!("{{\"kind\": {{{{json kind}}}}, \"devices\": [{one}]}}"),
+                "",
+            ),
+        ),
+        (
+            "missing.json.hbs",
+            &contract_2("{\"name\": {{json name}}, \"x\": {{json nope}}}", ""),
+        ),
+        (
+            "spec-devices.json.hbs",
+            &contract_2(
+                one,
+                ", \"devices\": [{\"name\": \"x\", \"containerEdits\": {\"env\": [\"A=1\"]}}]",
+            ),
+        ),
+        (
+            "no-devices-there.json.hbs",
+            &contract_2(one, ", \"x\": {{json devices}}"),
+        ),
+        (
+            "other-kind.json.hbs",
+            &contract_2(one, "").replace("{{json kind}}", "\"other.com/gpu\""),
+        ),
+    ]);
+    let t = t.unwrap();
+    let devices = [gpu("0000:03:00.0", 1)];
+    let err = |name: &str| {
+        t.render(&with_names(name, &[NameStrategy::Index]), &devices)
+            .unwrap_err()
+            .to_string()
+    };
+    let file = |name: &str| {
+        dir.path()
+            .join(format!("{name}.json.hbs"))
+            .display()
+            .to_string()
+    };
+    let device = |name: &str, message: &str| {
+        format!(
+            "{}: device part, CDI device \"0\": rendered output is not one valid CDI device: \
+             {message}",
+            file(name)
+        )
+    };
+    assert_eq!(
+        err("two-objects"),
+        device(
+            "two-objects",
+            "invalid JSON: trailing characters at line 2 column 1"
+        )
+    );
+    assert_eq!(
+        err("two-listed"),
+        device(
+            "two-listed",
+            "invalid JSON: trailing characters at line 1 column 50"
+        )
+    );
+    assert_eq!(
+        err("not-json"),
+        device(
+            "not-json",
+            "invalid JSON: expected value at line 1 column 1"
+        )
+    );
+    assert_eq!(err("empty"), device("empty", "it is empty"));
+    assert_eq!(
+        err("bogus"),
+        device(
+            "bogus",
+            "invalid JSON: unknown field \"bogus\", expected one of name, annotations, \
+             containerEdits"
+        )
+    );
+    assert_eq!(
+        err("a-spec"),
+        device(
+            "a-spec",
+            "invalid JSON: unknown field \"kind\", expected one of name, annotations, \
+             containerEdits"
+        )
+    );
+    assert_eq!(
+        err("missing"),
+        format!(
+            "{}: device part, CDI device \"0\": Error rendering \"missing/device\" line 3, col \
+             30: Failed to access variable in strict mode Some(\"nope\")",
+            file("missing")
+        )
+    );
+    assert_eq!(
+        err("spec-devices"),
+        format!(
+            "{}: rendered output is not a valid spec document: its spec-level part writes \
+             devices: with contract 2 they come from its device part ({{{{#*inline \
+             \"device\"}}}}) alone",
+            file("spec-devices")
+        )
+    );
+    // The spec-level part has no devices to write.
+    assert_eq!(
+        err("no-devices-there"),
+        format!(
+            "{}: Error rendering \"no-devices-there\" line 5, col 53: Failed to access \
+             variable in strict mode Some(\"devices\")",
+            file("no-devices-there")
+        )
+    );
+    assert_eq!(
+        err("other-kind"),
+        format!(
+            "{}: rendered output is not a valid spec document: kind is \"other.com/gpu\", but \
+             generator \"test\" has kind \"example.com/gpu\" (use {{{{json kind}}}})",
+            file("other-kind")
+        )
+    );
+}
+
+#[test]
+fn contract_2_device_part_sees_its_device_and_the_spec_wide_values() {
+    // The device part sees its device (`ids`, `members`), `kind`,
+    // `generator`, `resource_env`, and the template's other inline
+    // partials; not the other devices, nor the spec-wide edits.
+    let device = "{\"name\": {{json name}}, \"containerEdits\": {\"env\": [\
+                  {{> kind-env}}, \"G={{generator}}\", \"R={{resource_env}}_{{name_env}}\", \
+                  \"I={{ids}}\", \"M={{#each members}}{{id}};{{/each}}\"]}}";
+    let text = format!(
+        "{{{{#*inline \"kind-env\"}}}}\"K={{{{kind}}}}\"{{{{/inline}}}}\n{}",
+        contract_2(device, "")
+    );
+    let (_dir, t) = user_templates(&[
+        ("sees.json.hbs", &text),
+        ("common.json.hbs", &contract_2("{{json common_mounts}}", "")),
+        ("devices.json.hbs", &contract_2("{{json devices}}", "")),
+    ]);
+    let t = t.unwrap();
+    let g = with_names("sees", &[NameStrategy::Pci, NameStrategy::All]);
+    let spec = t
+        .render(&g, &[gpu("0000:04:00.0", 2), gpu("0000:03:00.0", 1)])
+        .unwrap();
+    let env: Vec<Vec<String>> = spec
+        .devices
+        .iter()
+        .map(|d| d.container_edits.env.clone())
+        .collect();
+    assert_eq!(
+        env,
+        [
+            [
+                "K=example.com/gpu",
+                "G=test",
+                "R=EXAMPLE_COM_GPU_0000_03_00_0",
+                "I=0000:03:00.0",
+                "M=0000:03:00.0;"
+            ],
+            [
+                "K=example.com/gpu",
+                "G=test",
+                "R=EXAMPLE_COM_GPU_0000_04_00_0",
+                "I=0000:04:00.0",
+                "M=0000:04:00.0;"
+            ],
+            [
+                "K=example.com/gpu",
+                "G=test",
+                "R=EXAMPLE_COM_GPU_ALL",
+                "I=0000:03:00.0,0000:04:00.0",
+                "M=0000:03:00.0;0000:04:00.0;"
+            ],
+        ]
+    );
+    for name in ["common", "devices"] {
+        let err = t
+            .render(
+                &with_names(name, &[NameStrategy::Pci]),
+                &[gpu("0000:03:00.0", 1)],
+            )
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(&format!(
+                "Failed to access variable in strict mode Some(\"{}\")",
+                if name == "common" {
+                    "common_mounts"
+                } else {
+                    "devices"
+                }
+            )),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn a_template_replacing_another_replaces_its_contract() {
+    // A user's contract-1 drm replaces the built-in contract-2 one, device
+    // part included; a user's contract-2 template replaces it as well.
+    let (_dir, t) = user_templates(&[("drm.json.hbs", DRM_CONTRACT_1)]);
+    let t = t.unwrap();
+    assert_eq!(t.contract("drm"), Some(1));
+    assert!(t.registry.get_template("drm/device").is_none());
+    let devices = [gpu("0000:03:00.0", 1), gpu("0000:04:00.0", 2)];
+    let g = generator("drm");
+    assert_eq!(
+        t.render(&g, &devices).unwrap(),
+        builtin().render(&g, &devices).unwrap()
+    );
+    let mine = contract_2(
+        "{\"name\": {{json name}}, \"containerEdits\": {\"env\": [\"MINE=1\"]}}",
+        "",
+    );
+    let (_dir, t) = user_templates(&[("drm.json.hbs", &mine)]);
+    let t = t.unwrap();
+    assert_eq!(t.contract("drm"), Some(2));
+    assert_eq!(
+        t.render(&g, &devices)
+            .unwrap()
+            .devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.container_edits.env.clone()))
+            .collect::<Vec<_>>(),
+        [
+            ("0", vec!["MINE=1".to_string()]),
+            ("1", vec!["MINE=1".to_string()]),
+            ("all", vec!["MINE=1".to_string()])
+        ]
     );
 }
