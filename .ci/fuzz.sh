@@ -4,7 +4,7 @@
 # any target crashes (a panic, a failed assertion), hangs on one input or
 # runs out of memory.
 #
-#   .ci/fuzz.sh                                    # every target, 15 s each
+#   .ci/fuzz.sh                                    # every target, 10 s each
 #   FUZZ_SECONDS=300 FUZZ_OPT_LEVEL=3 .ci/fuzz.sh spec dev_manifest # some, longer
 #
 # The committed corpus, fuzz/corpus/<target>/, seeds each run and is never
@@ -13,14 +13,14 @@
 # oom-*); replay it with
 # `cargo +nightly fuzz run -s none --codegen-units 16 <target> FILE`.
 #
-# Environment: FUZZ_SECONDS (per target, default 15), FUZZ_JOBS (targets
+# Environment: FUZZ_SECONDS (per target, default 10), FUZZ_JOBS (targets
 # run at once, default: the number of CPUs), FUZZ_TOOLCHAIN (default
 # nightly; installed with rustup when missing), FUZZ_OPT_LEVEL (default 1;
 # 3 for long runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-seconds=${FUZZ_SECONDS:-15}
+seconds=${FUZZ_SECONDS:-10}
 jobs=${FUZZ_JOBS:-$(nproc)}
 toolchain=${FUZZ_TOOLCHAIN:-nightly}
 cargo_fuzz_version=0.13.2
