@@ -193,16 +193,22 @@ pub fn unescaped_outputs(template: &handlebars::Template) -> Vec<Position> {
     found
 }
 
+/// Where the `i`th top-level element of `template` starts (0:0 when
+/// handlebars kept no mapping for it).
+fn position(template: &handlebars::Template, i: usize) -> Position {
+    template
+        .mapping
+        .get(i)
+        .map_or(Position { line: 0, column: 0 }, |m| Position {
+            line: m.0,
+            column: m.1,
+        })
+}
+
 fn walk(template: &handlebars::Template, found: &mut Vec<Position>) {
     use handlebars::template::TemplateElement as E;
     for (i, element) in template.elements.iter().enumerate() {
-        let at = template
-            .mapping
-            .get(i)
-            .map_or(Position { line: 0, column: 0 }, |m| Position {
-                line: m.0,
-                column: m.1,
-            });
+        let at = position(template, i);
         match element {
             E::RawString(_) | E::Comment(_) => {}
             // Escaped (`{{x}}`, `{{helper x}}`): the escape function runs.
@@ -633,13 +639,7 @@ fn contract(template: &handlebars::Template) -> Result<u32, String> {
     let mut declared: Option<u32> = None;
     for (i, element) in template.elements.iter().enumerate() {
         let E::Comment(text) = element else { continue };
-        let at = template
-            .mapping
-            .get(i)
-            .map_or(Position { line: 0, column: 0 }, |m| Position {
-                line: m.0,
-                column: m.1,
-            });
+        let at = position(template, i);
         // `{{!-- x --}}`, `{{! x }}`, `{{~!-- x --~}}`: the words alone.
         let words =
             text.trim_matches(|c: char| c == '~' || c == '!' || c == '-' || c.is_whitespace());
