@@ -13,7 +13,9 @@
 //!    its log: the pass's start to the slices written.
 //! 2. The driver's memory (VmHWM, VmRSS from /proc/<pid>/status) after its
 //!    first publication and after the changes, against `cdigen watch` on
-//!    the same machine at the same points.
+//!    the same machine at the same points, and where each is resident
+//!    then (`/proc/<pid>/smaps`: heap, anonymous mappings, the binary,
+//!    libraries).
 //!
 //! Run with `cargo bench --bench dra_api` (under a minute).
 
@@ -33,7 +35,7 @@ mod synth;
 #[path = "support/procs.rs"]
 mod procs;
 
-use procs::{Proc, WAIT, cdigen, median, memory, mib, row, spec_shows};
+use procs::{Proc, WAIT, cdigen, median, memory, memory_parts_line, mib, row, spec_shows};
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -200,6 +202,7 @@ fn main() {
     // Settled (the first publication's writes all done).
     thread::sleep(Duration::from_millis(200));
     let mut mem = vec![("driver, first publication", memory(driver.pid()))];
+    let driver_parts_first = memory_parts_line(driver.pid());
 
     // 1. Hotplug -> slices written on the server.
     let (gone, back) = cycle(&vf, &driver, |present, since| {
@@ -219,6 +222,7 @@ fn main() {
         }
     });
     mem.push(("driver, after the changes", memory(driver.pid())));
+    let driver_parts = memory_parts_line(driver.pid());
     let text = fs::read_to_string(&log).unwrap();
     let logged = logged_latencies(&text);
     // Where the time goes (the driver's debug lines): the pass, then the
@@ -279,9 +283,11 @@ fn main() {
         &kubeconfig,
     );
     let watch_first = memory(watch.pid());
+    let watch_parts_first = memory_parts_line(watch.pid());
     let spec = dir.join("w-cdi/cdigen.io-vf.yaml");
     let (w_gone, w_back) = cycle(&vf, &watch, |present, _| spec_shows(&spec, &vf.2, present));
     let watch_after = memory(watch.pid());
+    let watch_parts = memory_parts_line(watch.pid());
     watch.signal("TERM");
     drop(watch);
 
@@ -352,4 +358,9 @@ fn main() {
             *rss as f64 / w_rss as f64
         );
     }
+    println!("  where it is resident (/proc/PID/smaps, Rss by mapping):");
+    println!("    driver, first publication: {driver_parts_first}");
+    println!("    watch, the same point:     {watch_parts_first}");
+    println!("    driver, after the changes: {driver_parts}");
+    println!("    watch, the same point:     {watch_parts}");
 }

@@ -14,8 +14,17 @@ fn main() -> ExitCode {
     if let Some(code) = cdigen::hook::ldconfig::isolate::main(&argv) {
         return ExitCode::from(code);
     }
-    let cli = cdigen::cli::Cli::parse_from(cdigen::cli::command_line(argv));
+    let cli = cdigen::cli::Cli::parse_from(cdigen::cli::command_line(argv.clone()));
     cdigen::cli::init_logging(&cli);
+    // The servers' threads share one allocator arena (cli::arena): this
+    // returns only when it does not run itself again.
+    if cli.serves()
+        && let Err(e) = cdigen::cli::arena::one_arena(&argv)
+    {
+        tracing::warn!(
+            "cannot run again with one allocator arena ({e}); going on with glibc's default"
+        );
+    }
     let stdout = std::io::stdout();
     // Stderr is not held locked: the device plugin logs from several
     // threads.

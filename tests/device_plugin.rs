@@ -126,6 +126,17 @@ impl Plugin {
         extra: &[&str],
         log_dir: &Path,
     ) -> Plugin {
+        Plugin {
+            daemon: support::Daemon::spawn(
+                Plugin::command(tmp, plugin_dir, pod_resources, extra),
+                log_dir,
+            ),
+            plugin_dir: plugin_dir.to_path_buf(),
+        }
+    }
+
+    /// The command [`Plugin::spawn_at`] runs.
+    fn command(tmp: &Path, plugin_dir: &Path, pod_resources: &Path, extra: &[&str]) -> Command {
         let mut cmd = Command::new(env!("CARGO_BIN_EXE_cdigen"));
         cmd.current_dir(tmp)
             // Never the stub libnvidia-ml of a fixture's driver root.
@@ -156,12 +167,10 @@ impl Plugin {
             .env_remove("JOURNAL_STREAM")
             .env_remove("NOTIFY_SOCKET")
             .env_remove("CDIGEN_POD_UID")
+            .env_remove("GLIBC_TUNABLES")
             .env("RUST_LOG", "info")
             .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators");
-        Plugin {
-            daemon: support::Daemon::spawn(cmd, log_dir),
-            plugin_dir: plugin_dir.to_path_buf(),
-        }
+        cmd
     }
 
     /// Starts the plugin against `kubelet`.
@@ -806,6 +815,69 @@ fn a_pod_uid_that_is_not_a_uid_is_refused() {
             "cdigen: --pod-uid: pod UID \"../x\": not a UID (1 to 64 letters, digits and '-', as metadata.uid is)"
         );
         assert!(!tmp.path().join("pd").exists() && !tmp.path().join("cdi").exists());
+    }
+}
+
+/// The plugin runs itself again, in place (the same process, arguments
+/// and log), once, with one glibc allocator arena for its threads: the
+/// environment's other tunables kept, a number of arenas the user gave
+/// left as it is (cli::arena). glibc 2.36 cuts the variable at its first
+/// `:` in the memory `/proc/PID/environ` shows (the program sees it
+/// whole), so the value is checked there only when it is one tunable,
+/// and from the debug line that announces the re-run.
+#[cfg(target_env = "gnu")]
+#[test]
+fn the_plugin_runs_with_one_allocator_arena_unless_told_otherwise() {
+    for (given, rerun) in [
+        (None, Some("glibc.malloc.arena_max=1")),
+        (
+            Some("glibc.malloc.tcache_count=0"),
+            Some("glibc.malloc.tcache_count=0:glibc.malloc.arena_max=1"),
+        ),
+        (Some("glibc.malloc.arena_max=2"), None),
+    ] {
+        let (tmp, _root) = support::machine("example");
+        let dir = tmp.path().join("plugins");
+        let sock = tmp.path().join("pod-resources.sock");
+        let mut cmd = Plugin::command(tmp.path(), &dir, &sock, &[]);
+        cmd.env("RUST_LOG", "info,cdigen::cli::arena=debug");
+        if let Some(v) = given {
+            cmd.env("GLIBC_TUNABLES", v);
+        }
+        let plugin = Plugin {
+            daemon: support::Daemon::spawn(cmd, tmp.path()),
+            plugin_dir: dir.clone(),
+        };
+        eventually("the ready file", || tmp.path().join("ready").exists());
+        let environ = fs::read(format!("/proc/{}/environ", plugin.pid())).unwrap();
+        let tunables: Vec<&[u8]> = environ
+            .split(|b| *b == 0)
+            .filter_map(|v| v.strip_prefix(b"GLIBC_TUNABLES="))
+            .collect();
+        let first = rerun.or(given).and_then(|v| v.split(':').next()).unwrap();
+        assert_eq!(tunables, [first.as_bytes()], "given {given:?}");
+        let log = plugin.log();
+        let reruns: Vec<&str> = log
+            .lines()
+            .filter_map(|l| l.split_once("running again with GLIBC_TUNABLES="))
+            .map(|(_, v)| v)
+            .collect();
+        assert_eq!(
+            reruns,
+            rerun.into_iter().collect::<Vec<_>>(),
+            "given {given:?}:\n{log}"
+        );
+        let cmdline = fs::read(format!("/proc/{}/cmdline", plugin.pid())).unwrap();
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        assert_eq!(
+            args.get(1).copied(),
+            Some(&b"device-plugin"[..]),
+            "{args:?}"
+        );
+        assert!(plugin.log().contains("waiting for the kubelet's socket"));
+        let mut plugin = plugin;
+        plugin.signal("TERM");
+        assert_eq!(plugin.wait_exit(), Some(0), "{}", plugin.log());
     }
 }
 

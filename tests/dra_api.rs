@@ -1161,6 +1161,7 @@ impl Driver {
             .env_remove("KUBERNETES_SERVICE_PORT")
             .env_remove("JOURNAL_STREAM")
             .env_remove("NOTIFY_SOCKET")
+            .env_remove("GLIBC_TUNABLES")
             .env("HOME", tmp)
             .env("RUST_LOG", "info")
             .env("CDIGEN_GENERATORS", "/nonexistent-cdigen-user-generators");
@@ -1236,6 +1237,19 @@ fn driver_publishes_follows_hotplug_repairs_and_cleans_up() {
         "the example machine's VFs are among its devices: {names:?}"
     );
     driver.wait_published(&api, &all, "the first publication");
+    // It ran itself again with one allocator arena for its threads
+    // (cli::arena).
+    #[cfg(target_env = "gnu")]
+    {
+        let environ = fs::read(format!("/proc/{}/environ", driver.pid())).unwrap();
+        assert!(
+            environ
+                .split(|b| *b == 0)
+                .any(|v| v == b"GLIBC_TUNABLES=glibc.malloc.arena_max=1"),
+            "{}",
+            String::from_utf8_lossy(&environ)
+        );
+    }
 
     // Hotplug: a VF goes; the next pass publishes without it.
     let replug = unplug_vf(&root, "0000:3b:00.3", "virtfn1");

@@ -97,6 +97,62 @@ pub fn memory(pid: u32) -> (u64, u64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
+/// Where `pid`'s resident memory is, from `/proc/<pid>/smaps`: the Rss of
+/// its mappings summed by kind, in bytes: `heap` (the `[heap]` mapping, the
+/// main allocator arena), `anon` (anonymous mappings: other threads'
+/// allocator arenas, large allocations, thread stacks), `binary` (the
+/// executable's own file), `libraries` (every other file) and `other`
+/// (the main stack, vdso and the like).
+pub fn memory_parts(pid: u32) -> Vec<(&'static str, u64)> {
+    let smaps = fs::read_to_string(format!("/proc/{pid}/smaps")).unwrap_or_default();
+    let exe = fs::read_link(format!("/proc/{pid}/exe")).unwrap_or_default();
+    let mut parts = vec![
+        ("heap", 0),
+        ("anon", 0),
+        ("binary", 0),
+        ("libraries", 0),
+        ("other", 0),
+    ];
+    let mut kind = 4;
+    for line in smaps.lines() {
+        let mut words = line.split_whitespace();
+        let Some(first) = words.next() else { continue };
+        if first.contains('-') && first.chars().next().is_some_and(|c| c.is_ascii_hexdigit()) {
+            // A mapping's header: range perms offset dev inode [name].
+            let name = words.nth(4).unwrap_or("");
+            kind = if name == "[heap]" {
+                0
+            } else if name.is_empty() {
+                1
+            } else if Path::new(name) == exe {
+                2
+            } else if name.starts_with('/') {
+                3
+            } else {
+                4
+            };
+        } else if first == "Rss:" {
+            let kb: u64 = words
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or_default();
+            if let Some(part) = parts.get_mut(kind) {
+                part.1 += kb * 1024;
+            }
+        }
+    }
+    parts
+}
+
+/// [`memory_parts`] on one line: `heap 12.0 MiB, anon 3.1 MiB, ...`.
+pub fn memory_parts_line(pid: u32) -> String {
+    memory_parts(pid)
+        .into_iter()
+        .map(|(k, b)| format!("{k} {}", mib(b)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// `b` bytes in MiB, for printing.
 pub fn mib(b: u64) -> String {
     format!("{:.1} MiB", b as f64 / f64::from(1 << 20))

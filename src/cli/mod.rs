@@ -6,6 +6,7 @@
 //! unreadable inputs). Errors are printed as a chain:
 //! `cdigen: cannot do X: because Y: because Z`.
 
+pub mod arena;
 mod check;
 mod completions;
 mod device_plugin;
@@ -80,6 +81,19 @@ pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Cli {
+    /// Whether the command serves until stopped, with its servers on
+    /// threads beside its passes (`device-plugin`, `dra-driver` without
+    /// `--print-slices`): what [`arena::one_arena`] is for.
+    pub fn serves(&self) -> bool {
+        match &self.command {
+            Command::DevicePlugin(_) => true,
+            Command::DraDriver(a) => !a.print_slices,
+            _ => false,
+        }
+    }
 }
 
 /// The subcommands.
@@ -280,7 +294,9 @@ pub enum Command {
     /// network devices it hands out; files no live allocation needs (per the kubelet's pod
     /// resources API) are removed. Unknown or unhealthy IDs are refused, naming them.
     ///
-    /// It needs no API-server access. Logs go to stderr, without timestamps.
+    /// It needs no API-server access. Logs go to stderr, without timestamps. It runs itself again
+    /// at start with one glibc allocator arena for its threads (GLIBC_TUNABLES gets
+    /// glibc.malloc.arena_max=1) unless GLIBC_TUNABLES names arena_max.
     DevicePlugin(DevicePluginArgs),
     /// Serve the devices through Dynamic Resource Allocation (resource.k8s.io/v1): publish them as
     /// ResourceSlices and prepare the claims the scheduler allocates from them.
@@ -294,7 +310,8 @@ pub enum Command {
     /// NodePrepareResources answers with cdigen's CDI names (v1 and v1beta1), and
     /// NodeWatchResources streams every device's health, the one its taint says
     /// (DRAResourceHealth v1alpha1 and v1). It needs API-server access (deploy/kubernetes/overlays/dra).
-    /// Serve a node by device plugin or by DRA, never both.
+    /// Serve a node by device plugin or by DRA, never both. Like the device plugin, it runs itself
+    /// again at start with one glibc allocator arena unless GLIBC_TUNABLES names arena_max.
     ///
     /// With --print-slices it reads the host once, prints the ResourceSlices it would publish (as
     /// YAML that `kubectl apply --dry-run=client` accepts) and exits: no cluster is needed.

@@ -115,7 +115,9 @@ impl<A: AfterPass> Passes<A> {
     /// The servers run on another thread ([`serve_beside`]): the passes
     /// allocate most, and on the main thread they use the allocator's main
     /// heap, which gives memory back between passes as `cdigen watch`'s
-    /// does; a thread's heap of its own keeps its peak.
+    /// does. The servers' thread shares that heap when the process runs
+    /// with one allocator arena ([`crate::cli::arena`]); with an arena of
+    /// its own it keeps its peak beside it.
     ///
     /// # Errors
     /// The source cannot open, or the watch's own error.
