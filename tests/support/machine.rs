@@ -225,6 +225,18 @@ impl Daemon {
         self.child.id()
     }
 
+    /// The values of `name` in the environment `/proc/PID/environ` shows
+    /// (what it was started, or last ran itself, with).
+    pub fn environ(&self, name: &str) -> Vec<Vec<u8>> {
+        let environ = fs::read(format!("/proc/{}/environ", self.pid())).unwrap();
+        let prefix = format!("{name}=");
+        environ
+            .split(|b| *b == 0)
+            .filter_map(|v| v.strip_prefix(prefix.as_bytes()))
+            .map(<[u8]>::to_vec)
+            .collect()
+    }
+
     /// Sends it `SIG<sig>`.
     pub fn signal(&self, sig: &str) {
         let ok = StdCommand::new("kill")
