@@ -21,12 +21,15 @@
 //! Errors name the path and say what was found instead (`a FIFO`, `a
 //! symbolic link`, ...).
 
+use std::ffi::OsStr;
 use std::fs::{File, Metadata, OpenOptions};
 use std::io::{self, Read};
+use std::os::fd::BorrowedFd;
 use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use rustix::fs::OFlags;
+pub use rustix::fs::Stat;
+use rustix::fs::{AtFlags, FileType, OFlags};
 
 /// Which file is at a path, told apart from any file there before it:
 /// device, inode, and birth time to the nanosecond (the change time where
@@ -293,30 +296,108 @@ pub fn read(path: &Path, limit: u64, links: Links) -> Result<Vec<u8>, Error> {
     read_open(path, file, limit)
 }
 
-/// Reads the regular file at `path` that `before` (its `lstat`, made by
-/// the caller) describes, as [`read`] does with [`Links::Refuse`]: a
-/// caller that has just examined the path spares the second look.
+/// The `lstat` of the entry `name` of the directory `dir`: one lookup,
+/// whatever the directory's depth.
+///
+/// # Errors
+/// The `fstatat`'s error.
+pub fn lstat_in(dir: BorrowedFd<'_>, name: &OsStr) -> io::Result<Stat> {
+    rustix::fs::statat(dir, name, AtFlags::SYMLINK_NOFOLLOW).map_err(io::Error::from)
+}
+
+/// Whether an `lstat` result is a symbolic link.
+pub fn is_symlink(stat: &Stat) -> bool {
+    FileType::from_raw_mode(stat.st_mode) == FileType::Symlink
+}
+
+/// Reads the regular file `name` of the directory `dir` (opened by the
+/// caller), at most `limit` bytes, as [`read`] does with
+/// [`Links::Refuse`]: `before` is its `lstat` when the caller has just
+/// made one (sparing a second look), else it is made here; anything but a
+/// regular file is never opened, and the file opened must be the one
+/// examined. Each step looks up one name, not a whole path. `path` names
+/// the file in errors.
 ///
 /// # Errors
 /// As [`read`]; also when the file opened is not the one examined.
-pub fn read_examined(path: &Path, before: &Metadata, limit: u64) -> Result<Vec<u8>, Error> {
-    if !before.file_type().is_file() {
+pub fn read_in(
+    dir: BorrowedFd<'_>,
+    name: &OsStr,
+    path: &Path,
+    before: Option<&Stat>,
+    limit: u64,
+) -> Result<Vec<u8>, Error> {
+    let looked;
+    let before = match before {
+        Some(b) => b,
+        None => {
+            looked = lstat_in(dir, name).map_err(io_error(path))?;
+            &looked
+        }
+    };
+    let kind = FileType::from_raw_mode(before.st_mode);
+    if kind != FileType::RegularFile {
         return Err(Error::NotRegular {
             path: path.to_path_buf(),
-            what: describe(before.file_type()),
+            what: describe_kind(kind),
             via_link: false,
         });
     }
-    let file = open_examined(path, Links::Refuse, before)?;
-    read_open(path, file, limit)
+    let flags =
+        OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
+    let fd = rustix::fs::openat(dir, name, flags, rustix::fs::Mode::empty())
+        .map_err(|e| refused_link(path, io::Error::from(e)))?;
+    let now = rustix::fs::fstat(&fd).map_err(|e| io_error(path)(io::Error::from(e)))?;
+    let now_kind = FileType::from_raw_mode(now.st_mode);
+    if now_kind != FileType::RegularFile {
+        return Err(Error::NotRegular {
+            path: path.to_path_buf(),
+            what: describe_kind(now_kind),
+            via_link: false,
+        });
+    }
+    if now.st_dev != before.st_dev || now.st_ino != before.st_ino {
+        return Err(Error::Io {
+            path: path.to_path_buf(),
+            source: io::Error::other("the file was replaced while it was being opened"),
+        });
+    }
+    read_open(path, File::from(fd), limit)
 }
 
-/// Reads an opened file, at most `limit` bytes.
-fn read_open(path: &Path, file: File, limit: u64) -> Result<Vec<u8>, Error> {
-    let mut buf = Vec::new();
-    file.take(limit.saturating_add(1))
-        .read_to_end(&mut buf)
-        .map_err(io_error(path))?;
+/// [`describe`] for a file type from a raw mode.
+pub fn describe_kind(kind: FileType) -> &'static str {
+    match kind {
+        FileType::RegularFile => "a regular file",
+        FileType::Directory => "a directory",
+        FileType::Symlink => "a symbolic link",
+        FileType::Fifo => "a FIFO",
+        FileType::Socket => "a socket",
+        FileType::CharacterDevice => "a character device",
+        FileType::BlockDevice => "a block device",
+        FileType::Unknown => "an unknown kind of file",
+    }
+}
+
+/// Reads an opened file, at most `limit` bytes. The first read goes to
+/// a buffer on the stack, so that an attribute (a few bytes) is one read,
+/// the read that says it ended, and one allocation of its size.
+fn read_open(path: &Path, mut file: File, limit: u64) -> Result<Vec<u8>, Error> {
+    let mut first = [0u8; 1024];
+    let most = usize::try_from(limit.saturating_add(1)).map_or(first.len(), |l| l.min(first.len()));
+    let n = loop {
+        match file.read(first.get_mut(..most).unwrap_or_default()) {
+            Ok(n) => break n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(io_error(path)(e)),
+        }
+    };
+    let mut buf = first.get(..n).unwrap_or_default().to_vec();
+    if n > 0 {
+        file.take(limit.saturating_add(1).saturating_sub(n as u64))
+            .read_to_end(&mut buf)
+            .map_err(io_error(path))?;
+    }
     if buf.len() as u64 > limit {
         return Err(Error::TooLarge {
             path: path.to_path_buf(),

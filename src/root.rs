@@ -19,14 +19,17 @@
 //! A root can record every path it reads; `cdigen snapshot` uses that to
 //! copy exactly what discovery looked at.
 
-use std::collections::{BTreeMap, VecDeque};
-use std::ffi::OsString;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
+use std::os::fd::{AsFd as _, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
+
+use crate::fsio::Stat;
 
 /// `O_NOFOLLOW | O_CLOEXEC | O_NOCTTY` for [`HostRoot::write_pci_attr`].
 fn libc_flags() -> i32 {
@@ -82,6 +85,9 @@ pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/cdigen-hook";
 pub const MAX_MANIFEST: u64 = 16 << 20;
 /// Most symlinks followed while resolving one path (the kernel's limit).
 const MAX_LINKS: usize = 40;
+/// Most directories a root holds open ([`OpenDirs`]): few, for a process
+/// that has several roots and a descriptor limit of 1024.
+const OPEN_DIRS: usize = 48;
 /// The sysfs directories every Linux host has: a root without one of them
 /// is not a host (a wrong `--root`, or sysfs not mounted), not a host
 /// without devices ([`HostRoot::check_host`]).
@@ -302,6 +308,19 @@ pub struct Record {
     pub dev: BTreeMap<PathBuf, Option<DevEntry>>,
 }
 
+/// Directories of the root held open (`O_PATH`), by real host path, so
+/// that a lookup below one walks one component, not the whole path from
+/// `/` (sysfs paths are deep). The least recently used one is closed when
+/// [`OPEN_DIRS`] are open.
+#[derive(Debug, Default)]
+struct OpenDirs {
+    by_path: HashMap<OsString, (Arc<OwnedFd>, u64)>,
+    /// The root directory itself.
+    base: Option<Arc<OwnedFd>>,
+    /// Uses so far, for the least recently used.
+    uses: u64,
+}
+
 #[derive(Debug, Clone)]
 enum DevFs {
     Real,
@@ -336,6 +355,8 @@ pub struct HostRoot {
     /// Real host paths of the directories resolved, by the host path
     /// asked for; as short-lived as `links`.
     dirs: Mutex<std::collections::HashMap<OsString, PathBuf>>,
+    /// Directories held open; as short-lived as `links`.
+    open_dirs: Mutex<OpenDirs>,
 }
 
 impl HostRoot {
@@ -377,6 +398,7 @@ impl HostRoot {
             nvml: true,
             links: Mutex::new(std::collections::HashMap::new()),
             dirs: Mutex::new(std::collections::HashMap::new()),
+            open_dirs: Mutex::new(OpenDirs::default()),
         };
         // Read like every other root file: resolved inside the root, a
         // regular file, bounded.
@@ -397,6 +419,9 @@ impl HostRoot {
         }
         if let Ok(mut cache) = root.dirs.lock() {
             cache.clear();
+        }
+        if let Ok(mut open) = root.open_dirs.lock() {
+            *open = OpenDirs::default();
         }
         Ok(root)
     }
@@ -605,6 +630,7 @@ impl HostRoot {
             nvml: self.nvml,
             links: Mutex::new(std::collections::HashMap::new()),
             dirs: Mutex::new(std::collections::HashMap::new()),
+            open_dirs: Mutex::new(OpenDirs::default()),
         }
     }
 
@@ -662,6 +688,93 @@ impl HostRoot {
         }
     }
 
+    /// An open descriptor of the real host directory `real` (a path with
+    /// no symlink in it, as resolution makes them): held open, else opened
+    /// from the nearest ancestor held open, one component at a time and
+    /// never through a symlink (a directory swapped for one since it was
+    /// resolved is an error, not followed).
+    fn dir_fd(&self, real: &Path) -> io::Result<Arc<OwnedFd>> {
+        let mut open = self
+            .open_dirs
+            .lock()
+            .map_err(|_| io::Error::other("the root's open directories are poisoned"))?;
+        open.uses += 1;
+        let now = open.uses;
+        // The components below the nearest directory held open.
+        let mut below: Vec<&OsStr> = Vec::new();
+        let mut at = real;
+        let mut fd = loop {
+            if let Some((fd, used)) = open.by_path.get_mut(at.as_os_str()) {
+                *used = now;
+                break Arc::clone(fd);
+            }
+            match (at.parent(), at.file_name()) {
+                (Some(parent), Some(name)) => {
+                    below.push(name);
+                    at = parent;
+                }
+                (None, _) if at == Path::new("/") => {
+                    if let Some(base) = &open.base {
+                        break Arc::clone(base);
+                    }
+                    let flags = rustix::fs::OFlags::PATH
+                        | rustix::fs::OFlags::DIRECTORY
+                        | rustix::fs::OFlags::CLOEXEC;
+                    let base = Arc::new(rustix::fs::open(
+                        &self.base,
+                        flags,
+                        rustix::fs::Mode::empty(),
+                    )?);
+                    open.base = Some(Arc::clone(&base));
+                    break base;
+                }
+                _ => {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "not an absolute path without `..`",
+                    ));
+                }
+            }
+        };
+        let mut path = at.to_path_buf();
+        for name in below.into_iter().rev() {
+            let flags = rustix::fs::OFlags::PATH
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::NOFOLLOW
+                | rustix::fs::OFlags::CLOEXEC;
+            fd = Arc::new(rustix::fs::openat(
+                fd.as_fd(),
+                name,
+                flags,
+                rustix::fs::Mode::empty(),
+            )?);
+            path.push(name);
+            if open.by_path.len() >= OPEN_DIRS
+                && let Some(oldest) = open
+                    .by_path
+                    .iter()
+                    .min_by_key(|(_, (_, used))| *used)
+                    .map(|(p, _)| p.clone())
+            {
+                open.by_path.remove(&oldest);
+            }
+            open.by_path
+                .insert(path.clone().into_os_string(), (Arc::clone(&fd), now));
+        }
+        Ok(fd)
+    }
+
+    /// The open directory of the real host path `here` and its last
+    /// component: where one lookup finds it.
+    fn entry_at<'p>(&self, here: &'p Path) -> io::Result<(Arc<OwnedFd>, &'p OsStr)> {
+        match (here.parent(), here.file_name()) {
+            (Some(parent), Some(name)) => Ok((self.dir_fd(parent)?, name)),
+            _ => Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::ISDIR.raw_os_error(),
+            )),
+        }
+    }
+
     /// Whether the host path (whose parents are real directories) is a
     /// symlink, and its target. Existing entries are cached for the life of
     /// this root: sysfs links do not change during one discovery run, and
@@ -672,21 +785,28 @@ impl HostRoot {
         {
             return Ok(hit.clone());
         }
-        let disk = self.disk_path(here);
-        let meta = fs::symlink_metadata(&disk).map_err(|e| self.io_error(here, e))?;
-        self.remember_link(here, &disk, &meta)
+        // `readlink` says both: a link's target, or `EINVAL` for an entry
+        // that is not one.
+        let (dir, name) = self.entry_at(here).map_err(|e| self.io_error(here, e))?;
+        let target = match rustix::fs::readlinkat(dir.as_fd(), name, Vec::new()) {
+            Ok(t) => Some(PathBuf::from(OsString::from_vec(t.into_bytes()))),
+            Err(rustix::io::Errno::INVAL) => None,
+            Err(e) => return Err(self.io_error(here, e.into())),
+        };
+        if let Ok(mut cache) = self.links.lock() {
+            cache.insert(here.as_os_str().to_os_string(), target.clone());
+        }
+        Ok(target)
     }
 
-    /// Caches what `meta` (the `lstat` of `here`, at `disk`) says: a
-    /// symlink (read here) and its target, or not a link.
-    fn remember_link(
-        &self,
-        here: &Path,
-        disk: &Path,
-        meta: &fs::Metadata,
-    ) -> Result<Option<PathBuf>, Error> {
-        let target = if meta.file_type().is_symlink() {
-            Some(fs::read_link(disk).map_err(|e| self.io_error(here, e))?)
+    /// Caches what `stat` (the `lstat` of `here`) says: a symlink (read
+    /// here) and its target, or not a link.
+    fn remember_link(&self, here: &Path, stat: &Stat) -> Result<Option<PathBuf>, Error> {
+        let target = if crate::fsio::is_symlink(stat) {
+            let (dir, name) = self.entry_at(here).map_err(|e| self.io_error(here, e))?;
+            let t = rustix::fs::readlinkat(dir.as_fd(), name, Vec::new())
+                .map_err(|e| self.io_error(here, e.into()))?;
+            Some(PathBuf::from(OsString::from_vec(t.into_bytes())))
         } else {
             None
         };
@@ -712,7 +832,7 @@ impl HostRoot {
     /// of one directory), so a path whose last component is not a link
     /// costs one lookup and one `lstat`; anything else (a link at the end,
     /// a `..` in the path, a recording root) takes the full walk.
-    fn resolve_entry(&self, host: &Path) -> Result<(PathBuf, Option<fs::Metadata>), Error> {
+    fn resolve_entry(&self, host: &Path) -> Result<(PathBuf, Option<Stat>), Error> {
         if self.record.is_none()
             && !host.components().any(|c| c == Component::ParentDir)
             && let (Some(parent), Some(Component::Normal(name))) =
@@ -720,14 +840,15 @@ impl HostRoot {
         {
             let parent = self.resolve_dir(parent).map_err(|e| e.resolving(host))?;
             let here = parent.join(name);
-            let disk = self.disk_path(&here);
-            let meta = fs::symlink_metadata(&disk).map_err(|e| self.io_error(&here, e))?;
-            if !meta.file_type().is_symlink() {
-                return Ok((here, Some(meta)));
+            let (dir, _) = self.entry_at(&here).map_err(|e| self.io_error(&here, e))?;
+            let stat =
+                crate::fsio::lstat_in(dir.as_fd(), name).map_err(|e| self.io_error(&here, e))?;
+            if !crate::fsio::is_symlink(&stat) {
+                return Ok((here, Some(stat)));
             }
             // A link at the end (`driver`, `physfn`): the walk goes on from
             // the parent, with the link read once and cached.
-            self.remember_link(&here, &disk, &meta)?;
+            self.remember_link(&here, &stat)?;
             let real = self.walk(host, components(&parent), vec![name.to_os_string()])?;
             return Ok((real, None));
         }
@@ -881,15 +1002,12 @@ impl HostRoot {
     /// [`Error`] naming the file; [`Error::TooLarge`] past the limit.
     pub fn read_limited(&self, host: &Path, limit: u64) -> Result<Vec<u8>, Error> {
         let (real, examined) = self.resolve_entry(host)?;
-        let disk = self.disk_path(&real);
         // `resolve` followed every link inside the root: the file itself
         // is no link, and it must be a regular file (a FIFO would hang the
         // read, a device node must never be opened). The `lstat` of the
         // resolution, when it made one, is that check.
-        let read = match &examined {
-            Some(meta) => crate::fsio::read_examined(&disk, meta, limit),
-            None => crate::fsio::read(&disk, limit, crate::fsio::Links::Refuse),
-        };
+        let (dir, name) = self.entry_at(&real).map_err(|e| self.io_error(host, e))?;
+        let read = crate::fsio::read_in(dir.as_fd(), name, &real, examined.as_ref(), limit);
         let buf = read.map_err(|e| match e {
             crate::fsio::Error::Io { source, .. } => self.io_error(host, source),
             crate::fsio::Error::NotRegular { what, .. } => Error::NotRegular {
@@ -898,10 +1016,12 @@ impl HostRoot {
                 what,
             },
             crate::fsio::Error::TooLarge { limit, .. } => Error::TooLarge {
-                disk: disk.clone(),
+                disk: self.disk_path(&real),
                 limit,
             },
-            crate::fsio::Error::NotUtf8 { .. } => Error::NotUtf8 { disk: disk.clone() },
+            crate::fsio::Error::NotUtf8 { .. } => Error::NotUtf8 {
+                disk: self.disk_path(&real),
+            },
         })?;
         self.note(|r| {
             r.files.insert(real.clone(), buf.clone());
@@ -943,15 +1063,30 @@ impl HostRoot {
     /// [`Error`] naming the directory.
     pub fn list_dir(&self, host: &Path) -> Result<Vec<String>, Error> {
         let real = self.resolve(host)?;
-        let disk = self.disk_path(&real);
+        let fd = self.dir_fd(&real).map_err(|e| self.io_error(host, e))?;
+        let listing = rustix::fs::openat(
+            fd.as_fd(),
+            ".",
+            rustix::fs::OFlags::RDONLY
+                | rustix::fs::OFlags::DIRECTORY
+                | rustix::fs::OFlags::CLOEXEC,
+            rustix::fs::Mode::empty(),
+        )
+        .and_then(rustix::fs::Dir::new)
+        .map_err(|e| self.io_error(host, e.into()))?;
         let mut names = Vec::new();
-        for entry in fs::read_dir(&disk).map_err(|e| self.io_error(host, e))? {
-            let entry = entry.map_err(|e| self.io_error(host, e))?;
-            match entry.file_name().into_string() {
-                Ok(n) => names.push(n),
-                Err(n) => tracing::warn!(
-                    "{}: skipping entry with a non-UTF-8 name {n:?}",
-                    disk.display()
+        for entry in listing {
+            let entry = entry.map_err(|e| self.io_error(host, e.into()))?;
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                continue;
+            }
+            match std::str::from_utf8(name) {
+                Ok(n) => names.push(n.to_string()),
+                Err(_) => tracing::warn!(
+                    "{}: skipping entry with a non-UTF-8 name {:?}",
+                    self.disk_path(&real).display(),
+                    OsStr::from_bytes(name)
                 ),
             }
         }

@@ -1,5 +1,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::indexing_slicing)]
 
+use std::ffi::OsStr;
+use std::os::fd::AsFd as _;
 use std::os::unix::fs::symlink;
 
 use super::*;
@@ -151,53 +153,107 @@ fn own_files_are_created_but_never_through_a_symlink() {
     assert_eq!(std::fs::read(&elsewhere).unwrap(), b"keep");
 }
 
+/// The `lstat` of `path`, as [`read_in`] takes it.
+fn lstat(path: &Path) -> Stat {
+    rustix::fs::lstat(path).unwrap()
+}
+
 #[test]
 fn a_file_examined_by_the_caller_is_read_only_if_it_is_still_that_file() {
     let tmp = tempfile::tempdir().unwrap();
+    let dir = std::fs::File::open(tmp.path()).unwrap();
+    let read = |before: Option<&Stat>| {
+        quick(|| {
+            read_in(
+                dir.as_fd(),
+                OsStr::new("attr"),
+                Path::new("/x/attr"),
+                before,
+                10,
+            )
+        })
+    };
     let p = tmp.path().join("attr");
     std::fs::write(&p, b"1\n").unwrap();
-    let examined = std::fs::symlink_metadata(&p).unwrap();
-    assert_eq!(read_examined(&p, &examined, 10).unwrap(), b"1\n");
+    let examined = lstat(&p);
+    assert_eq!(read(Some(&examined)).unwrap(), b"1\n");
+    assert_eq!(read(None).unwrap(), b"1\n");
     // Replaced between the look and the open: refused, not read.
     std::fs::write(tmp.path().join("other"), b"2\n").unwrap();
     std::fs::rename(tmp.path().join("other"), &p).unwrap();
-    let e = read_examined(&p, &examined, 10).unwrap_err();
+    let e = read(Some(&examined)).unwrap_err();
     assert_eq!(
         e.to_string(),
-        format!(
-            "{}: the file was replaced while it was being opened",
-            p.display()
-        )
+        "/x/attr: the file was replaced while it was being opened"
     );
     // Replaced by a FIFO: never opened (the open would not block, and the
     // type check after it refuses it).
     std::fs::remove_file(&p).unwrap();
     fifo(&p);
-    let e = quick(|| read_examined(&p, &examined, 10)).unwrap_err();
+    let e = read(Some(&examined)).unwrap_err();
     assert_eq!(
         e.to_string(),
-        format!(
-            "{}: a FIFO, not a regular file: not opening it",
-            p.display()
-        )
+        "/x/attr: a FIFO, not a regular file: not opening it"
     );
-    // Examined as a FIFO: refused without an open.
-    let fifo_meta = std::fs::symlink_metadata(&p).unwrap();
-    let e = quick(|| read_examined(&p, &fifo_meta, 10)).unwrap_err();
+    // Examined as a FIFO, by the caller or here: refused without an open.
+    let fifo_meta = lstat(&p);
+    let e = read(Some(&fifo_meta)).unwrap_err();
+    assert!(matches!(e, Error::NotRegular { what: "a FIFO", .. }), "{e}");
+    let e = read(None).unwrap_err();
     assert!(matches!(e, Error::NotRegular { what: "a FIFO", .. }), "{e}");
     // Replaced by a symlink to the same file: refused.
     std::fs::remove_file(&p).unwrap();
     std::fs::write(tmp.path().join("real"), b"3\n").unwrap();
-    let real = std::fs::symlink_metadata(tmp.path().join("real")).unwrap();
+    let real = lstat(&tmp.path().join("real"));
     symlink(tmp.path().join("real"), &p).unwrap();
-    let e = read_examined(&p, &real, 10).unwrap_err();
+    let e = read(Some(&real)).unwrap_err();
     assert_eq!(
         e.to_string(),
-        format!(
-            "{}: a symbolic link, not a regular file: not opening it",
-            p.display()
-        )
+        "/x/attr: a symbolic link, not a regular file: not opening it"
     );
+    let e = read(None).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "/x/attr: a symbolic link, not a regular file: not opening it"
+    );
+    // Missing: not found; larger than the limit: refused.
+    std::fs::remove_file(&p).unwrap();
+    assert!(read(None).unwrap_err().is_not_found());
+    std::fs::write(&p, b"0123456789A").unwrap();
+    assert_eq!(
+        read(None).unwrap_err().to_string(),
+        "/x/attr: larger than 10 bytes: not reading it"
+    );
+    std::fs::write(&p, b"0123456789").unwrap();
+    assert_eq!(read(None).unwrap(), b"0123456789");
+}
+
+#[test]
+fn files_longer_than_the_first_read_are_read_whole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = std::fs::File::open(tmp.path()).unwrap();
+    for len in [0, 1, 1023, 1024, 1025, 5000] {
+        let bytes: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        std::fs::write(tmp.path().join("f"), &bytes).unwrap();
+        let name = OsStr::new("f");
+        let at = Path::new("/f");
+        assert_eq!(
+            read_in(dir.as_fd(), name, at, None, 5000).unwrap(),
+            bytes,
+            "{len}"
+        );
+        assert_eq!(
+            read(&tmp.path().join("f"), 5000, Links::Refuse).unwrap(),
+            bytes
+        );
+        let short = u64::try_from(len).unwrap().saturating_sub(1);
+        if len > 0 {
+            assert!(matches!(
+                read_in(dir.as_fd(), name, at, None, short),
+                Err(Error::TooLarge { .. })
+            ));
+        }
+    }
 }
 
 #[test]

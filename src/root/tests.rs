@@ -678,6 +678,73 @@ fn path_through_a_regular_file_is_not_a_directory() {
     );
 }
 
+#[test]
+fn a_directory_swapped_for_a_link_after_it_was_resolved_is_not_followed() {
+    let (tmp, base) = new_root();
+    put(&base, "sys/devices/a/b/attr", b"inside\n");
+    put(tmp.path(), "outside/attr", b"outside\n");
+    let root = open(&base);
+    assert_eq!(
+        root.read_attr(&p("/sys/devices/a/b/attr")).unwrap(),
+        "inside"
+    );
+    // `b` is known to be a directory; it becomes a link out of the root
+    // (an attacker's swap between two reads of one discovery run).
+    fs::rename(base.join("sys/devices/a/b"), base.join("sys/devices/a/old")).unwrap();
+    symlink(tmp.path().join("outside"), base.join("sys/devices/a/b")).unwrap();
+    // Its descriptor held open reads the directory it was (now `old`).
+    assert_eq!(
+        root.read_attr(&p("/sys/devices/a/b/attr")).unwrap(),
+        "inside"
+    );
+    // Opened again (as when it was closed to keep few open), it is
+    // refused: each component is opened without following a link.
+    if let Ok(mut open) = root.open_dirs.lock() {
+        *open = OpenDirs::default();
+    }
+    let err = root.read_attr(&p("/sys/devices/a/b/attr")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("Too many levels of symbolic links")
+            || err.to_string().contains("Not a directory"),
+        "{err}"
+    );
+    // A root made afresh resolves the link, inside the root.
+    let err = root
+        .fresh()
+        .read_attr(&p("/sys/devices/a/b/attr"))
+        .unwrap_err();
+    assert!(
+        matches!(err, Error::Escape { .. }) || err.is_not_found(),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_root_holds_few_directories_open_and_reads_through_any() {
+    let (_tmp, base) = new_root();
+    let n = OPEN_DIRS * 3;
+    for i in 0..n {
+        put(
+            &base,
+            &format!("sys/devices/d{i}/e/attr"),
+            format!("{i}\n").as_bytes(),
+        );
+    }
+    let root = open(&base);
+    for round in 0..2 {
+        for i in 0..n {
+            let path = p(&format!("/sys/devices/d{i}/e/attr"));
+            assert_eq!(root.read_attr(&path).unwrap(), i.to_string(), "{round}");
+            let open = root.open_dirs.lock().unwrap().by_path.len();
+            assert!(open <= OPEN_DIRS, "{open} directories open");
+        }
+    }
+    // Listing goes through them too.
+    assert_eq!(root.list_dir(&p("/sys/devices")).unwrap().len(), n);
+    assert_eq!(root.list_dir(&p("/sys/devices/d7/e")).unwrap(), ["attr"]);
+}
+
 // ------------------------------------------------------------------ reads
 
 #[test]
