@@ -63,6 +63,7 @@ fn print_slices(args: &DraDriverArgs, out: &mut dyn Write) -> anyhow::Result<u8>
         &Inventory::default(),
         &BTreeSet::new(),
         &Checks::ignoring(args.health.ignore_health.iter().copied()),
+        inventory::Read::All,
     );
     for c in collisions {
         tracing::warn!("{c}; both left out");

@@ -349,7 +349,16 @@ fn offered(
     plan: &Planned,
     root: &HostRoot,
     check: &mut signals::Pass<'_>,
+    known: Option<&Resource>,
 ) -> Vec<(String, Arc<Device>, Option<Unhealthy>)> {
+    // The verdict of the previous inventory on this very device, when it
+    // is kept ([`Read::Changed`]).
+    let kept = |d: &Device| {
+        let prev = known?
+            .devices
+            .get(&unit_id(&ids::device_id(d), 0, def.replicas))?;
+        (prev.present && *prev.device == *d).then(|| prev.unhealthy.clone())
+    };
     if def.pool {
         let Some(all) = plan.named.iter().find(|n| n.name == "all") else {
             return Vec::new();
@@ -363,10 +372,13 @@ fn offered(
         if members.is_empty() {
             return Vec::new();
         }
-        let unhealthy = members
-            .iter()
-            .find_map(|m| judged(root, m, check).map(|why| why.prefixed(&m.id)));
-        return vec![(all.name.clone(), Arc::new(pool_device(&members)), unhealthy)];
+        let pool = pool_device(&members);
+        let unhealthy = kept(&pool).unwrap_or_else(|| {
+            members
+                .iter()
+                .find_map(|m| judged(root, m, check).map(|why| why.prefixed(&m.id)))
+        });
+        return vec![(all.name.clone(), Arc::new(pool), unhealthy)];
     }
     let mut out = Vec::new();
     for d in &plan.devices {
@@ -378,7 +390,7 @@ fn offered(
             // handed out twice.
             continue;
         }
-        let unhealthy = judged(root, d, check);
+        let unhealthy = kept(d).unwrap_or_else(|| judged(root, d, check));
         out.push((name, Arc::clone(d), unhealthy));
     }
     out
@@ -439,7 +451,20 @@ pub fn build(
         previous,
         allocated,
         &Checks::default(),
+        Read::All,
     )
+}
+
+/// Whose health signals a build reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Read {
+    /// Every device's: at start, and on the health poll.
+    All,
+    /// Only those of devices new or changed since the previous inventory:
+    /// after a pass, whose cost then follows what changed. The others keep
+    /// their verdict (and their counters' baseline) until the next poll,
+    /// which reads every device's ([`signals::POLL`]).
+    Changed,
 }
 
 /// Builds the inventory from the current plans of the generators (by
@@ -457,17 +482,25 @@ pub fn build_with(
     previous: &Inventory,
     allocated: &BTreeSet<(String, String)>,
     checks: &Checks,
+    read: Read,
 ) -> (Inventory, Collisions) {
     let mut inventory = Inventory::default();
     let mut collisions = Vec::new();
-    let mut check = signals::Pass::new(checks, &previous.baseline);
+    let mut check = match read {
+        Read::All => signals::Pass::new(checks, &previous.baseline),
+        Read::Changed => signals::Pass::carrying(checks, &previous.baseline),
+    };
     for def in defs {
         let plan = plans.get(&def.generator);
         let spec_file = plan.map_or_else(|| output_dir.to_path_buf(), |p| output_dir.join(&p.file));
         let mut devices: BTreeMap<String, Entry> = BTreeMap::new();
         let mut clashing: BTreeSet<String> = BTreeSet::new();
+        let known = match read {
+            Read::All => None,
+            Read::Changed => previous.resources.get(&def.name),
+        };
         let offers = plan
-            .map(|p| offered(def, p, root, &mut check))
+            .map(|p| offered(def, p, root, &mut check, known))
             .unwrap_or_default();
         for (name, d, unhealthy) in offers {
             let base = ids::device_id(&d);

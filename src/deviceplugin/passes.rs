@@ -137,9 +137,16 @@ impl<A: AfterPass> Passes<A> {
     /// The inventory after a pass, read through the root the pass saw the
     /// host through (`root`).
     fn publish(&mut self, root: &HostRoot, since: Instant) {
-        self.next_health = Instant::now() + signals::POLL;
         let started = Instant::now();
-        let Some((inv, collisions)) = self.build(Some(root)) else {
+        // After a pass, the signals of what it changed; the poll, on its
+        // own schedule however often passes come, reads every device's.
+        let read = if self.first {
+            self.next_health = Instant::now() + signals::POLL;
+            inventory::Read::All
+        } else {
+            inventory::Read::Changed
+        };
+        let Some((inv, collisions)) = self.build(Some(root), read) else {
             return;
         };
         tracing::debug!(
@@ -214,7 +221,11 @@ impl<A: AfterPass> Passes<A> {
     /// The inventory of the last plans and the host now, through `seen`
     /// (the root of the pass just made) or a root opened afresh; `None`
     /// when the root cannot be opened (logged).
-    fn build(&mut self, seen: Option<&HostRoot>) -> Option<(Inventory, inventory::Collisions)> {
+    fn build(
+        &mut self,
+        seen: Option<&HostRoot>,
+        read: inventory::Read,
+    ) -> Option<(Inventory, inventory::Collisions)> {
         let fresh;
         let root = match seen {
             Some(r) => r,
@@ -238,6 +249,7 @@ impl<A: AfterPass> Passes<A> {
             &self.previous,
             &held,
             &self.checks,
+            read,
         ))
     }
 
@@ -249,7 +261,7 @@ impl<A: AfterPass> Passes<A> {
         if self.first {
             return;
         }
-        let Some((inv, _)) = self.build(None) else {
+        let Some((inv, _)) = self.build(None, inventory::Read::All) else {
             return;
         };
         if inv != self.previous {
@@ -560,5 +572,63 @@ mod tests {
         passes.next_health = Instant::now();
         passes.poll();
         assert_eq!(seen.lock().unwrap().len(), 2);
+    }
+
+    /// A pass after the first reads the signals of the devices it found
+    /// new or changed only: an unchanged VF keeps its verdict (and its
+    /// counter's baseline) until the poll, which passes do not put off.
+    #[test]
+    fn a_later_pass_reads_the_signals_of_what_changed_and_the_poll_of_all() {
+        let tmp = tempfile::tempdir().unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let (root, mut passes) = example(&tmp, &seen);
+        let vf = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.3");
+        std::fs::write(vf.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 0\n").unwrap();
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        assert!(vf_healthy(&seen.lock().unwrap()[0]));
+        let due = passes.next_health;
+        // The VF's counter rises; a pass that does not change the VF
+        // keeps its verdict and does not put the poll off.
+        std::fs::write(vf.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 2\n").unwrap();
+        std::thread::sleep(Duration::from_millis(5));
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        assert!(vf_healthy(seen.lock().unwrap().last().unwrap()));
+        assert_eq!(passes.next_health, due);
+        // The VF changes (its driver goes): the pass reads its signals,
+        // against the baseline of the first reading.
+        std::fs::remove_file(vf.join("driver")).unwrap();
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        let inv = seen.lock().unwrap().last().unwrap().clone();
+        let why = inv
+            .resources
+            .values()
+            .flat_map(|r| r.devices.values())
+            .find(|e| e.device.id == "0000:3b:00.3")
+            .and_then(|e| e.unhealthy.clone())
+            .unwrap()
+            .to_string();
+        assert!(why.contains("2 new fatal PCIe error(s)"), "{why}");
+        assert!(why.contains("no driver is bound"), "{why}");
+        // Another VF, unchanged, whose counter rose: kept healthy by a
+        // pass, unhealthy once the poll reads every device's.
+        let other = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2");
+        let healthy = |inv: &Inventory| {
+            inv.resources
+                .values()
+                .flat_map(|r| r.devices.values())
+                .find(|e| e.device.id == "0000:3b:00.2")
+                .unwrap()
+                .healthy()
+        };
+        std::fs::write(other.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 0\n").unwrap();
+        passes.next_health = Instant::now();
+        passes.poll();
+        assert!(healthy(seen.lock().unwrap().last().unwrap()));
+        std::fs::write(other.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 1\n").unwrap();
+        passes.regenerate(&Scope::All, &|| false).unwrap();
+        assert!(healthy(seen.lock().unwrap().last().unwrap()));
+        passes.next_health = Instant::now();
+        passes.poll();
+        assert!(!healthy(seen.lock().unwrap().last().unwrap()));
     }
 }

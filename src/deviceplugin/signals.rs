@@ -2,8 +2,9 @@
 //! unhealthy, their taint effects, the admin's `--ignore-health` setting,
 //! and the vendor-neutral signals sysfs has for a PCI function.
 //!
-//! The signals ([`pci`]), read through the root after every pass and
-//! every [`POLL`] between passes:
+//! The signals ([`pci`]), read through the root for every device every
+//! [`POLL`], and after a pass for the devices it found new or changed
+//! ([`super::inventory::Read`]):
 //!
 //! - PCIe AER counters (`aer_dev_fatal`, `aer_dev_nonfatal`; the kernel's
 //!   `Documentation/ABI/testing/sysfs-bus-pci-devices-aer-stats`: lines
@@ -48,7 +49,7 @@ use std::time::Duration;
 use crate::model::Device;
 use crate::root::HostRoot;
 
-/// How often the signals are read between passes.
+/// How often the signals of every device are read.
 pub const POLL: Duration = Duration::from_secs(10);
 
 /// The most bytes an AER counter file may have (the kernel's are a few
@@ -575,6 +576,15 @@ impl<'a> Pass<'a> {
             previous,
             next: Baseline::default(),
             pfs: BTreeMap::new(),
+        }
+    }
+
+    /// A check against `previous` that keeps its baseline of the files
+    /// it does not read again ([`super::inventory::Read::Changed`]).
+    pub fn carrying(checks: &'a Checks, previous: &'a Baseline) -> Pass<'a> {
+        Pass {
+            next: previous.clone(),
+            ..Pass::new(checks, previous)
         }
     }
 

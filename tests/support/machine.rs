@@ -166,6 +166,7 @@ pub fn inventory_after(
         previous,
         &std::collections::BTreeSet::new(),
         checks,
+        inventory::Read::All,
     );
     assert!(collisions.is_empty(), "{collisions:?}");
     inv
