@@ -8,9 +8,14 @@
 //!    to) the tree, SIGHUP (a reload and a full pass), until the fake API
 //!    server has recorded the last slice write saying so; against
 //!    `cdigen watch` through the same changes with the same trigger (until
-//!    its spec on disk says so: the same pipeline without the API side)
-//!    and a one-shot `cdigen generate`. Also the driver's own figure, from
-//!    its log: the pass's start to the slices written.
+//!    its spec on disk says so: the same pipeline without the API side),
+//!    and a one-shot `cdigen generate`. The driver and `watch` run side by
+//!    side and each change is timed on both, one after the other (the
+//!    driver first on even changes, `watch` first on odd ones): the ratio
+//!    is the median of the pairs' ratios, so that a machine whose speed
+//!    drifts moves both figures of a pair alike (as in `ratios`). Also the
+//!    driver's own figure, from its log: the pass's start to the slices
+//!    written.
 //! 2. The driver's memory (VmHWM, VmRSS from /proc/<pid>/status) after its
 //!    first publication and after the changes, against `cdigen watch` on
 //!    the same machine at the same points, and where each is resident
@@ -115,31 +120,62 @@ fn published_devices(api: &FakeApi) -> Vec<String> {
         .collect()
 }
 
-/// Hides and restores the VF [`CHANGE_CYCLES`] times, SIGHUP to `to`
-/// each time; `seen(present, since)` waits until the change shows and
-/// says when it did. The times to hidden and to restored.
+/// Hides and restores the VF [`CHANGE_CYCLES`] times; after each change,
+/// SIGHUP to each of `to` in turn (the first of them first on even
+/// changes, last on odd ones), its `seen(present, since)` waiting until
+/// the change shows there and saying when it did. For each of `to`, the
+/// times to hidden and to restored, in the order of the changes.
+#[allow(clippy::type_complexity)]
 fn cycle(
     vf: &(PathBuf, PathBuf, String),
-    to: &Proc,
-    seen: impl Fn(bool, Instant) -> Instant,
-) -> (Vec<Duration>, Vec<Duration>) {
+    to: &[(&Proc, &dyn Fn(bool, Instant) -> Instant)],
+) -> Vec<(Vec<Duration>, Vec<Duration>)> {
     let (link, target, _) = vf;
-    let (mut gone, mut back) = (vec![], vec![]);
-    for _ in 0..CHANGE_CYCLES {
-        for present in [false, true] {
+    let mut out = vec![(vec![], vec![]); to.len()];
+    for n in 0..CHANGE_CYCLES * 2 {
+        let present = n % 2 == 1;
+        if present {
+            std::os::unix::fs::symlink(target, link).unwrap();
+        } else {
+            fs::remove_file(link).unwrap();
+        }
+        let mut order: Vec<usize> = (0..to.len()).collect();
+        if (n / 2) % 2 == 1 {
+            order.reverse();
+        }
+        for i in order {
+            let (p, seen) = to[i];
             thread::sleep(Duration::from_millis(50));
-            if present {
-                std::os::unix::fs::symlink(target, link).unwrap();
-            } else {
-                fs::remove_file(link).unwrap();
-            }
             let t = Instant::now();
-            to.signal("HUP");
+            p.signal("HUP");
             let d = seen(present, t) - t;
-            if present { &mut back } else { &mut gone }.push(d);
+            let (gone, back) = &mut out[i];
+            if present { back } else { gone }.push(d);
         }
     }
-    (gone, back)
+    out
+}
+
+/// The median of the ratios `a[i] / b[i]`.
+fn median_ratio(a: &[Duration], b: &[Duration]) -> f64 {
+    let mut r: Vec<f64> = a
+        .iter()
+        .zip(b)
+        .map(|(a, b)| a.as_secs_f64() / b.as_secs_f64())
+        .collect();
+    r.sort_by(f64::total_cmp);
+    r.get(r.len() / 2).copied().unwrap_or_default()
+}
+
+/// A row of paired figures: the medians of `a` and `b` and the median of
+/// their pairs' ratios.
+fn pair_row(what: &str, a: &[Duration], b: &[Duration], b_name: &str) {
+    println!(
+        "  {what:<38} {:>11} {:>11} {:>8.2}x  ({b_name})",
+        format!("{:.2?}", median(a.to_vec())),
+        format!("{:.2?}", median(b.to_vec())),
+        median_ratio(a, b)
+    );
 }
 
 /// The numbers `<n> ms` after `key` in the driver's debug lines.
@@ -204,25 +240,60 @@ fn main() {
     let mut mem = vec![("driver, first publication", memory(driver.pid()))];
     let driver_parts_first = memory_parts_line(driver.pid());
 
-    // 1. Hotplug -> slices written on the server.
-    let (gone, back) = cycle(&vf, &driver, |present, since| {
+    // `cdigen watch` beside it, through the same changes.
+    let watch = spawn_ready(
+        dir,
+        &[
+            "watch",
+            "--output-dir",
+            "w-cdi",
+            "--devinfo-dir",
+            "w-devinfo",
+        ],
+        "w-ready",
+        &dir.join("watch.log"),
+        &kubeconfig,
+    );
+    thread::sleep(Duration::from_millis(200));
+    let watch_first = memory(watch.pid());
+    let watch_parts_first = memory_parts_line(watch.pid());
+    let spec = dir.join("w-cdi/cdigen.io-vf.yaml");
+
+    // 1. Hotplug -> slices written on the server, and the spec by watch.
+    // The slices are looked at only when the server has taken a write
+    // (copying them holds the lock the server answers under), and the
+    // time is the server's of the last slice write.
+    let slice_seen = |present: bool, since: Instant| {
         let end = Instant::now() + WAIT;
+        let mut seen = None;
         loop {
-            if published_devices(&api).contains(&vf_name) == present {
-                let writes = api.writes();
-                return writes
-                    .iter()
-                    .filter(|w| w.resource == "resourceslices" && w.at >= since)
-                    .map(|w| w.at)
-                    .max()
-                    .unwrap_or_else(Instant::now);
+            let n = api.write_count();
+            if seen != Some(n) {
+                seen = Some(n);
+                if published_devices(&api).contains(&vf_name) == present {
+                    return api
+                        .write_times()
+                        .into_iter()
+                        .filter(|(r, at)| r == "resourceslices" && *at >= since)
+                        .map(|(_, at)| at)
+                        .max()
+                        .unwrap_or_else(Instant::now);
+                }
             }
             assert!(Instant::now() < end, "the change never showed");
             thread::sleep(Duration::from_millis(1));
         }
-    });
+    };
+    let spec_seen = |present: bool, _: Instant| spec_shows(&spec, &vf.2, present);
+    let mut timed = cycle(&vf, &[(&driver, &slice_seen), (&watch, &spec_seen)]);
+    let (w_gone, w_back) = timed.pop().unwrap();
+    let (gone, back) = timed.pop().unwrap();
     mem.push(("driver, after the changes", memory(driver.pid())));
     let driver_parts = memory_parts_line(driver.pid());
+    let watch_after = memory(watch.pid());
+    let watch_parts = memory_parts_line(watch.pid());
+    watch.signal("TERM");
+    drop(watch);
     let text = fs::read_to_string(&log).unwrap();
     let logged = logged_latencies(&text);
     // Where the time goes (the driver's debug lines): the pass, then the
@@ -252,7 +323,7 @@ fn main() {
     let left: Vec<Value> = api.slices().into_values().collect();
     assert!(left.is_empty(), "slices left after SIGTERM: {}", left.len());
 
-    // Baselines: one-shot generate; `cdigen watch` through the same changes.
+    // Baseline: one-shot generate.
     let mut generate = vec![];
     for i in 0..GENERATE_RUNS {
         let out = dir.join(format!("generate-{i}"));
@@ -269,27 +340,6 @@ fn main() {
         generate.push(t.elapsed());
         assert!(s.success());
     }
-    let watch = spawn_ready(
-        dir,
-        &[
-            "watch",
-            "--output-dir",
-            "w-cdi",
-            "--devinfo-dir",
-            "w-devinfo",
-        ],
-        "w-ready",
-        &dir.join("watch.log"),
-        &kubeconfig,
-    );
-    let watch_first = memory(watch.pid());
-    let watch_parts_first = memory_parts_line(watch.pid());
-    let spec = dir.join("w-cdi/cdigen.io-vf.yaml");
-    let (w_gone, w_back) = cycle(&vf, &watch, |present, _| spec_shows(&spec, &vf.2, present));
-    let watch_after = memory(watch.pid());
-    let watch_parts = memory_parts_line(watch.pid());
-    watch.signal("TERM");
-    drop(watch);
 
     println!(
         "cdigen dra-driver, {PFS} PFs x {VFS_PER_PF} VFs: {devices} devices in {slices} ResourceSlices \
@@ -300,21 +350,20 @@ fn main() {
         "median of", "time", "baseline", "ratio"
     );
     let generate = median(generate);
-    let w_gone = median(w_gone);
-    let w_back = median(w_back);
     println!(
-        "1. hotplug -> slices written on the API server, {CHANGE_CYCLES} changes each; trigger: SIGHUP (reload + full pass)"
+        "1. hotplug -> slices written on the API server, {CHANGE_CYCLES} changes each; trigger: SIGHUP (reload + full pass);\n   \
+         ratio: the median of each change's driver / watch"
     );
-    row(
+    pair_row(
         "VF hidden, slice written",
-        median(gone.clone()),
-        w_gone,
+        &gone,
+        &w_gone,
         "watch: spec written",
     );
-    row(
+    pair_row(
         "VF restored, slice written",
-        median(back.clone()),
-        w_back,
+        &back,
+        &w_back,
         "watch: spec written",
     );
     let all: Vec<Duration> = gone.into_iter().chain(back).collect();

@@ -474,6 +474,9 @@ pub enum Read {
 /// gone but allocated (`allocated` holds (resource, ID)) stays,
 /// unhealthy. A resource with replicas offers each device as that many
 /// units, each an entry of its own.
+// What a build reads and against what: each argument is one of the
+// passes' own fields.
+#[allow(clippy::too_many_arguments)]
 pub fn build_with(
     defs: &[ResourceDef],
     plans: &BTreeMap<String, Arc<Planned>>,

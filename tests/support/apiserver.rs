@@ -387,6 +387,24 @@ current-context: fake\n",
         self.lock().writes.clone()
     }
 
+    /// How many writes so far: a cheap test of whether anything changed
+    /// (for a poller that must not hold the lock the server answers under
+    /// while it copies every object).
+    #[allow(dead_code)] // the bench's
+    pub fn write_count(&self) -> usize {
+        self.lock().writes.len()
+    }
+
+    /// The resource and time of each write so far, without the objects.
+    #[allow(dead_code)] // the bench's
+    pub fn write_times(&self) -> Vec<(String, Instant)> {
+        self.lock()
+            .writes
+            .iter()
+            .map(|w| (w.resource.clone(), w.at))
+            .collect()
+    }
+
     /// The requests so far.
     pub fn requests(&self) -> Vec<Request> {
         self.lock().requests.clone()
