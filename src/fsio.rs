@@ -150,23 +150,58 @@ impl Error {
 
 /// What a file type is, for messages: `a FIFO`, `a directory`, ...
 pub fn describe(ft: std::fs::FileType) -> &'static str {
+    describe_kind(kind_of(ft))
+}
+
+/// The kind of file `ft` is, as a raw mode says it.
+fn kind_of(ft: std::fs::FileType) -> FileType {
     if ft.is_file() {
-        "a regular file"
+        FileType::RegularFile
     } else if ft.is_dir() {
-        "a directory"
+        FileType::Directory
     } else if ft.is_symlink() {
-        "a symbolic link"
+        FileType::Symlink
     } else if ft.is_fifo() {
-        "a FIFO"
+        FileType::Fifo
     } else if ft.is_socket() {
-        "a socket"
+        FileType::Socket
     } else if ft.is_char_device() {
-        "a character device"
+        FileType::CharacterDevice
     } else if ft.is_block_device() {
-        "a block device"
+        FileType::BlockDevice
     } else {
-        "an unknown kind of file"
+        FileType::Unknown
     }
+}
+
+/// Refuses anything but a regular file, saying what `path` is instead.
+fn regular(path: &Path, kind: FileType) -> Result<(), Error> {
+    if kind == FileType::RegularFile {
+        return Ok(());
+    }
+    Err(Error::NotRegular {
+        path: path.to_path_buf(),
+        what: describe_kind(kind),
+        via_link: false,
+    })
+}
+
+/// Checks that a file just opened (`kind`, its device and inode `now`)
+/// is the regular file examined before the open (`before`).
+fn same_file(
+    path: &Path,
+    kind: FileType,
+    now: (u64, u64),
+    before: (u64, u64),
+) -> Result<(), Error> {
+    regular(path, kind)?;
+    if now != before {
+        return Err(Error::Io {
+            path: path.to_path_buf(),
+            source: io::Error::other("the file was replaced while it was being opened"),
+        });
+    }
+    Ok(())
 }
 
 /// `a FIFO, not a regular file: not opening it`, or `a symbolic link to a
@@ -231,19 +266,12 @@ fn regular_meta(path: &Path, links: Links) -> Result<Metadata, Error> {
 /// open (same device and inode).
 fn same_regular(path: &Path, file: &File, before: &Metadata) -> Result<Metadata, Error> {
     let now = file.metadata().map_err(io_error(path))?;
-    if !now.file_type().is_file() {
-        return Err(Error::NotRegular {
-            path: path.to_path_buf(),
-            what: describe(now.file_type()),
-            via_link: false,
-        });
-    }
-    if now.dev() != before.dev() || now.ino() != before.ino() {
-        return Err(Error::Io {
-            path: path.to_path_buf(),
-            source: io::Error::other("the file was replaced while it was being opened"),
-        });
-    }
+    same_file(
+        path,
+        kind_of(now.file_type()),
+        (now.dev(), now.ino()),
+        (before.dev(), before.ino()),
+    )?;
     Ok(now)
 }
 
@@ -335,33 +363,18 @@ pub fn read_in(
             &looked
         }
     };
-    let kind = FileType::from_raw_mode(before.st_mode);
-    if kind != FileType::RegularFile {
-        return Err(Error::NotRegular {
-            path: path.to_path_buf(),
-            what: describe_kind(kind),
-            via_link: false,
-        });
-    }
+    regular(path, FileType::from_raw_mode(before.st_mode))?;
     let flags =
         OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::NOCTTY | OFlags::CLOEXEC;
     let fd = rustix::fs::openat(dir, name, flags, rustix::fs::Mode::empty())
         .map_err(|e| refused_link(path, io::Error::from(e)))?;
     let now = rustix::fs::fstat(&fd).map_err(|e| io_error(path)(io::Error::from(e)))?;
-    let now_kind = FileType::from_raw_mode(now.st_mode);
-    if now_kind != FileType::RegularFile {
-        return Err(Error::NotRegular {
-            path: path.to_path_buf(),
-            what: describe_kind(now_kind),
-            via_link: false,
-        });
-    }
-    if now.st_dev != before.st_dev || now.st_ino != before.st_ino {
-        return Err(Error::Io {
-            path: path.to_path_buf(),
-            source: io::Error::other("the file was replaced while it was being opened"),
-        });
-    }
+    same_file(
+        path,
+        FileType::from_raw_mode(now.st_mode),
+        (now.st_dev, now.st_ino),
+        (before.st_dev, before.st_ino),
+    )?;
     read_open(path, File::from(fd), limit)
 }
 
@@ -471,13 +484,7 @@ fn open_owned_once(path: &Path, create: bool) -> Result<File, Error> {
         }
         None => {
             let meta = file.metadata().map_err(io_error(path))?;
-            if !meta.file_type().is_file() {
-                return Err(Error::NotRegular {
-                    path: path.to_path_buf(),
-                    what: describe(meta.file_type()),
-                    via_link: false,
-                });
-            }
+            regular(path, kind_of(meta.file_type()))?;
         }
     }
     Ok(file)
