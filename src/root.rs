@@ -799,23 +799,6 @@ impl HostRoot {
         Ok(target)
     }
 
-    /// Caches what `stat` (the `lstat` of `here`) says: a symlink (read
-    /// here) and its target, or not a link.
-    fn remember_link(&self, here: &Path, stat: &Stat) -> Result<Option<PathBuf>, Error> {
-        let target = if crate::fsio::is_symlink(stat) {
-            let (dir, name) = self.entry_at(here).map_err(|e| self.io_error(here, e))?;
-            let t = rustix::fs::readlinkat(dir.as_fd(), name, Vec::new())
-                .map_err(|e| self.io_error(here, e.into()))?;
-            Some(PathBuf::from(OsString::from_vec(t.into_bytes())))
-        } else {
-            None
-        };
-        if let Ok(mut cache) = self.links.lock() {
-            cache.insert(here.as_os_str().to_os_string(), target.clone());
-        }
-        Ok(target)
-    }
-
     /// Resolves a host path to its real host path: every symlink followed
     /// physically, never leaving the root.
     ///
@@ -847,8 +830,7 @@ impl HostRoot {
                 return Ok((here, Some(stat)));
             }
             // A link at the end (`driver`, `physfn`): the walk goes on from
-            // the parent, with the link read once and cached.
-            self.remember_link(&here, &stat)?;
+            // the parent, reading the link once and caching it.
             let real = self.walk(host, components(&parent), vec![name.to_os_string()])?;
             return Ok((real, None));
         }
