@@ -373,14 +373,18 @@ mod tests {
         }
     }
 
-    /// Whether the VF `0000:3b:00.3` of `inv` is healthy.
-    fn vf_healthy(inv: &Inventory) -> bool {
+    /// The entry of the device `id` in `inv`.
+    fn entry<'i>(inv: &'i Inventory, id: &str) -> &'i crate::deviceplugin::inventory::Entry {
         inv.resources
             .values()
             .flat_map(|r| r.devices.values())
-            .find(|e| e.device.id == "0000:3b:00.3")
+            .find(|e| e.device.id == id)
             .unwrap()
-            .healthy()
+    }
+
+    /// Whether the VF `0000:3b:00.3` of `inv` is healthy.
+    fn vf_healthy(inv: &Inventory) -> bool {
+        entry(inv, "0000:3b:00.3").healthy()
     }
 
     /// Passes over a copy of the example fixture (its GPU split into MIG
@@ -599,12 +603,9 @@ mod tests {
         std::fs::remove_file(vf.join("driver")).unwrap();
         passes.regenerate(&Scope::All, &|| false).unwrap();
         let inv = seen.lock().unwrap().last().unwrap().clone();
-        let why = inv
-            .resources
-            .values()
-            .flat_map(|r| r.devices.values())
-            .find(|e| e.device.id == "0000:3b:00.3")
-            .and_then(|e| e.unhealthy.clone())
+        let why = entry(&inv, "0000:3b:00.3")
+            .unhealthy
+            .clone()
             .unwrap()
             .to_string();
         assert!(why.contains("2 new fatal PCIe error(s)"), "{why}");
@@ -612,14 +613,7 @@ mod tests {
         // Another VF, unchanged, whose counter rose: kept healthy by a
         // pass, unhealthy once the poll reads every device's.
         let other = root.join("sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.2");
-        let healthy = |inv: &Inventory| {
-            inv.resources
-                .values()
-                .flat_map(|r| r.devices.values())
-                .find(|e| e.device.id == "0000:3b:00.2")
-                .unwrap()
-                .healthy()
-        };
+        let healthy = |inv: &Inventory| entry(inv, "0000:3b:00.2").healthy();
         std::fs::write(other.join("aer_dev_fatal"), "TOTAL_ERR_FATAL 0\n").unwrap();
         passes.next_health = Instant::now();
         passes.poll();
