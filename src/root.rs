@@ -831,7 +831,7 @@ impl HostRoot {
             }
             // A link at the end (`driver`, `physfn`): the walk goes on from
             // the parent, reading the link once and caching it.
-            let real = self.walk(host, components(&parent), vec![name.to_os_string()])?;
+            let real = self.walk(host, parent, vec![name.to_os_string()])?;
             return Ok((real, None));
         }
         Ok((self.resolve_walk(host)?, None))
@@ -872,7 +872,7 @@ impl HostRoot {
         for name in missing.into_iter().rev() {
             asked.push(name);
             real = self
-                .walk(host, components(&real), vec![name.to_os_string()])
+                .walk(host, std::mem::take(&mut real), vec![name.to_os_string()])
                 .map_err(|e| e.resolving(host))?;
             if let Ok(mut cache) = self.dirs.lock() {
                 cache.insert(asked.clone().into_os_string(), real.clone());
@@ -884,17 +884,16 @@ impl HostRoot {
     /// The full resolution: component by component, each symlink's target
     /// checked to stay inside the root.
     fn resolve_walk(&self, host: &Path) -> Result<PathBuf, Error> {
-        self.walk(host, Vec::new(), components(host))
+        self.walk(host, PathBuf::from("/"), components(host))
     }
 
-    /// Resolves the components `rest` below the real components `real`
-    /// (for `host`, which errors name).
-    fn walk(
-        &self,
-        host: &Path,
-        mut real: Vec<OsString>,
-        rest: Vec<OsString>,
-    ) -> Result<PathBuf, Error> {
+    /// Resolves the components `rest` below the real host path `real` (for
+    /// `host`, which errors name), one path pushed and popped in place.
+    fn walk(&self, host: &Path, mut real: PathBuf, rest: Vec<OsString>) -> Result<PathBuf, Error> {
+        let mut depth = real
+            .components()
+            .filter(|c| matches!(c, Component::Normal(_)))
+            .count();
         // Each pending component with the link whose target it came from
         // (None: from `host`), to name that link if its `..` escapes.
         let mut pending: VecDeque<(OsString, Option<PathBuf>)> =
@@ -902,20 +901,20 @@ impl HostRoot {
         let mut links = 0;
         while let Some((c, from)) = pending.pop_front() {
             if c == ".." {
-                if real.pop().is_none() {
+                if depth == 0 {
                     return Err(Error::Escape {
                         path: host.to_path_buf(),
                         link: from.unwrap_or_else(|| host.to_path_buf()),
                         root: self.base.clone(),
                     });
                 }
+                real.pop();
+                depth -= 1;
                 continue;
             }
-            real.push(c);
-            let here: PathBuf = std::iter::once(OsString::from("/"))
-                .chain(real.iter().cloned())
-                .collect();
-            let Some(target) = self.link_target(&here)? else {
+            real.push(&c);
+            depth += 1;
+            let Some(target) = self.link_target(&real)? else {
                 continue;
             };
             links += 1;
@@ -924,15 +923,17 @@ impl HostRoot {
                     path: host.to_path_buf(),
                 });
             }
+            let here = real.clone();
             self.note(|r| {
                 r.links.insert(here.clone(), target.clone());
             });
             real.pop();
+            depth -= 1;
             if target.is_absolute() {
-                real.clear();
+                real = PathBuf::from("/");
+                depth = 0;
             } else {
                 // A relative target must stay inside the root.
-                let depth = real.len();
                 let mut level = depth as isize;
                 for tc in target.components() {
                     match tc {
@@ -953,7 +954,7 @@ impl HostRoot {
                 pending.push_front((x, Some(here.clone())));
             }
         }
-        let resolved: PathBuf = std::iter::once(OsString::from("/")).chain(real).collect();
+        let resolved = real;
         if self.record.is_some() {
             // A replay must find what this run found (driver files are
             // only checked for existence): remember what the path is.
