@@ -873,7 +873,11 @@ fn the_plugin_runs_with_one_allocator_arena_unless_told_otherwise() {
             Some(&b"device-plugin"[..]),
             "{args:?}"
         );
-        assert!(log.contains("waiting for the kubelet's socket"), "{log}");
+        // The servers' thread says so on its own time, after the ready
+        // file or before it.
+        eventually("the servers waiting for the kubelet", || {
+            plugin.log().contains("waiting for the kubelet's socket")
+        });
         let mut plugin = plugin;
         plugin.signal("TERM");
         assert_eq!(plugin.wait_exit(), Some(0), "{}", plugin.log());
