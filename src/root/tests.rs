@@ -697,10 +697,14 @@ fn a_directory_swapped_for_a_link_after_it_was_resolved_is_not_followed() {
         root.read_attr(&p("/sys/devices/a/b/attr")).unwrap(),
         "inside"
     );
-    // Opened again (as when it was closed to keep few open), it is
-    // refused: each component is opened without following a link.
+    // Opened again (as when it was closed to keep few open, and another
+    // directory was read since), it is refused: each component is opened
+    // without following a link.
     if let Ok(mut open) = root.open_dirs.lock() {
         *open = OpenDirs::default();
+    }
+    if let Ok(mut last) = root.last_dir.lock() {
+        *last = None;
     }
     let err = root.read_attr(&p("/sys/devices/a/b/attr")).unwrap_err();
     assert!(
