@@ -22,7 +22,8 @@
 //!    then (`/proc/<pid>/smaps`: heap, anonymous mappings, the binary,
 //!    libraries).
 //!
-//! Run with `cargo bench --bench dra_api` (under a minute).
+//! Run with `cargo bench --bench dra_api` (under a minute);
+//! `DRA_API_KEEP_LOG=FILE` keeps the driver's log there.
 
 #![allow(
     clippy::unwrap_used,
@@ -295,6 +296,10 @@ fn main() {
     watch.signal("TERM");
     drop(watch);
     let text = fs::read_to_string(&log).unwrap();
+    if let Some(keep) = std::env::var_os("DRA_API_KEEP_LOG") {
+        fs::write(&keep, &text).unwrap();
+        println!("  the driver's log kept at {}", Path::new(&keep).display());
+    }
     let logged = logged_latencies(&text);
     // Where the time goes (the driver's debug lines): the pass, then the
     // inventory, devices and slices, then the list before the writes.

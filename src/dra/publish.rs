@@ -117,6 +117,29 @@ impl Desired {
         }
     }
 
+    /// The slices [`super::slices::slices_since`] made, by name: those
+    /// it made, and those it left out (`None`) as `before` has them.
+    /// `None` when one left out is not in `before`.
+    pub fn reusing(
+        made: Vec<(String, Option<ResourceSlice>)>,
+        before: Option<&Desired>,
+        since: Instant,
+    ) -> Option<Self> {
+        let slices = made
+            .into_iter()
+            .map(|(name, slice)| match slice {
+                Some(s) => Some(Wanted::new(s)),
+                None => before?.slices.iter().find(|w| w.name == name).cloned(),
+            })
+            .collect::<Option<Vec<Wanted>>>()?;
+        Some(Desired { slices, since })
+    }
+
+    /// Whether it has a slice named `name`.
+    pub fn has(&self, name: &str) -> bool {
+        self.slices.iter().any(|w| w.name == name)
+    }
+
     /// How many slices.
     pub fn len(&self) -> usize {
         self.slices.len()

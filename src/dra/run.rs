@@ -76,8 +76,24 @@ impl AfterPass for Publish {
     fn after(&mut self, inv: &Inventory, first: bool, since: Instant) {
         let built = Instant::now();
         let devices = names::devices(inv);
-        // Held compactly from here: the typed slices go at once.
-        let wanted = Desired::new(slices::slices(&devices, &self.driver, &self.node, 0), since);
+        // Only the slices whose devices changed are made again; held
+        // compactly from here (the typed slices go at once).
+        let before = self.slices.borrow().clone();
+        let before_devices = Arc::clone(&self.devices.borrow());
+        let previous = before.as_deref().filter(|_| !first);
+        let made = slices::slices_since(
+            &devices,
+            previous.map_or(&[][..], |_| before_devices.as_slice()),
+            &self.driver,
+            &self.node,
+            0,
+            |name| previous.is_some_and(|p| p.has(name)),
+        );
+        let wanted = match Desired::reusing(made, previous, since) {
+            Some(w) => w,
+            // Never: a slice left out is one `has` found.
+            None => Desired::new(slices::slices(&devices, &self.driver, &self.node, 0), since),
+        };
         tracing::debug!(
             "pass and its inventory {} ms, then {} devices and {} slices in {} ms",
             built.saturating_duration_since(since).as_millis(),

@@ -636,12 +636,40 @@ pub fn slices(
     node: &str,
     generation: i64,
 ) -> Vec<ResourceSlice> {
-    let (sets, uses) = counters(devices);
-    let per_slice = if !uses.is_empty() || devices.iter().any(|d| d.entry.unhealthy.is_some()) {
+    slices_since(devices, &[], driver, node, generation, |_| false)
+        .into_iter()
+        .filter_map(|(_, s)| s)
+        .collect()
+}
+
+/// How many devices each slice of `devices` holds ([`slices`]).
+fn devices_per_slice(
+    devices: &[DraDevice],
+    uses: &BTreeMap<usize, DeviceCounterConsumption>,
+) -> usize {
+    if !uses.is_empty() || devices.iter().any(|d| d.entry.unhealthy.is_some()) {
         MAX_DEVICES_WITH_TAINTS
     } else {
         MAX_DEVICES
-    };
+    }
+}
+
+/// [`slices`], by name, with `None` for each slice that says what it
+/// said when the devices were `before` and that `had` says is still
+/// held: the same devices in the same places of a pool laid out alike
+/// (the same number of devices per slice and of slices), and no counters
+/// then or now (a counter set depends on every device). A pass after a
+/// hotplug makes and serializes the slices it changed, not the pool.
+pub fn slices_since(
+    devices: &[DraDevice],
+    before: &[DraDevice],
+    driver: &str,
+    node: &str,
+    generation: i64,
+    had: impl Fn(&str) -> bool,
+) -> Vec<(String, Option<ResourceSlice>)> {
+    let (sets, uses) = counters(devices);
+    let per_slice = devices_per_slice(devices, &uses);
     let chunks: Vec<&[DraDevice]> = if devices.is_empty() {
         vec![&[]]
     } else {
@@ -649,6 +677,21 @@ pub fn slices(
     };
     let set_chunks: Vec<&[CounterSet]> = sets.chunks(MAX_COUNTER_SETS).collect();
     let count = i64::try_from(chunks.len() + set_chunks.len()).unwrap_or(i64::MAX);
+    // The slices before, when laid out alike.
+    let alike: Vec<&[DraDevice]> = if before.is_empty() || !sets.is_empty() {
+        Vec::new()
+    } else {
+        let (sets_then, uses_then) = counters(before);
+        let chunks_then: Vec<&[DraDevice]> = before.chunks(per_slice).collect();
+        if sets_then.is_empty()
+            && devices_per_slice(before, &uses_then) == per_slice
+            && chunks_then.len() == chunks.len()
+        {
+            chunks_then
+        } else {
+            Vec::new()
+        }
+    };
     let slice = |i: usize, devices, shared_counters| ResourceSlice {
         metadata: ObjectMeta {
             name: Some(slice_name(node, driver, i)),
@@ -669,7 +712,13 @@ pub fn slices(
     };
     let mut out = Vec::new();
     let mut at = 0;
-    for chunk in &chunks {
+    for (i, chunk) in chunks.iter().enumerate() {
+        let name = slice_name(node, driver, i);
+        if alike.get(i).is_some_and(|then| then == chunk) && had(&name) {
+            out.push((name, None));
+            at += chunk.len();
+            continue;
+        }
         let list = chunk
             .iter()
             .enumerate()
@@ -681,13 +730,17 @@ pub fn slices(
                 dev
             })
             .collect();
-        out.push(slice(out.len(), Some(list), None));
+        out.push((name, Some(slice(i, Some(list), None))));
         at += chunk.len();
     }
     // The API wants counter sets in slices of their own, after the
     // devices' (whose names stay).
     for sets in set_chunks {
-        out.push(slice(out.len(), None, Some(sets.to_vec())));
+        let i = out.len();
+        out.push((
+            slice_name(node, driver, i),
+            Some(slice(i, None, Some(sets.to_vec()))),
+        ));
     }
     out
 }
@@ -1219,6 +1272,53 @@ mod tests {
         s.iter()
             .map(|x| x.spec.devices.as_ref().map_or(0, Vec::len))
             .collect()
+    }
+
+    /// Which slices `slices_since` made (true) or left as they were.
+    fn made(devices: &[DraDevice], before: &[DraDevice], had: bool) -> Vec<bool> {
+        slices_since(devices, before, "dra.cdigen.io", "node-1", 0, |_| had)
+            .into_iter()
+            .map(|(_, s)| s.is_some())
+            .collect()
+    }
+
+    #[test]
+    fn a_pass_makes_again_only_the_slices_whose_devices_changed() {
+        let before = many(300, None);
+        // The same devices: no slice to make.
+        assert_eq!(made(&before, &before, true), [false, false, false]);
+        // The last device gone: its slice only.
+        assert_eq!(made(&before[..299], &before, true), [false, false, true]);
+        // A device of the first slice changed: that slice only.
+        let mut changed = before.clone();
+        changed[5].entry.id = "other".into();
+        assert_eq!(made(&changed, &before, true), [true, false, false]);
+        // The first device gone: every later device moves up a place.
+        assert_eq!(made(&before[1..], &before, true), [true, true, true]);
+        // A slice not held any more is made again.
+        assert_eq!(made(&before, &before, false), [true, true, true]);
+        // A pool laid out otherwise: a taint makes slices of 64.
+        assert_eq!(made(&many(300, Some(299)), &before, true), [true; 5]);
+        // A slice more (129 devices in two slices).
+        assert_eq!(made(&many(129, None), &before[..128], true), [true, true]);
+        // What is left out is what `slices` makes of it.
+        let all = slices(&before, "dra.cdigen.io", "node-1", 0);
+        let since = slices_since(
+            &before[..299],
+            &before,
+            "dra.cdigen.io",
+            "node-1",
+            0,
+            |_| true,
+        );
+        let fresh = slices(&before[..299], "dra.cdigen.io", "node-1", 0);
+        for (i, (name, s)) in since.iter().enumerate() {
+            assert_eq!(Some(name), fresh[i].metadata.name.as_ref());
+            match s {
+                Some(s) => assert_eq!(s, &fresh[i]),
+                None => assert_eq!(all[i], fresh[i]),
+            }
+        }
     }
 
     #[test]
