@@ -17,6 +17,9 @@
 mod apiserver;
 #[path = "support/machine.rs"]
 mod support;
+#[allow(dead_code)] // the other machines
+#[path = "support/synth.rs"]
+mod synth;
 #[path = "support/watcher.rs"]
 mod watcher;
 
@@ -1302,6 +1305,99 @@ fn driver_publishes_follows_hotplug_repairs_and_cleans_up() {
             .all(|w| w.name != "other-node" && w.name != "other-driver"),
         "other nodes' and drivers' slices are never written"
     );
+}
+
+/// A pool of three slices (2 PFs x 130 VFs): the first VF gone writes
+/// the first slice only (the others' devices stay where they were, not a
+/// place up), at the same generation; back, it is where it was, and the
+/// pool is what a fresh start publishes.
+#[test]
+fn a_vf_gone_from_the_front_of_the_pool_changes_its_own_slice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let root = tmp.path().join("root");
+    synth::sriov_nics(&root, 2, 130, 0);
+    let api = FakeApi::start();
+    let kubeconfig = api.kubeconfig(tmp.path());
+    let mut driver = Driver::spawn(tmp.path(), Some(&kubeconfig), &["--node", NODE]);
+    let all = expected(tmp.path(), 1);
+    assert_eq!(all.len(), 3, "a pool of three slices");
+    driver.wait_published(&api, &all, "the first publication");
+    settle(&api, Duration::from_millis(300));
+
+    // The first VF of the pool: the first device of the first slice
+    // that is a VF.
+    let bus = root.join("sys/bus/pci/devices");
+    let mut vfs: Vec<PathBuf> = fs::read_dir(&bus)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("physfn").exists())
+        .collect();
+    vfs.sort();
+    let link = vfs.remove(0);
+    let target = fs::read_link(&link).unwrap();
+    let address = link.file_name().unwrap().to_str().unwrap().to_string();
+    let name = cdigen::dra::names::label(&format!("sriov-{address}"));
+    let first: Vec<String> = all[0]
+        .spec
+        .devices
+        .iter()
+        .flatten()
+        .map(|d| d.name.clone())
+        .collect();
+    assert!(
+        first.contains(&name),
+        "{name} in the first slice: {first:?}"
+    );
+
+    let from = api.writes().len();
+    fs::remove_file(&link).unwrap();
+    driver.signal("HUP");
+    driver.wait_log("generation 1: 0 created, 1 updated, 0 deleted, ");
+    settle(&api, Duration::from_millis(300));
+    assert_eq!(
+        slice_writes(&api, from),
+        [("update".to_string(), all[0].metadata.name.clone().unwrap())],
+        "{}",
+        driver.log()
+    );
+    let now = published(&api);
+    let devices = |s: &ResourceSlice| -> Vec<String> {
+        s.spec
+            .devices
+            .iter()
+            .flatten()
+            .map(|d| d.name.clone())
+            .collect()
+    };
+    let by_name = |n: &str| {
+        now.iter()
+            .find(|s| s.metadata.name.as_deref() == Some(n))
+            .unwrap()
+    };
+    let mut left = first.clone();
+    left.retain(|d| *d != name);
+    assert_eq!(
+        devices(by_name(all[0].metadata.name.as_deref().unwrap())),
+        left
+    );
+    for s in &all[1..] {
+        assert_eq!(
+            devices(by_name(s.metadata.name.as_deref().unwrap())),
+            devices(s)
+        );
+    }
+
+    let from = api.writes().len();
+    std::os::unix::fs::symlink(&target, &link).unwrap();
+    driver.signal("HUP");
+    driver.wait_published(&api, &all, "the VF back in its place");
+    settle(&api, Duration::from_millis(300));
+    assert_eq!(
+        slice_writes(&api, from),
+        [("update".to_string(), all[0].metadata.name.clone().unwrap())]
+    );
+    driver.signal("TERM");
+    assert_eq!(driver.wait_exit(), Some(0), "{}", driver.log());
 }
 
 /// sysfs gone for a while under a running `cdigen dra-driver`: its passes

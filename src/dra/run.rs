@@ -55,6 +55,8 @@ struct Publish {
     node: String,
     devices: tw::Sender<Arc<Vec<DraDevice>>>,
     slices: tw::Sender<Option<Arc<Desired>>>,
+    /// How the slices sent hold the devices sent.
+    layout: Option<slices::Layout>,
 }
 
 impl AfterPass for Publish {
@@ -78,19 +80,24 @@ impl AfterPass for Publish {
         let devices = names::devices(inv);
         // Only the slices whose devices changed are made again; held
         // compactly from here (the typed slices go at once).
+        // Devices stay in their slices (slices::slices_since).
         let before = self.slices.borrow().clone();
         let before_devices = Arc::clone(&self.devices.borrow());
         let previous = before.as_deref().filter(|_| !first);
-        let made = slices::slices_since(
+        let layout = self.layout.take().filter(|_| previous.is_some());
+        let (made, layout) = slices::slices_since(
             &devices,
-            previous.map_or(&[][..], |_| before_devices.as_slice()),
+            layout.as_ref().map(|l| (l, before_devices.as_slice())),
             &self.driver,
             &self.node,
             0,
             |name| previous.is_some_and(|p| p.has(name)),
         );
         let wanted = match Desired::reusing(made, previous, since) {
-            Some(w) => w,
+            Some(w) => {
+                self.layout = Some(layout);
+                w
+            }
             // Never: a slice left out is one `has` found.
             None => Desired::new(slices::slices(&devices, &self.driver, &self.node, 0), since),
         };
@@ -166,6 +173,7 @@ pub fn run(
             node: options.node.clone(),
             devices: devices_tx,
             slices: slices_tx,
+            layout: None,
         },
     )?
     .with_checks(options.health.clone());

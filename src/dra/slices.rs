@@ -628,15 +628,15 @@ fn quantities(share: &Share) -> BTreeMap<String, Counter> {
 /// one of the pool's devices is unhealthy or consumes counters; then the
 /// pool's shared [`counters`], [`MAX_COUNTER_SETS`] per slice, in slices
 /// without devices (the API allows one or the other). The order of
-/// `devices` is kept; so is every device's slice while the pool's
-/// devices stay.
+/// `devices` is kept.
 pub fn slices(
     devices: &[DraDevice],
     driver: &str,
     node: &str,
     generation: i64,
 ) -> Vec<ResourceSlice> {
-    slices_since(devices, &[], driver, node, generation, |_| false)
+    slices_since(devices, None, driver, node, generation, |_| false)
+        .0
         .into_iter()
         .filter_map(|(_, s)| s)
         .collect()
@@ -654,43 +654,146 @@ fn devices_per_slice(
     }
 }
 
+/// Which devices each slice of a pool holds, by name, in order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Layout {
+    /// The most devices a slice holds.
+    per_slice: usize,
+    /// The devices' names of each slice with devices, in order.
+    slices: Vec<Vec<String>>,
+    /// How many slices the pool has (with those of counter sets).
+    count: i64,
+    /// Whether the pool had counters (its devices were laid out in order).
+    counters: bool,
+}
+
+/// Where each device of `devices` goes when the pool was laid out as
+/// `before` (indexes into `devices`, per slice, each in the order of
+/// `devices`): a device stays in its slice; a new one goes to the slice
+/// of the device before it in `devices` (or else after it) when that has
+/// room, as a device that comes back goes back where it was, else to the
+/// first slice with room, else to a new one at the end; a slice left
+/// empty stays (an empty slice is valid), but not at the end. `None` when
+/// `before` holds another number of devices per slice than `per_slice`.
+fn sticky(devices: &[DraDevice], before: &Layout, per_slice: usize) -> Option<Vec<Vec<usize>>> {
+    if before.per_slice != per_slice || per_slice == 0 {
+        return None;
+    }
+    let by_name: std::collections::HashMap<&str, usize> = devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| (d.name.as_str(), i))
+        .collect();
+    // The slice of each device placed.
+    let mut slot: Vec<Option<usize>> = vec![None; devices.len()];
+    let mut sizes: Vec<usize> = vec![0; before.slices.len()];
+    for (k, names) in before.slices.iter().enumerate() {
+        for n in names {
+            if let Some(&i) = by_name.get(n.as_str())
+                && let Some(s) = slot.get_mut(i)
+                && s.is_none()
+            {
+                *s = Some(k);
+                if let Some(size) = sizes.get_mut(k) {
+                    *size += 1;
+                }
+            }
+        }
+    }
+    for i in 0..devices.len() {
+        if slot.get(i).copied().flatten().is_some() {
+            continue;
+        }
+        let room = |k: usize| sizes.get(k).is_some_and(|&n| n < per_slice);
+        let before_it = (0..i).rev().find_map(|j| slot.get(j).copied().flatten());
+        let after_it = (i + 1..devices.len()).find_map(|j| slot.get(j).copied().flatten());
+        let k = before_it
+            .filter(|&k| room(k))
+            .or_else(|| after_it.filter(|&k| room(k)))
+            .or_else(|| sizes.iter().position(|&n| n < per_slice))
+            .unwrap_or_else(|| {
+                sizes.push(0);
+                sizes.len() - 1
+            });
+        if let Some(size) = sizes.get_mut(k) {
+            *size += 1;
+        }
+        if let Some(s) = slot.get_mut(i) {
+            *s = Some(k);
+        }
+    }
+    while sizes.len() > 1 && sizes.last() == Some(&0) {
+        sizes.pop();
+    }
+    let mut placed: Vec<Vec<usize>> = sizes.iter().map(|&n| Vec::with_capacity(n)).collect();
+    for (i, k) in slot.iter().enumerate() {
+        if let Some(p) = k.and_then(|k| placed.get_mut(k)) {
+            p.push(i);
+        }
+    }
+    Some(placed)
+}
+
 /// [`slices`], by name, with `None` for each slice that says what it
-/// said when the devices were `before` and that `had` says is still
-/// held: the same devices in the same places of a pool laid out alike
-/// (the same number of devices per slice and of slices), and no counters
-/// then or now (a counter set depends on every device). A pass after a
-/// hotplug makes and serializes the slices it changed, not the pool.
+/// said before and that `had` says is still held. `before` is the pool's
+/// layout and devices when the slices were last made: its devices stay in
+/// their slices ([`sticky`]) while the pool's slices hold as many devices
+/// each and the pool has no counters (which number devices in order), so
+/// that a device gone or come changes its own slice, not every slice
+/// after it. A slice says what it said when it has the same devices
+/// (equal, in the same order) and the pool as many slices. Also the
+/// layout made.
 pub fn slices_since(
     devices: &[DraDevice],
-    before: &[DraDevice],
+    before: Option<(&Layout, &[DraDevice])>,
     driver: &str,
     node: &str,
     generation: i64,
     had: impl Fn(&str) -> bool,
-) -> Vec<(String, Option<ResourceSlice>)> {
+) -> (Vec<(String, Option<ResourceSlice>)>, Layout) {
     let (sets, uses) = counters(devices);
     let per_slice = devices_per_slice(devices, &uses);
-    let chunks: Vec<&[DraDevice]> = if devices.is_empty() {
-        vec![&[]]
-    } else {
-        devices.chunks(per_slice).collect()
-    };
+    let counted = !sets.is_empty() || !uses.is_empty();
+    let before = before.filter(|(b, _)| !counted && !b.counters);
+    let placed: Vec<Vec<usize>> = before
+        .and_then(|(layout, _)| sticky(devices, layout, per_slice))
+        .unwrap_or_else(|| {
+            let all: Vec<usize> = (0..devices.len()).collect();
+            if all.is_empty() {
+                vec![Vec::new()]
+            } else {
+                all.chunks(per_slice).map(<[usize]>::to_vec).collect()
+            }
+        });
+    let chunks: Vec<Vec<&DraDevice>> = placed
+        .iter()
+        .map(|p| p.iter().filter_map(|&i| devices.get(i)).collect())
+        .collect();
     let set_chunks: Vec<&[CounterSet]> = sets.chunks(MAX_COUNTER_SETS).collect();
     let count = i64::try_from(chunks.len() + set_chunks.len()).unwrap_or(i64::MAX);
-    // The slices before, when laid out alike.
-    let alike: Vec<&[DraDevice]> = if before.is_empty() || !sets.is_empty() {
-        Vec::new()
-    } else {
-        let (sets_then, uses_then) = counters(before);
-        let chunks_then: Vec<&[DraDevice]> = before.chunks(per_slice).collect();
-        if sets_then.is_empty()
-            && devices_per_slice(before, &uses_then) == per_slice
-            && chunks_then.len() == chunks.len()
-        {
-            chunks_then
-        } else {
-            Vec::new()
-        }
+    let layout = Layout {
+        per_slice,
+        slices: chunks
+            .iter()
+            .map(|c| c.iter().map(|d| d.name.clone()).collect())
+            .collect(),
+        count,
+        counters: counted,
+    };
+    // Whether slice `i` holds `chunk` as it did before.
+    let then: std::collections::HashMap<&str, &DraDevice> = before
+        .map(|(_, d)| d.iter().map(|d| (d.name.as_str(), d)).collect())
+        .unwrap_or_default();
+    let same = |i: usize, chunk: &[&DraDevice]| {
+        before.is_some_and(|(b, _)| {
+            b.count == count
+                && b.slices.get(i).is_some_and(|names| {
+                    names.len() == chunk.len()
+                        && names.iter().zip(chunk).all(|(n, d)| {
+                            *n == d.name && then.get(n.as_str()).is_some_and(|t| *t == *d)
+                        })
+                })
+        })
     };
     let slice = |i: usize, devices, shared_counters| ResourceSlice {
         metadata: ObjectMeta {
@@ -711,27 +814,24 @@ pub fn slices_since(
         },
     };
     let mut out = Vec::new();
-    let mut at = 0;
-    for (i, chunk) in chunks.iter().enumerate() {
+    for (i, (chunk, at)) in chunks.iter().zip(&placed).enumerate() {
         let name = slice_name(node, driver, i);
-        if alike.get(i).is_some_and(|then| then == chunk) && had(&name) {
+        if same(i, chunk) && had(&name) {
             out.push((name, None));
-            at += chunk.len();
             continue;
         }
         let list = chunk
             .iter()
-            .enumerate()
-            .map(|(k, d)| {
+            .zip(at)
+            .map(|(d, k)| {
                 let mut dev = device(d, driver);
-                if let Some(u) = uses.get(&(at + k)) {
+                if let Some(u) = uses.get(k) {
                     dev.consumes_counters = Some(vec![u.clone()]);
                 }
                 dev
             })
             .collect();
         out.push((name, Some(slice(i, Some(list), None))));
-        at += chunk.len();
     }
     // The API wants counter sets in slices of their own, after the
     // devices' (whose names stay).
@@ -742,7 +842,7 @@ pub fn slices_since(
             Some(slice(i, None, Some(sets.to_vec()))),
         ));
     }
-    out
+    (out, layout)
 }
 
 /// The Node `node` (UID `uid`) as the controlling owner of its slices:
@@ -1274,12 +1374,27 @@ mod tests {
             .collect()
     }
 
-    /// Which slices `slices_since` made (true) or left as they were.
+    /// The slices of `devices` after `before`'s: which were made (true)
+    /// or left as they were, and the devices of each.
+    fn after(
+        devices: &[DraDevice],
+        before: &[DraDevice],
+        had: bool,
+    ) -> (Vec<bool>, Vec<Vec<String>>) {
+        let (_, layout) = slices_since(before, None, "dra.cdigen.io", "node-1", 0, |_| false);
+        let (made, now) = slices_since(
+            devices,
+            Some((&layout, before)),
+            "dra.cdigen.io",
+            "node-1",
+            0,
+            |_| had,
+        );
+        (made.iter().map(|(_, s)| s.is_some()).collect(), now.slices)
+    }
+
     fn made(devices: &[DraDevice], before: &[DraDevice], had: bool) -> Vec<bool> {
-        slices_since(devices, before, "dra.cdigen.io", "node-1", 0, |_| had)
-            .into_iter()
-            .map(|(_, s)| s.is_some())
-            .collect()
+        after(devices, before, had).0
     }
 
     #[test]
@@ -1293,19 +1408,39 @@ mod tests {
         let mut changed = before.clone();
         changed[5].entry.id = "other".into();
         assert_eq!(made(&changed, &before, true), [true, false, false]);
-        // The first device gone: every later device moves up a place.
-        assert_eq!(made(&before[1..], &before, true), [true, true, true]);
+        // The first device gone: the others stay where they were.
+        let (made_now, placed) = after(&before[1..], &before, true);
+        assert_eq!(made_now, [true, false, false]);
+        assert_eq!(placed[0].len(), 127);
+        assert_eq!(placed[0][0], "dev-1");
+        assert_eq!(placed[1][0], "dev-128");
+        // And back: where it was, in its place.
+        let (_, gone) = slices_since(&before, None, "d.io", "n", 0, |_| false);
+        let (_, gone) = slices_since(&before[1..], Some((&gone, &before)), "d.io", "n", 0, |_| {
+            true
+        });
+        let (_, back) = slices_since(&before, Some((&gone, &before[1..])), "d.io", "n", 0, |_| {
+            true
+        });
+        let (_, fresh) = slices_since(&before, None, "d.io", "n", 0, |_| false);
+        assert_eq!(back, fresh);
+        // Made afresh, in order.
+        let (_, layout) = slices_since(&before[1..], None, "d.io", "n", 0, |_| false);
+        assert_eq!(layout.slices[0].len(), 128);
+        assert_eq!(layout.slices[1][0], "dev-129");
         // A slice not held any more is made again.
         assert_eq!(made(&before, &before, false), [true, true, true]);
         // A pool laid out otherwise: a taint makes slices of 64.
         assert_eq!(made(&many(300, Some(299)), &before, true), [true; 5]);
-        // A slice more (129 devices in two slices).
+        // A slice more (129 devices in two slices): every slice, whose
+        // count changed.
         assert_eq!(made(&many(129, None), &before[..128], true), [true, true]);
-        // What is left out is what `slices` makes of it.
+        // What is left out is what `slices` made of it.
         let all = slices(&before, "dra.cdigen.io", "node-1", 0);
-        let since = slices_since(
+        let (_, layout) = slices_since(&before, None, "dra.cdigen.io", "node-1", 0, |_| false);
+        let (since, _) = slices_since(
             &before[..299],
-            &before,
+            Some((&layout, &before)),
             "dra.cdigen.io",
             "node-1",
             0,
@@ -1319,6 +1454,41 @@ mod tests {
                 None => assert_eq!(all[i], fresh[i]),
             }
         }
+    }
+
+    #[test]
+    fn devices_stay_in_their_slices_as_others_come_and_go() {
+        let all = many(300, None);
+        // A whole slice's devices gone (a PF's VFs): the slice stays,
+        // empty, and the others as they were.
+        let without: Vec<DraDevice> = all
+            .iter()
+            .filter(|d| !(128..256).contains(&d.name[4..].parse::<usize>().unwrap()))
+            .cloned()
+            .collect();
+        let (made_now, placed) = after(&without, &all, true);
+        assert_eq!(made_now, [false, true, false]);
+        assert_eq!(
+            placed.iter().map(Vec::len).collect::<Vec<_>>(),
+            [128, 0, 44]
+        );
+        // New devices fill the first slice with room, then a new one.
+        let (_, layout) = slices_since(&without, None, "d.io", "n", 0, |_| false);
+        let (_, layout) = slices_since(&without, Some((&layout, &without)), "d.io", "n", 0, |_| {
+            true
+        });
+        assert_eq!(layout.slices.len(), 2, "made afresh: in order");
+        let mut more = all.clone();
+        more.extend(many(400, None).into_iter().skip(300));
+        let (_, placed) = after(&more, &all, true);
+        assert_eq!(
+            placed.iter().map(Vec::len).collect::<Vec<_>>(),
+            [128, 128, 128, 16]
+        );
+        // A trailing slice left empty goes.
+        let (made_now, placed) = after(&all[..200], &all, true);
+        assert_eq!(made_now, [true, true], "the pool's count changed");
+        assert_eq!(placed.len(), 2);
     }
 
     #[test]
