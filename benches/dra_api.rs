@@ -95,9 +95,12 @@ fn spawn_ready(dir: &Path, args: &[&str], ready_file: &str, log: &Path, kubeconf
     p
 }
 
-/// The last VF of the machine: its `bus/pci/devices` link (removed to
-/// hide it), the link's target, its address.
-fn last_vf(root: &Path) -> (PathBuf, PathBuf, String) {
+/// The first VF of the machine, in the pool's first slice (its devices
+/// are in address order), so that one gone would move every later
+/// device a place up if devices did not keep their slices: its
+/// `bus/pci/devices` link (removed to hide it), the link's target, its
+/// address.
+fn first_vf(root: &Path) -> (PathBuf, PathBuf, String) {
     let bus = root.join("sys/bus/pci/devices");
     let mut vfs: Vec<PathBuf> = fs::read_dir(&bus)
         .unwrap()
@@ -106,7 +109,7 @@ fn last_vf(root: &Path) -> (PathBuf, PathBuf, String) {
         .collect();
     vfs.sort();
     assert_eq!(vfs.len(), VFS);
-    let link = vfs.pop().unwrap();
+    let link = vfs.remove(0);
     let target = fs::read_link(&link).unwrap();
     let address = link.file_name().unwrap().to_str().unwrap().to_string();
     (link, target, address)
@@ -202,7 +205,7 @@ fn main() {
     let dir = tmp.path();
     let root = dir.join("root");
     synth::sriov_nics(&root, PFS, VFS_PER_PF, 0);
-    let vf = last_vf(&root);
+    let vf = first_vf(&root);
     let vf_name = cdigen::dra::names::label(&format!("sriov-{}", vf.2));
     let api = FakeApi::start_on(NODE);
     let kubeconfig = api.kubeconfig(dir);
