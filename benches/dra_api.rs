@@ -231,8 +231,12 @@ fn main() {
         &log,
         &kubeconfig,
     );
+    // Whole: the VF hidden is in the first slice, every PF and VF in all.
     let end = Instant::now() + WAIT;
-    while !published_devices(&api).contains(&vf_name) {
+    while {
+        let published = published_devices(&api);
+        !published.contains(&vf_name) || published.len() < PFS + VFS
+    } {
         assert!(Instant::now() < end, "the first publication never came");
         thread::sleep(Duration::from_millis(5));
     }
