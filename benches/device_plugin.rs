@@ -149,13 +149,7 @@ struct Vf {
 
 impl Vf {
     fn last(root: &Path) -> Vf {
-        let bus = root.join("sys/bus/pci/devices");
-        let mut vfs: Vec<PathBuf> = fs::read_dir(&bus)
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.join("physfn").exists())
-            .collect();
-        vfs.sort();
+        let mut vfs = synth::vf_links(root);
         assert_eq!(vfs.len(), VFS);
         let link = vfs.pop().unwrap();
         let target = fs::read_link(&link).unwrap();

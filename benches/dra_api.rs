@@ -101,13 +101,7 @@ fn spawn_ready(dir: &Path, args: &[&str], ready_file: &str, log: &Path, kubeconf
 /// `bus/pci/devices` link (removed to hide it), the link's target, its
 /// address.
 fn first_vf(root: &Path) -> (PathBuf, PathBuf, String) {
-    let bus = root.join("sys/bus/pci/devices");
-    let mut vfs: Vec<PathBuf> = fs::read_dir(&bus)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("physfn").exists())
-        .collect();
-    vfs.sort();
+    let mut vfs = synth::vf_links(root);
     assert_eq!(vfs.len(), VFS);
     let link = vfs.remove(0);
     let target = fs::read_link(&link).unwrap();

@@ -139,13 +139,7 @@ fn vf(dir: &Path) -> Change {
     let root = dir.join("root");
     synth::sriov_nics(&root, 8, 128, 64);
     synth::amd_gpus(&root, 64);
-    let bus = root.join("sys/bus/pci/devices");
-    let mut vfs: Vec<PathBuf> = fs::read_dir(&bus)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("physfn").exists())
-        .collect();
-    vfs.sort();
+    let mut vfs = synth::vf_links(&root);
     assert_eq!(vfs.len(), 1024);
     let link = vfs.pop().unwrap();
     let target = fs::read_link(&link).unwrap();

@@ -1326,13 +1326,7 @@ fn a_vf_gone_from_the_front_of_the_pool_changes_its_own_slice() {
 
     // The first VF of the pool: the first device of the first slice
     // that is a VF.
-    let bus = root.join("sys/bus/pci/devices");
-    let mut vfs: Vec<PathBuf> = fs::read_dir(&bus)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.join("physfn").exists())
-        .collect();
-    vfs.sort();
+    let mut vfs = synth::vf_links(&root);
     let link = vfs.remove(0);
     let target = fs::read_link(&link).unwrap();
     let address = link.file_name().unwrap().to_str().unwrap().to_string();

@@ -52,6 +52,10 @@ fn synthetic_nics_are_fully_discovered() {
     let count = |b: &str| found.devices.iter().filter(|d| d.backend == b).count();
     assert_eq!(count("sriov"), 128);
     assert_eq!(count("vdpa"), 8);
+    // The VFs' bus links the hotplug tests and benches hide one of.
+    let links = synth::vf_links(tmp.path());
+    assert_eq!(links.len(), 128);
+    assert!(links.is_sorted());
     // Each PF's own RDMA device (mlx5_<p>) is the RDMA backend's.
     assert_eq!(count("rdma"), 8);
     assert_eq!(found.devices.len(), 144);

@@ -14,7 +14,7 @@ use std::fmt::Write as _;
 use std::fs;
 use std::io::Write as _;
 use std::os::unix::fs::symlink;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Appends `lines` to `root/dev.manifest`, creating it with a header.
 fn append_manifest(root: &Path, lines: &str) {
@@ -542,6 +542,18 @@ impl Sys<'_> {
         self.link(&format!("bus/pci/devices/{bdf}"), func);
         self.link(&format!("bus/pci/drivers/{driver}/{bdf}"), func);
     }
+}
+
+/// The `bus/pci/devices` links of the machine's VFs (functions with a
+/// `physfn`), in address order: what a test removes to hide one.
+pub fn vf_links(root: &Path) -> Vec<PathBuf> {
+    let mut vfs: Vec<PathBuf> = fs::read_dir(root.join("sys/bus/pci/devices"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.join("physfn").exists())
+        .collect();
+    vfs.sort();
+    vfs
 }
 
 /// Writes a machine with `pfs` Mellanox ConnectX-6 Dx PFs (15b3:101d,
