@@ -321,7 +321,7 @@ fn refused_link(path: &Path, e: io::Error) -> Error {
 /// unreadable.
 pub fn read(path: &Path, limit: u64, links: Links) -> Result<Vec<u8>, Error> {
     let file = open(path, links)?;
-    read_open(path, file, limit)
+    read_open(path, file, limit, None)
 }
 
 /// The `lstat` of the entry `name` of the directory `dir`: one lookup,
@@ -375,7 +375,7 @@ pub fn read_in(
         (now.st_dev, now.st_ino),
         (before.st_dev, before.st_ino),
     )?;
-    read_open(path, File::from(fd), limit)
+    read_open(path, File::from(fd), limit, Some(now.st_size))
 }
 
 /// [`describe`] for a file type from a raw mode.
@@ -395,7 +395,15 @@ pub fn describe_kind(kind: FileType) -> &'static str {
 /// Reads an opened file, at most `limit` bytes. The first read goes to
 /// a buffer on the stack, so that an attribute (a few bytes) is one read,
 /// the read that says it ended, and one allocation of its size.
-fn read_open(path: &Path, mut file: File, limit: u64) -> Result<Vec<u8>, Error> {
+///
+/// `size` is the file's size as `fstat` said after the open: a first
+/// read shorter than asked for that has read at least that much (and
+/// more than nothing) has read the whole file as it was then, and no read
+/// more is made to hear it end (a regular file's read is short only at
+/// its end). Sizes that do not tell take the read more: sysfs says 4096
+/// for every attribute, procfs 0 (and its reads can be short before the
+/// end).
+fn read_open(path: &Path, mut file: File, limit: u64, size: Option<i64>) -> Result<Vec<u8>, Error> {
     let mut first = [0u8; 1024];
     let most = usize::try_from(limit.saturating_add(1)).map_or(first.len(), |l| l.min(first.len()));
     let n = loop {
@@ -406,7 +414,9 @@ fn read_open(path: &Path, mut file: File, limit: u64) -> Result<Vec<u8>, Error> 
         }
     };
     let mut buf = first.get(..n).unwrap_or_default().to_vec();
-    if n > 0 {
+    let whole =
+        n < most && size.is_some_and(|s| u64::try_from(s).is_ok_and(|s| s > 0 && n as u64 >= s));
+    if n > 0 && !whole {
         file.take(limit.saturating_add(1).saturating_sub(n as u64))
             .read_to_end(&mut buf)
             .map_err(io_error(path))?;

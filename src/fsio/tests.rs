@@ -283,3 +283,31 @@ fn a_file_recreated_at_a_path_is_another_even_with_the_same_inode() {
     }
     eprintln!("the inode number was reused: {reused}");
 }
+
+#[test]
+fn a_short_first_read_ends_the_file_only_when_it_reached_the_size() {
+    use std::io::Write as _;
+    // A pipe whose second part comes later: a first read returns the
+    // first part only.
+    let read_with = |size: Option<i64>| {
+        let (reader, mut writer) = std::io::pipe().unwrap();
+        writer.write_all(b"abc").unwrap();
+        let later = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            // Refused (EPIPE) when the read is over without it.
+            let _ = writer.write_all(b"def");
+        });
+        let file = std::fs::File::from(std::os::fd::OwnedFd::from(reader));
+        let got = read_open(Path::new("/x"), file, 100, size).unwrap();
+        later.join().unwrap();
+        got
+    };
+    // Its size read: the rest is not waited for.
+    assert_eq!(read_with(Some(3)), b"abc");
+    assert_eq!(read_with(Some(2)), b"abc");
+    // Sizes that do not tell (none, procfs's 0, sysfs's 4096, more than
+    // was read): read to the end.
+    for size in [None, Some(0), Some(4096), Some(4)] {
+        assert_eq!(read_with(size), b"abcdef", "{size:?}");
+    }
+}
