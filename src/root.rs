@@ -19,7 +19,7 @@
 //! A root can record every path it reads; `cdigen snapshot` uses that to
 //! copy exactly what discovery looked at.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
@@ -91,9 +91,19 @@ pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/cdigen-hook";
 pub const MAX_MANIFEST: u64 = 16 << 20;
 /// Most symlinks followed while resolving one path (the kernel's limit).
 const MAX_LINKS: usize = 40;
-/// Most directories a root holds open ([`OpenDirs`]): few, for a process
-/// that has several roots and a descriptor limit of 1024.
-const OPEN_DIRS: usize = 48;
+/// Most directories a root holds open ([`OpenDirs`]): a quarter of the
+/// process's descriptor limit (256 under the usual 1024; a process may
+/// have several roots), at least 32 and at most 4096.
+fn open_dirs_cap() -> usize {
+    static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CAP.get_or_init(|| {
+        rustix::process::getrlimit(rustix::process::Resource::Nofile)
+            .current
+            .map_or(4096, |soft| {
+                usize::try_from(soft / 4).map_or(4096, |c| c.clamp(32, 4096))
+            })
+    })
+}
 /// The sysfs directories every Linux host has: a root without one of them
 /// is not a host (a wrong `--root`, or sysfs not mounted), not a host
 /// without devices ([`HostRoot::check_host`]).
@@ -316,21 +326,69 @@ pub struct Record {
 
 /// Directories of the root held open (`O_PATH`), by real host path, so
 /// that a lookup below one walks one component, not the whole path from
-/// `/` (sysfs paths are deep). The least recently used one is closed when
-/// [`OPEN_DIRS`] are open.
-#[derive(Debug, Default)]
+/// `/` (sysfs paths are deep). When `cap` are open, the less recently
+/// used half is closed.
+#[derive(Debug)]
 struct OpenDirs {
     by_path: Map<OsString, (Arc<OwnedFd>, u64)>,
     /// The root directory itself.
     base: Option<Arc<OwnedFd>>,
     /// Uses so far, for the least recently used.
     uses: u64,
+    /// Most held open ([`open_dirs_cap`]).
+    cap: usize,
+}
+
+impl Default for OpenDirs {
+    fn default() -> Self {
+        OpenDirs {
+            by_path: Map::default(),
+            base: None,
+            uses: 0,
+            cap: open_dirs_cap(),
+        }
+    }
+}
+
+impl OpenDirs {
+    /// Closes the less recently used half when `cap` are open (one sort
+    /// per `cap / 2` directories opened, not a scan per directory).
+    fn make_room(&mut self) {
+        if self.by_path.len() < self.cap {
+            return;
+        }
+        let mut uses: Vec<u64> = self.by_path.values().map(|(_, used)| *used).collect();
+        let keep = self.cap / 2;
+        let cut = uses.len().saturating_sub(keep);
+        if cut >= uses.len() {
+            return;
+        }
+        let oldest_kept = *uses.select_nth_unstable(cut).1;
+        self.by_path.retain(|_, (_, used)| *used >= oldest_kept);
+    }
 }
 
 #[derive(Debug, Clone)]
 enum DevFs {
     Real,
-    Manifest(BTreeMap<PathBuf, DevEntry>),
+    /// A fixture's `dev.manifest`, by [`manifest_key`].
+    Manifest(Arc<Map<OsString, DevEntry>>),
+}
+
+/// A `/dev` path as the manifest's map has it: its bytes, made normal
+/// (`/dev//a/` is `/dev/a`) when they are not (a hashed path is looked up
+/// by its bytes, not its components).
+fn manifest_key(p: &Path) -> std::borrow::Cow<'_, OsStr> {
+    let b = p.as_os_str().as_bytes();
+    let normal = !b.windows(2).any(|w| w == b"//")
+        && !b.windows(3).any(|w| w == b"/./")
+        && !(b.len() > 1 && b.ends_with(b"/"))
+        && !b.ends_with(b"/.");
+    if normal {
+        std::borrow::Cow::Borrowed(p.as_os_str())
+    } else {
+        std::borrow::Cow::Owned(p.components().collect::<PathBuf>().into_os_string())
+    }
 }
 
 /// The host as seen through `--root`.
@@ -437,25 +495,39 @@ impl HostRoot {
                 let disk = root.disk_path(&host);
                 let text =
                     String::from_utf8(bytes).map_err(|_| Error::NotUtf8 { disk: disk.clone() })?;
-                root.devfs = DevFs::Manifest(parse_manifest(&disk, &text)?);
+                let entries = parse_manifest(&disk, &text)?;
+                root.devfs = DevFs::Manifest(Arc::new(
+                    entries
+                        .into_iter()
+                        .map(|(p, e)| (manifest_key(&p).into_owned(), e))
+                        .collect(),
+                ));
             }
             Err(e) if e.is_not_found() => {}
             Err(e) => return Err(e),
         }
         // Lookups made while opening must not outlive it.
-        if let Ok(mut cache) = root.links.lock() {
-            cache.clear();
+        root.forget_lookups();
+        Ok(root)
+    }
+
+    /// Drops what this root remembers of its lookups (links, directories
+    /// resolved and held open), freeing their memory: after a discovery
+    /// run, whose many lookups they are for, they are most of what a
+    /// command holds. Later lookups look again.
+    pub fn forget_lookups(&self) {
+        if let Ok(mut cache) = self.links.lock() {
+            *cache = Map::default();
         }
-        if let Ok(mut cache) = root.dirs.lock() {
-            cache.clear();
+        if let Ok(mut cache) = self.dirs.lock() {
+            *cache = Map::default();
         }
-        if let Ok(mut open) = root.open_dirs.lock() {
+        if let Ok(mut open) = self.open_dirs.lock() {
             *open = OpenDirs::default();
         }
-        if let Ok(mut last) = root.last_dir.lock() {
+        if let Ok(mut last) = self.last_dir.lock() {
             *last = None;
         }
-        Ok(root)
     }
 
     /// [`HostRoot::open`] for discovery: the root must also look like a
@@ -769,6 +841,9 @@ impl HostRoot {
                 }
             }
         };
+        if below.is_empty() {
+            return Ok(fd);
+        }
         let mut path = at.to_path_buf();
         for name in below.into_iter().rev() {
             let flags = rustix::fs::OFlags::PATH
@@ -782,15 +857,7 @@ impl HostRoot {
                 rustix::fs::Mode::empty(),
             )?);
             path.push(name);
-            if open.by_path.len() >= OPEN_DIRS
-                && let Some(oldest) = open
-                    .by_path
-                    .iter()
-                    .min_by_key(|(_, (_, used))| *used)
-                    .map(|(p, _)| p.clone())
-            {
-                open.by_path.remove(&oldest);
-            }
+            open.make_room();
             open.by_path
                 .insert(path.clone().into_os_string(), (Arc::clone(&fd), now));
         }
@@ -857,16 +924,23 @@ impl HostRoot {
             let (here, dir) = self
                 .parent_dir(parent, name)
                 .map_err(|e| e.resolving(host))?;
-            let stat =
-                crate::fsio::lstat_in(dir.as_fd(), name).map_err(|e| self.io_error(&here, e))?;
-            if !crate::fsio::is_symlink(&stat) {
-                return Ok((here, Some(Examined { stat, dir })));
+            // A link read before needs no `lstat` to be known for one.
+            let known_link = self
+                .links
+                .lock()
+                .is_ok_and(|c| matches!(c.get(here.as_os_str()), Some(Some(_))));
+            if !known_link {
+                let stat = crate::fsio::lstat_in(dir.as_fd(), name)
+                    .map_err(|e| self.io_error(&here, e))?;
+                if !crate::fsio::is_symlink(&stat) {
+                    return Ok((here, Some(Examined { stat, dir })));
+                }
             }
             // A link at the end (`driver`, `physfn`): the walk goes on from
             // the parent, reading the link once and caching it.
             let mut parent = here;
             parent.pop();
-            let real = self.walk(host, parent, vec![name.to_os_string()])?;
+            let real = self.walk(host, parent, Path::new(name))?;
             return Ok((real, None));
         }
         Ok((self.resolve_walk(host)?, None))
@@ -930,7 +1004,7 @@ impl HostRoot {
         for name in missing.into_iter().rev() {
             asked.push(name);
             real = self
-                .walk(host, std::mem::take(&mut real), vec![name.to_os_string()])
+                .walk(host, std::mem::take(&mut real), Path::new(name))
                 .map_err(|e| e.resolving(host))?;
             if let Ok(mut cache) = self.dirs.lock() {
                 cache.insert(asked.clone().into_os_string(), real.clone());
@@ -942,26 +1016,39 @@ impl HostRoot {
     /// The full resolution: component by component, each symlink's target
     /// checked to stay inside the root.
     fn resolve_walk(&self, host: &Path) -> Result<PathBuf, Error> {
-        self.walk(host, PathBuf::from("/"), components(host))
+        self.walk(host, PathBuf::from("/"), host)
     }
 
-    /// Resolves the components `rest` below the real host path `real` (for
-    /// `host`, which errors name), one path pushed and popped in place.
-    fn walk(&self, host: &Path, mut real: PathBuf, rest: Vec<OsString>) -> Result<PathBuf, Error> {
+    /// Resolves the components of `rest` below the real host path `real`
+    /// (for `host`, which errors name), one path pushed and popped in
+    /// place, each component a slice of `rest` or of a link's target.
+    fn walk(&self, host: &Path, mut real: PathBuf, rest: &Path) -> Result<PathBuf, Error> {
         let mut depth = real
             .components()
             .filter(|c| matches!(c, Component::Normal(_)))
             .count();
-        // Each pending component with the link whose target it came from
-        // (an index into `met`; None: from `host`), to name that link if
-        // its `..` escapes.
-        let mut pending: VecDeque<(OsString, Option<usize>)> =
-            rest.into_iter().map(|c| (c, None)).collect();
-        let mut met: Vec<PathBuf> = Vec::new();
-        while let Some((c, from)) = pending.pop_front() {
-            if c == ".." {
+        // The links met (where, and their targets).
+        let mut met: Vec<(PathBuf, PathBuf)> = Vec::new();
+        // The paths whose components are left, innermost last: `rest`
+        // (None), then each target met (its index in `met`, which names
+        // the link if a `..` of it escapes), with the byte offset of the
+        // component next.
+        let mut stack: Vec<(Option<usize>, usize)> = vec![(None, 0)];
+        while let Some(top) = stack.last_mut() {
+            let from = top.0;
+            let text = match from {
+                None => rest.as_os_str().as_bytes(),
+                Some(i) => met.get(i).map_or(&[][..], |m| m.1.as_os_str().as_bytes()),
+            };
+            let Some((start, end)) = next_component(text, top.1) else {
+                stack.pop();
+                continue;
+            };
+            top.1 = end;
+            let c = text.get(start..end).unwrap_or_default();
+            if c == b".." {
                 if depth == 0 {
-                    let link = from.and_then(|i| met.get(i).cloned());
+                    let link = from.and_then(|i| met.get(i)).map(|m| m.0.clone());
                     return Err(Error::Escape {
                         path: host.to_path_buf(),
                         link: link.unwrap_or_else(|| host.to_path_buf()),
@@ -972,7 +1059,7 @@ impl HostRoot {
                 depth -= 1;
                 continue;
             }
-            real.push(&c);
+            real.push(OsStr::from_bytes(c));
             depth += 1;
             let Some(target) = self.link_target(&real)? else {
                 continue;
@@ -1009,11 +1096,8 @@ impl HostRoot {
                     }
                 }
             }
-            let from = met.len();
-            met.push(here);
-            for x in components(&target).into_iter().rev() {
-                pending.push_front((x, Some(from)));
-            }
+            stack.push((Some(met.len()), 0));
+            met.push((here, target));
         }
         let resolved = real;
         if self.record.is_some() {
@@ -1378,7 +1462,7 @@ impl HostRoot {
     /// [`Error`] when it cannot be examined.
     pub fn dev_entry(&self, host: &Path) -> Result<Option<DevEntry>, Error> {
         let entry = match &self.devfs {
-            DevFs::Manifest(map) => map.get(host).cloned(),
+            DevFs::Manifest(map) => map.get::<OsStr>(&manifest_key(host)).cloned(),
             DevFs::Real => self.lstat_dev(host)?,
         };
         self.note(|r| {
@@ -1397,13 +1481,14 @@ impl HostRoot {
             DevFs::Manifest(map) => {
                 let mut names: Vec<String> = map
                     .keys()
+                    .map(Path::new)
                     .filter(|p| p.parent() == Some(host))
                     .filter_map(|p| p.file_name()?.to_str().map(str::to_string))
                     .collect();
                 names.sort();
                 for n in &names {
                     let p = host.join(n);
-                    let e = map.get(&p).cloned();
+                    let e = map.get::<OsStr>(&manifest_key(&p)).cloned();
                     self.note(|r| {
                         r.dev.insert(p, e);
                     });
@@ -1508,14 +1593,27 @@ fn has_parent_dir(p: &Path) -> bool {
         .any(|c| c == b"..")
 }
 
-fn components(p: &Path) -> Vec<OsString> {
-    p.components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_os_string()),
-            Component::ParentDir => Some(OsString::from("..")),
-            Component::RootDir | Component::CurDir | Component::Prefix(_) => None,
-        })
-        .collect()
+/// The next component of the path `bytes` from byte `from` (`/`s and
+/// `.`s skipped; `..` is one): its start and end, or None at the end.
+fn next_component(bytes: &[u8], mut from: usize) -> Option<(usize, usize)> {
+    loop {
+        let rest = bytes.get(from..)?;
+        let skip = rest.iter().take_while(|&&b| b == b'/').count();
+        let start = from + skip;
+        let len = bytes
+            .get(start..)?
+            .iter()
+            .take_while(|&&b| b != b'/')
+            .count();
+        if len == 0 {
+            return None;
+        }
+        if bytes.get(start..start + len) == Some(&b"."[..]) {
+            from = start + len;
+            continue;
+        }
+        return Some((start, start + len));
+    }
 }
 
 /// Parses the text of a devfs manifest (`dev.manifest`, as

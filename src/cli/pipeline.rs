@@ -26,6 +26,9 @@ pub(crate) fn discover(
     let found = discover::discover_for(&root, &source.backends, &scan)?;
     // sysfs gone during discovery: what it found is not the host's.
     root.check_host()?;
+    // Discovery's lookups are most of the memory held at this point; what
+    // comes after looks up little.
+    root.forget_lookups();
     for w in &found.warnings {
         tracing::warn!("{}: {}", text::path(&w.path), w.message);
     }

@@ -727,7 +727,8 @@ fn a_directory_swapped_for_a_link_after_it_was_resolved_is_not_followed() {
 #[test]
 fn a_root_holds_few_directories_open_and_reads_through_any() {
     let (_tmp, base) = new_root();
-    let n = OPEN_DIRS * 3;
+    let cap = 40;
+    let n = cap * 3;
     for i in 0..n {
         put(
             &base,
@@ -736,13 +737,23 @@ fn a_root_holds_few_directories_open_and_reads_through_any() {
         );
     }
     let root = open(&base);
+    assert!((32..=4096).contains(&root.open_dirs.lock().unwrap().cap));
+    root.open_dirs.lock().unwrap().cap = cap;
     for round in 0..2 {
         for i in 0..n {
             let path = p(&format!("/sys/devices/d{i}/e/attr"));
             assert_eq!(root.read_attr(&path).unwrap(), i.to_string(), "{round}");
             let open = root.open_dirs.lock().unwrap().by_path.len();
-            assert!(open <= OPEN_DIRS, "{open} directories open");
+            assert!(open <= cap, "{open} directories open");
         }
+        // The most recently used are kept: the last directory read again
+        // opens nothing.
+        let before = root.open_dirs.lock().unwrap().by_path.len();
+        *root.last_dir.lock().unwrap() = None;
+        let last = n - 1;
+        let path = p(&format!("/sys/devices/d{last}/e/attr"));
+        assert_eq!(root.read_attr(&path).unwrap(), last.to_string());
+        assert_eq!(root.open_dirs.lock().unwrap().by_path.len(), before);
     }
     // Listing goes through them too.
     assert_eq!(root.list_dir(&p("/sys/devices")).unwrap().len(), n);
@@ -1247,6 +1258,15 @@ fn dev_entry_from_the_manifest_ignores_the_disk() {
         Some(sym("../card1"))
     );
     assert_eq!(root.dev_entry(&dev_path("dri/card7")).unwrap(), None);
+    // Looked up by the path, not its spelling (the map is by bytes).
+    for spelling in ["/dev//null", "/dev/./null", "/dev/null/", "//dev/null/."] {
+        assert_eq!(
+            root.dev_entry(&p(spelling)).unwrap(),
+            Some(char_dev(1, 3, 0o666, 0, 0)),
+            "{spelling}"
+        );
+    }
+    assert_eq!(root.dev_list(&p("/dev//dri/")).unwrap().len(), 3);
     // The manifest is not followed through links.
     assert_eq!(
         root.dev_entry(&dev_path("dri/by-path/pci-0000:03:00.0-card/x"))
@@ -1924,6 +1944,33 @@ fn assert_inside(root: &HostRoot, canon_base: &Path, host: &Path) -> Result<(), 
 
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// The walk's components are `Path::components`' (`/` and `.`
+    /// skipped, `..` kept) for any path of `/`, `.`, `..` and names.
+    #[test]
+    fn next_component_splits_as_path_components(
+        parts in prop::collection::vec(
+            prop::sample::select(vec!["/", "//", ".", "..", "a", "b.", ".c", "...", "\u{e9}"]),
+            0..12,
+        ),
+    ) {
+        let text = parts.concat();
+        let mut ours = Vec::new();
+        let mut at = 0;
+        while let Some((start, end)) = next_component(text.as_bytes(), at) {
+            ours.push(&text[start..end]);
+            at = end;
+        }
+        let theirs: Vec<&str> = Path::new(&text)
+            .components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => n.to_str(),
+                Component::ParentDir => Some(".."),
+                _ => None,
+            })
+            .collect();
+        prop_assert_eq!(ours, theirs, "{}", text);
+    }
 
     #[test]
     fn parse_manifest_never_panics_on_arbitrary_text(text in any::<String>()) {
