@@ -91,16 +91,16 @@ pub const DEFAULT_HOOK_PATH: &str = "/usr/bin/cdigen-hook";
 pub const MAX_MANIFEST: u64 = 16 << 20;
 /// Most symlinks followed while resolving one path (the kernel's limit).
 const MAX_LINKS: usize = 40;
-/// Most directories a root holds open ([`OpenDirs`]): a quarter of the
-/// process's descriptor limit (256 under the usual 1024; a process may
-/// have several roots), at least 32 and at most 4096.
+/// Most directories a root holds open ([`OpenDirs`]): an eighth of the
+/// process's descriptor limit (128 under the usual 1024; a daemon has
+/// several roots at once, and its sockets), at least 32 and at most 4096.
 fn open_dirs_cap() -> usize {
     static CAP: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
     *CAP.get_or_init(|| {
         rustix::process::getrlimit(rustix::process::Resource::Nofile)
             .current
             .map_or(4096, |soft| {
-                usize::try_from(soft / 4).map_or(4096, |c| c.clamp(32, 4096))
+                usize::try_from(soft / 8).map_or(4096, |c| c.clamp(32, 4096))
             })
     })
 }
@@ -380,11 +380,11 @@ enum DevFs {
 /// by its bytes, not its components).
 fn manifest_key(p: &Path) -> std::borrow::Cow<'_, OsStr> {
     let b = p.as_os_str().as_bytes();
-    let normal = !b.windows(2).any(|w| w == b"//")
-        && !b.windows(3).any(|w| w == b"/./")
-        && !(b.len() > 1 && b.ends_with(b"/"))
-        && !b.ends_with(b"/.");
-    if normal {
+    let odd = b.windows(2).any(|w| w == b"//")
+        || b.windows(3).any(|w| w == b"/./")
+        || (b.len() > 1 && b.ends_with(b"/"))
+        || b.ends_with(b"/.");
+    if !odd {
         std::borrow::Cow::Borrowed(p.as_os_str())
     } else {
         std::borrow::Cow::Owned(p.components().collect::<PathBuf>().into_os_string())

@@ -28,9 +28,9 @@ pub(crate) fn run(
     let spec_dirs = crate::generate::coexist::runtime_dirs(&root, &args.spec_dirs);
     let format = args.format.map(Into::into);
     let planning = plan_all(&generators, &templates, &found, format);
-    // The plans hold all that writing needs: the devices found and the
-    // root's caches of resolved paths (a third of the peak on a host of
-    // 1024 VFs) go before the spec directories are read.
+    // The plans hold all that writing needs: the devices found go before
+    // the spec directories are read (the root's lookups went when
+    // discovery ended: `pipeline::discover`).
     drop(found);
     drop(root);
     let mut failed = broken || !planning.failed.is_empty();
