@@ -776,7 +776,7 @@ fn apply_to(
     let dir = dir.as_path();
     let mut changes = Vec::new();
     let mut errors = Vec::new();
-    let mut defined = Defined::read(dir, spec_dirs);
+    let mut defined = Defined::read_planned(dir, spec_dirs, plans);
     for p in plans {
         let mut keep = BTreeSet::new();
         if p.spec.is_some() {
@@ -937,7 +937,7 @@ pub fn preview_all(
     let mut out = Previewed::default();
     if touched.specs {
         let own = write::Ownership::read(output_dir).map_err(dir_error(output_dir))?;
-        let mut defined = Defined::read(output_dir, spec_dirs);
+        let mut defined = Defined::read_planned(output_dir, spec_dirs, plans);
         for p in plans {
             let mut keep = BTreeSet::new();
             if p.spec.is_some() {

@@ -1833,3 +1833,48 @@ fn a_bmc_display_is_offered_only_by_the_opt_in_definition() {
     assert!(cdi_device(bmc, "0").contains("'/dev/dri/card0'"), "{bmc}");
     assert!(!bmc.contains("card1"), "{bmc}");
 }
+
+/// What `generate` skips parsing is what parsing would give: on every
+/// fixture machine, each planned spec's bytes (YAML and JSON) parse to
+/// its kind and device names and are valid, so a file holding them
+/// defines what the plan says (`Defined::read_planned`).
+#[test]
+fn planned_bytes_parse_to_the_planned_spec() {
+    let generators = cdigen::generator::load(&[]).unwrap();
+    let enabled: Vec<_> = generators
+        .iter()
+        .filter(|l| l.generator.enabled)
+        .cloned()
+        .collect();
+    let templates = cdigen::render::Templates::load(None).unwrap();
+    let mut specs = 0;
+    for m in machines() {
+        let root = cdigen::root::HostRoot::open(&fixtures_dir().join(&m).join("root"))
+            .unwrap()
+            .with_driver_root_or_detect(None)
+            .with_nvml(false);
+        let scan = cdigen::generator::scan(enabled.iter().map(|l| &l.generator));
+        let Ok(found) = cdigen::discover::discover_for(&root, &[], &scan) else {
+            continue;
+        };
+        for format in [
+            cdigen::cdi::codec::Format::Yaml,
+            cdigen::cdi::codec::Format::Json,
+        ] {
+            let plans = cdigen::generate::plan_all(&enabled, &templates, &found, Some(format));
+            for p in &plans.planned {
+                let Some(spec) = &p.spec else { continue };
+                let parsed = cdigen::cdi::parse_file(Path::new(&p.file), &p.bytes)
+                    .unwrap_or_else(|e| panic!("{m}: {}: {e}", p.file));
+                assert_eq!(parsed.kind, spec.kind, "{m}: {}", p.file);
+                let names = |s: &cdigen::cdi::spec::Spec| -> Vec<String> {
+                    s.devices.iter().map(|d| d.name.clone()).collect()
+                };
+                assert_eq!(names(&parsed), names(spec), "{m}: {}", p.file);
+                assert_eq!(cdigen::cdi::validate(&parsed), vec![], "{m}: {}", p.file);
+                specs += 1;
+            }
+        }
+    }
+    assert!(specs > 40, "only {specs} specs planned across the fixtures");
+}

@@ -17,7 +17,7 @@ use serde::Serialize;
 use super::codec::Format;
 use super::name::{Kind, QualifiedName};
 use super::spec::Spec;
-use super::{load_file, validate};
+use super::{parse_file, read_file, validate};
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -122,9 +122,29 @@ struct Loaded {
     names: Vec<String>,
 }
 
+/// What a file defines, known to the caller of [`scan_known`] without
+/// parsing it.
+#[derive(Debug, Clone)]
+pub struct Known {
+    /// Its kind (`vendor/class`).
+    pub kind: String,
+    /// Its device names.
+    pub devices: Vec<String>,
+}
+
 /// Scans inputs in priority order (later wins). Directories are grouped as
 /// runtimes group them; a file given on its own is a group of one.
 pub fn scan(inputs: &[Input]) -> Scan {
+    scan_known(inputs, &|_, _| None)
+}
+
+/// [`scan`], taking a file whose path and bytes `known` recognizes as
+/// defining what it says, unparsed: a spec valid on its own (`loaded`),
+/// whose report has no findings of its own and no `spec`. For a caller
+/// holding the bytes of a spec it validated and that parse to what it
+/// says (`generate`, for its own files, which it has just planned): those
+/// bytes would parse to the same, so only the other files are parsed.
+pub fn scan_known(inputs: &[Input], known: &dyn Fn(&Path, &[u8]) -> Option<Known>) -> Scan {
     let mut out = Scan::default();
     // Resolved devices so far: name -> (path, group index, report index).
     let mut resolved: BTreeMap<String, (PathBuf, usize, usize)> = BTreeMap::new();
@@ -150,7 +170,7 @@ pub fn scan(inputs: &[Input]) -> Scan {
         };
         let mut loaded: Vec<Loaded> = Vec::new();
         for path in files {
-            if let Some(l) = load_one(&mut out, path, group) {
+            if let Some(l) = load_one(&mut out, path, group, known) {
                 loaded.push(l);
             }
         }
@@ -227,7 +247,12 @@ pub fn scan(inputs: &[Input]) -> Scan {
 /// defines when it is valid (runtimes use only valid files). A file that
 /// is not a regular file (a symlink is followed to one, as runtimes do)
 /// is reported and never opened ([`crate::fsio`]).
-fn load_one(out: &mut Scan, path: PathBuf, input: usize) -> Option<Loaded> {
+fn load_one(
+    out: &mut Scan,
+    path: PathBuf,
+    input: usize,
+    known: &dyn Fn(&Path, &[u8]) -> Option<Known>,
+) -> Option<Loaded> {
     let mut report = FileReport {
         path: path.clone(),
         kind: None,
@@ -246,7 +271,23 @@ fn load_one(out: &mut Scan, path: PathBuf, input: usize) -> Option<Loaded> {
         out.files.push(report);
         return None;
     }
-    let spec: Option<Spec> = match load_file(&path) {
+    let read = read_file(&path);
+    if let Ok(bytes) = &read
+        && let Some(k) = known(&path, bytes)
+        && let Ok(kind) = Kind::parse(&k.kind)
+    {
+        report.kind = Some(k.kind);
+        report.devices = k.devices;
+        report.loaded = true;
+        let loaded = Loaded {
+            report_index: out.files.len(),
+            kind,
+            names: report.devices.clone(),
+        };
+        out.files.push(report);
+        return Some(loaded);
+    }
+    let spec: Option<Spec> = match read.and_then(|bytes| parse_file(&path, &bytes)) {
         Ok(spec) => Some(spec),
         Err(e) => {
             let message = match &e {

@@ -77,13 +77,36 @@ pub enum LoadError {
 /// # Errors
 /// [`LoadError`] naming the file.
 pub fn load_file(path: &Path) -> Result<Spec, LoadError> {
-    let format = Format::from_path(path).ok_or_else(|| LoadError::Extension {
+    parse_file(path, &read_file(path)?)
+}
+
+/// Reads one spec file as [`load_file`] does, without parsing it.
+///
+/// # Errors
+/// [`LoadError`] naming the file.
+pub fn read_file(path: &Path) -> Result<Vec<u8>, LoadError> {
+    Format::from_path(path).ok_or_else(|| LoadError::Extension {
         path: path.to_path_buf(),
     })?;
     // Runtimes follow a symlinked spec file: so does this, but only to a
     // regular file (never a FIFO or device), and bounded.
-    let bytes = crate::fsio::read(path, MAX_SPEC_BYTES, crate::fsio::Links::Follow)?;
-    codec::parse(&bytes, format).map_err(|cause| LoadError::Parse {
+    Ok(crate::fsio::read(
+        path,
+        MAX_SPEC_BYTES,
+        crate::fsio::Links::Follow,
+    )?)
+}
+
+/// Strictly parses the bytes of the spec file `path` (format from its
+/// extension), as [`load_file`] does.
+///
+/// # Errors
+/// [`LoadError`] naming the file.
+pub fn parse_file(path: &Path, bytes: &[u8]) -> Result<Spec, LoadError> {
+    let format = Format::from_path(path).ok_or_else(|| LoadError::Extension {
+        path: path.to_path_buf(),
+    })?;
+    codec::parse(bytes, format).map_err(|cause| LoadError::Parse {
         path: path.to_path_buf(),
         cause: Box::new(cause),
     })
