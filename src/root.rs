@@ -415,10 +415,10 @@ pub struct HostRoot {
     /// Symlink lookups by host path (None: exists, not a link), keyed by
     /// the path's bytes (hashing a `Path` walks its components). Make a new
     /// root for each discovery run so that changes are seen.
-    links: Mutex<Map<OsString, Option<PathBuf>>>,
+    links: Mutex<Map<Box<OsStr>, Option<Box<Path>>>>,
     /// Real host paths of the directories resolved, by the host path
     /// asked for; as short-lived as `links`.
-    dirs: Mutex<Map<OsString, PathBuf>>,
+    dirs: Mutex<Map<Box<OsStr>, Box<Path>>>,
     /// Directories held open; as short-lived as `links`.
     open_dirs: Mutex<OpenDirs>,
     /// The directory the last file was looked up in: discovery reads
@@ -883,18 +883,57 @@ impl HostRoot {
         if let Ok(cache) = self.links.lock()
             && let Some(hit) = cache.get(here.as_os_str())
         {
-            return Ok(hit.clone());
+            return Ok(hit.as_deref().map(Path::to_path_buf));
         }
+        let (dir, name) = self.entry_at(here).map_err(|e| self.io_error(here, e))?;
+        if likely_link(here) {
+            return self.read_link_in(&dir, name, here);
+        }
+        // What a walk meets is mostly directories, which it goes into next:
+        // opened (never through a link) and held, one call says it is no
+        // link and opens it; anything else is no directory (`ENOTDIR`).
+        let flags = rustix::fs::OFlags::PATH
+            | rustix::fs::OFlags::DIRECTORY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::CLOEXEC;
+        match rustix::fs::openat(dir.as_fd(), name, flags, rustix::fs::Mode::empty()) {
+            Ok(fd) => {
+                if let Ok(mut open) = self.open_dirs.lock() {
+                    open.uses += 1;
+                    let now = open.uses;
+                    open.make_room();
+                    open.by_path
+                        .insert(here.as_os_str().to_os_string(), (Arc::new(fd), now));
+                }
+                if let Ok(mut cache) = self.links.lock() {
+                    cache.insert(here.as_os_str().into(), None);
+                }
+                return Ok(None);
+            }
+            Err(rustix::io::Errno::NOTDIR) => {}
+            Err(e) => return Err(self.io_error(here, e.into())),
+        }
+        self.read_link_in(&dir, name, here)
+    }
+
+    /// Reads the entry `name` of the open directory `dir` (the real host
+    /// path `here`) as a link, and caches what it is: its target, or none
+    /// when it is no link.
+    fn read_link_in(
+        &self,
+        dir: &OwnedFd,
+        name: &OsStr,
+        here: &Path,
+    ) -> Result<Option<PathBuf>, Error> {
         // `readlink` says both: a link's target, or `EINVAL` for an entry
         // that is not one.
-        let (dir, name) = self.entry_at(here).map_err(|e| self.io_error(here, e))?;
         let target = match rustix::fs::readlinkat(dir.as_fd(), name, Vec::new()) {
             Ok(t) => Some(PathBuf::from(OsString::from_vec(t.into_bytes()))),
             Err(rustix::io::Errno::INVAL) => None,
             Err(e) => return Err(self.io_error(here, e.into())),
         };
         if let Ok(mut cache) = self.links.lock() {
-            cache.insert(here.as_os_str().to_os_string(), target.clone());
+            cache.insert(here.as_os_str().into(), target.as_deref().map(Box::from));
         }
         Ok(target)
     }
@@ -935,6 +974,9 @@ impl HostRoot {
                 if !crate::fsio::is_symlink(&stat) {
                     return Ok((here, Some(Examined { stat, dir })));
                 }
+                // Known for a link: read from the directory at hand, not
+                // tried for one first.
+                self.read_link_in(&dir, name, &here)?;
             }
             // A link at the end (`driver`, `physfn`): the walk goes on from
             // the parent, reading the link once and caching it.
@@ -977,7 +1019,7 @@ impl HostRoot {
             self.dirs
                 .lock()
                 .ok()
-                .and_then(|c| c.get(p.as_os_str()).cloned())
+                .and_then(|c| c.get(p.as_os_str()).map(|d| d.to_path_buf()))
         };
         if let Some(hit) = cached(host) {
             return Ok(hit);
@@ -1007,7 +1049,7 @@ impl HostRoot {
                 .walk(host, std::mem::take(&mut real), Path::new(name))
                 .map_err(|e| e.resolving(host))?;
             if let Ok(mut cache) = self.dirs.lock() {
-                cache.insert(asked.clone().into_os_string(), real.clone());
+                cache.insert(asked.as_os_str().into(), real.as_path().into());
             }
         }
         Ok(real)
@@ -1586,6 +1628,41 @@ fn untrusted(kind: EntryKind, uid: u32, mode: u32, last: bool) -> Result<(), Str
 /// The normal and `..` components of `p` (root and `.` dropped).
 /// Whether `p` has a `..` component, by its bytes (as
 /// [`Path::components`] would say, without parsing every component).
+/// Whether the kernel makes the sysfs entry at the real host path `p` a
+/// link (`device`, `driver`, `physfn`, the devices of `/sys/class/<c>`
+/// and `/sys/bus/<b>/devices`): a lookup that reads it as one first saves
+/// a call where it is one, and costs one where it is not (a fixture's
+/// odd tree). It decides no more than the order of two lookups that
+/// together say what the entry is.
+fn likely_link(p: &Path) -> bool {
+    const LINKS: [&[u8]; 9] = [
+        b"device",
+        b"driver",
+        b"subsystem",
+        b"physfn",
+        b"iommu_group",
+        b"iommu",
+        b"firmware_node",
+        b"of_node",
+        b"module",
+    ];
+    let bytes = p.as_os_str().as_bytes();
+    let name = p.file_name().map_or(&[][..], OsStr::as_bytes);
+    if LINKS.contains(&name) || name.starts_with(b"virtfn") {
+        return true;
+    }
+    let parent = p.parent().map_or(&[][..], |d| d.as_os_str().as_bytes());
+    let under = |prefix: &[u8]| {
+        parent
+            .strip_prefix(prefix)
+            .is_some_and(|rest| !rest.is_empty() && !rest.contains(&b'/'))
+    };
+    bytes.starts_with(b"/sys/")
+        && (under(b"/sys/class/")
+            || under(b"/sys/dev/")
+            || (parent.starts_with(b"/sys/bus/") && parent.ends_with(b"/devices")))
+}
+
 fn has_parent_dir(p: &Path) -> bool {
     p.as_os_str()
         .as_bytes()

@@ -2257,3 +2257,68 @@ fn a_fresh_root_sees_the_host_now_and_keeps_its_settings() {
     assert_eq!(root.fresh().read_attr(p).unwrap(), "1");
     assert!(!root.is_host());
 }
+
+#[test]
+fn likely_links_are_the_kernels_link_names_and_class_entries() {
+    for p in [
+        "/sys/devices/pci0000:00/0000:00:01.0/driver",
+        "/sys/devices/pci0000:00/0000:00:01.0/virtfn12",
+        "/sys/class/net/eth0",
+        "/sys/bus/pci/devices/0000:00:01.0",
+        "/sys/dev/char/226:0",
+    ] {
+        assert!(likely_link(Path::new(p)), "{p}");
+    }
+    for p in [
+        "/sys/devices/pci0000:00/0000:00:01.0",
+        "/sys/class/net",
+        "/sys/class/net/eth0/queues",
+        "/sys/bus/pci/devices",
+        "/sys/bus/pci/drivers/mlx5_core",
+        "/run/class/net/eth0",
+    ] {
+        assert!(!likely_link(Path::new(p)), "{p}");
+    }
+}
+
+/// The order in which a walk asks what an entry is (read as a link, or
+/// opened as a directory) changes no answer: a name the kernel makes a
+/// link that is a directory here, and a directory where a link is
+/// expected, resolve as what they are.
+#[test]
+fn entries_resolve_as_what_they_are_whatever_their_names_suggest() {
+    let tmp = tempfile::tempdir().unwrap();
+    let base = tmp.path();
+    put(base, "sys/devices/a/device/vendor", b"0x10de\n");
+    put(base, "sys/devices/b/vendor", b"0x8086\n");
+    put(base, "sys/class/net/eth0/address", b"1\n");
+    link(base, "sys/devices/a/plain", "../b");
+    link(base, "sys/devices/a/driver", "../b");
+    link(base, "sys/class/net/eth1", "../../devices/b");
+    let root = HostRoot::open(base).unwrap();
+    for (path, want) in [
+        ("/sys/devices/a/device/vendor", "0x10de"),
+        ("/sys/devices/a/plain/vendor", "0x8086"),
+        ("/sys/devices/a/driver/vendor", "0x8086"),
+        ("/sys/class/net/eth0/address", "1"),
+        ("/sys/class/net/eth1/vendor", "0x8086"),
+    ] {
+        assert_eq!(root.read_attr(Path::new(path)).unwrap(), want, "{path}");
+    }
+    assert_eq!(
+        root.resolve(Path::new("/sys/devices/a/device")).unwrap(),
+        Path::new("/sys/devices/a/device")
+    );
+    assert_eq!(
+        root.resolve(Path::new("/sys/class/net/eth1")).unwrap(),
+        Path::new("/sys/devices/b")
+    );
+    assert_eq!(
+        root.raw_link(Path::new("/sys/devices/a/plain")).unwrap(),
+        Some(PathBuf::from("../b"))
+    );
+    assert_eq!(
+        root.raw_link(Path::new("/sys/class/net/eth0")).unwrap(),
+        None
+    );
+}
