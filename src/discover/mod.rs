@@ -384,13 +384,18 @@ fn run(
         let e = best.entry(path.clone()).or_insert(p);
         *e = (*e).max(p);
     }
-    let mut devices: Vec<Device> = found
+    // Sorted by backend and identity, ties in the order found: the index
+    // found makes the order total, so the sort needs no scratch copy of
+    // the devices (a stable sort's, as large as they are).
+    let mut devices: Vec<(usize, Device)> = found
         .into_iter()
-        .filter(|(p, d)| best.get(&d.sysfs_path) == Some(p))
-        .map(|(_, d)| d)
-        .filter(|d| only.is_empty() || only.contains(&d.backend))
+        .enumerate()
+        .filter(|(_, (p, d))| best.get(&d.sysfs_path) == Some(p))
+        .map(|(i, (_, d))| (i, d))
+        .filter(|(_, d)| only.is_empty() || only.contains(&d.backend))
         .collect();
-    devices.sort_by(|a, b| (&a.backend, &a.id).cmp(&(&b.backend, &b.id)));
+    devices.sort_unstable_by(|(i, a), (j, b)| (&a.backend, &a.id, i).cmp(&(&b.backend, &b.id, j)));
+    let devices: Vec<Device> = devices.into_iter().map(|(_, d)| d).collect();
     // The other backends ran for precedence only: what they skipped is
     // not this run's business (`--backend generic` says nothing of NVIDIA).
     let heard = report
