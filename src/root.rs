@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 use std::ffi::{OsStr, OsString};
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd as _, OwnedFd};
+use std::os::fd::{AsFd as _, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
 use std::path::{Component, Path, PathBuf};
@@ -351,6 +351,14 @@ impl Default for OpenDirs {
 }
 
 impl OpenDirs {
+    /// Holds `fd`, the directory at the real host path `path`, last used
+    /// `now`, making room first.
+    fn hold(&mut self, path: &Path, fd: Arc<OwnedFd>, now: u64) {
+        self.make_room();
+        self.by_path
+            .insert(path.as_os_str().to_os_string(), (fd, now));
+    }
+
     /// Closes the less recently used half when `cap` are open (one sort
     /// per `cap / 2` directories opened, not a scan per directory).
     fn make_room(&mut self) {
@@ -846,20 +854,9 @@ impl HostRoot {
         }
         let mut path = at.to_path_buf();
         for name in below.into_iter().rev() {
-            let flags = rustix::fs::OFlags::PATH
-                | rustix::fs::OFlags::DIRECTORY
-                | rustix::fs::OFlags::NOFOLLOW
-                | rustix::fs::OFlags::CLOEXEC;
-            fd = Arc::new(rustix::fs::openat(
-                fd.as_fd(),
-                name,
-                flags,
-                rustix::fs::Mode::empty(),
-            )?);
+            fd = Arc::new(open_dir_in(fd.as_fd(), name)?);
             path.push(name);
-            open.make_room();
-            open.by_path
-                .insert(path.clone().into_os_string(), (Arc::clone(&fd), now));
+            open.hold(&path, Arc::clone(&fd), now);
         }
         Ok(fd)
     }
@@ -892,18 +889,12 @@ impl HostRoot {
         // What a walk meets is mostly directories, which it goes into next:
         // opened (never through a link) and held, one call says it is no
         // link and opens it; anything else is no directory (`ENOTDIR`).
-        let flags = rustix::fs::OFlags::PATH
-            | rustix::fs::OFlags::DIRECTORY
-            | rustix::fs::OFlags::NOFOLLOW
-            | rustix::fs::OFlags::CLOEXEC;
-        match rustix::fs::openat(dir.as_fd(), name, flags, rustix::fs::Mode::empty()) {
+        match open_dir_in(dir.as_fd(), name) {
             Ok(fd) => {
                 if let Ok(mut open) = self.open_dirs.lock() {
                     open.uses += 1;
                     let now = open.uses;
-                    open.make_room();
-                    open.by_path
-                        .insert(here.as_os_str().to_os_string(), (Arc::new(fd), now));
+                    open.hold(here, Arc::new(fd), now);
                 }
                 if let Ok(mut cache) = self.links.lock() {
                     cache.insert(here.as_os_str().into(), None);
@@ -1625,9 +1616,16 @@ fn untrusted(kind: EntryKind, uid: u32, mode: u32, last: bool) -> Result<(), Str
     Ok(())
 }
 
-/// The normal and `..` components of `p` (root and `.` dropped).
-/// Whether `p` has a `..` component, by its bytes (as
-/// [`Path::components`] would say, without parsing every component).
+/// Opens the directory `name` of `dir` to be held (`O_PATH`), never
+/// through a link: `ENOTDIR` for a link or anything else but a directory.
+fn open_dir_in(dir: BorrowedFd<'_>, name: &OsStr) -> rustix::io::Result<OwnedFd> {
+    let flags = rustix::fs::OFlags::PATH
+        | rustix::fs::OFlags::DIRECTORY
+        | rustix::fs::OFlags::NOFOLLOW
+        | rustix::fs::OFlags::CLOEXEC;
+    rustix::fs::openat(dir, name, flags, rustix::fs::Mode::empty())
+}
+
 /// Whether the kernel makes the sysfs entry at the real host path `p` a
 /// link (`device`, `driver`, `physfn`, the devices of `/sys/class/<c>`
 /// and `/sys/bus/<b>/devices`): a lookup that reads it as one first saves
@@ -1663,6 +1661,8 @@ fn likely_link(p: &Path) -> bool {
             || (parent.starts_with(b"/sys/bus/") && parent.ends_with(b"/devices")))
 }
 
+/// Whether `p` has a `..` component, by its bytes (as
+/// [`Path::components`] would say, without parsing every component).
 fn has_parent_dir(p: &Path) -> bool {
     p.as_os_str()
         .as_bytes()

@@ -13,8 +13,7 @@ use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 
 use super::{Planned, coexist};
-use crate::cdi;
-use crate::cdi::dirs::{Input, scan, scan_known};
+use crate::cdi::dirs::{Input, Known, scan, scan_known};
 use crate::write;
 
 /// Another file defining a device a generator would write.
@@ -106,7 +105,7 @@ impl Defined {
                 .iter()
                 .find(|p| OsStr::new(&p.file) == name && p.bytes == bytes)?;
             let spec = p.spec.as_ref()?;
-            Some(cdi::dirs::Known {
+            Some(Known {
                 kind: spec.kind.clone(),
                 devices: spec.devices.iter().map(|d| d.name.clone()).collect(),
             })
